@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# test.sh — the whole test suite: setup + build, ctest, the suite again under ASan+UBSan, a short fuzz run.
+#   bash scripts/test.sh
+# Environment: ASSAY_SKIP_SANITIZE=1 / ASSAY_SKIP_FUZZ=1 skip those stages (for quick local runs).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+jobs=$(nproc)
+failed=0
+
+echo "== ctest (Release)"
+ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
+
+if [ "${ASSAY_SKIP_SANITIZE:-0}" != 1 ]; then
+  echo "== ctest under AddressSanitizer + UndefinedBehaviorSanitizer (heavy tests skipped)"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DASSAY_SANITIZE=ON -DASSAY_CUDA=OFF >/dev/null &&
+    cmake --build build-asan -j"$jobs" >/dev/null &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE heavy || failed=1
+fi
+
+if [ "${ASSAY_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzzing (bounded)"
+  bash scripts/fuzz.sh 20 || failed=1
+fi
+
+if [ $failed = 0 ]; then echo "test.sh: all stages passed"; else echo "test.sh: FAILED"; fi
+exit $failed

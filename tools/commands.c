@@ -1,0 +1,23 @@
+/* commands.c — every subcommand in one table: adding a command is adding a row. */
+#include <stddef.h>
+
+#include "commands.h"
+
+const assay_command assay_commands[] = {
+    {"inspect", "architecture, parameters, tensor table, bytes by type, tokenizer, chat template", NULL},
+    {"convert", "HF safetensors directory <-> GGUF, dtype changes (f32/f16/bf16)", NULL},
+    {"quantize", "post-training quantization: fp8, int8, int4 gptq/awq, GGUF k-quants, mxfp4/nvfp4", NULL},
+    {"tokenize", "text -> token ids or pieces with the model's tokenizer", NULL},
+    {"detokenize", "token ids -> text", NULL},
+    {"run", "generate text, streaming, with tok/s at the end", NULL},
+    {"perplexity", "perplexity with uncertainty, KL divergence against saved baseline logits", NULL},
+    {"imatrix", "importance matrix from calibration text", NULL},
+    {"serve", "OpenAI-compatible HTTP server with Prometheus metrics", NULL},
+    {"eval", "evaluation tasks (wikitext, kld, hellaswag, arc, piqa, mmlu, gsm8k) -> lm-eval JSON", NULL},
+    {"compare", "paired statistics between two result files and a ship/monitor/investigate verdict", NULL},
+    {"decide", "baseline vs candidate: eval + throughput + compare -> report.md and report.html", NULL},
+    {"bench", "offline throughput and memory: prefill/decode tok/s by batch and context", NULL},
+    {"bench-serve", "load generator for any OpenAI-compatible server: TTFT, TPOT, ITL, E2E", NULL},
+    {"plan", "memory planner: weights + KV cache -> context and concurrency", NULL},
+    {NULL, NULL, NULL},
+};

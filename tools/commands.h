@@ -1,0 +1,18 @@
+/* commands.h — the table of assay subcommands. One row per command; each command lives in tools/cmd_<name>.c. */
+#ifndef ASSAY_TOOLS_COMMANDS_H
+#define ASSAY_TOOLS_COMMANDS_H
+
+typedef int (*assay_command_fn)(int argc, char **argv);
+
+typedef struct assay_command {
+    const char *name;
+    const char *summary;
+    assay_command_fn run; /* NULL: listed in the plan, not built yet (says so and exits 1) */
+} assay_command;
+
+extern const assay_command assay_commands[];
+
+/* One entry point per built command (tools/cmd_<name>.c). */
+
+
+#endif
