@@ -48,10 +48,12 @@ typedef struct assay_gguf_str {
     uint64_t len;
 } assay_gguf_str;
 
-typedef struct assay_gguf_kv {
+typedef struct assay_gguf_kv assay_gguf_kv;
+struct assay_gguf_kv {
     assay_gguf_str key;
     assay_gguf_value_type type;
-    /* Scalars: the value widened (integers to i64/u64, floats to f64, bool to 0/1), and the raw bytes. */
+    /* Scalars: the value widened (signed integers to i64, unsigned to u64, floats to f64, bool to 0/1 in
+     * i64); strings point into the mapping. */
     union {
         int64_t i64;
         uint64_t u64;
@@ -59,12 +61,14 @@ typedef struct assay_gguf_kv {
         assay_gguf_str str;
     } value;
     /* Arrays (type == ASSAY_GGUF_ARRAY): element type, count, and the raw element bytes in the file.
-     * For arrays of strings, `strings` indexes every element (allocated at open). */
+     * For arrays of strings, `strings` indexes every element; for arrays of arrays, `arrays` holds one kv
+     * (empty key, type ASSAY_GGUF_ARRAY) per element, nested to any depth (both allocated at open). */
     assay_gguf_value_type array_type;
     uint64_t array_len;
     const uint8_t *array_data;
     assay_gguf_str *strings;
-} assay_gguf_kv;
+    assay_gguf_kv *arrays;
+};
 
 typedef struct assay_gguf_tensor {
     assay_gguf_str name;
@@ -79,12 +83,17 @@ typedef struct assay_gguf_tensor {
 typedef struct assay_gguf assay_gguf;
 
 assay_status assay_gguf_open(assay_gguf **out, const char *path);
+/* Parses a GGUF image already in memory (not copied: `data` must outlive the handle); `name` is used in
+ * messages and returned by assay_gguf_path. For fuzzing and for files produced in memory. */
+assay_status assay_gguf_open_memory(assay_gguf **out, const void *data, size_t size, const char *name);
 void assay_gguf_close(assay_gguf *g);
 
 uint32_t assay_gguf_version(const assay_gguf *g);
 uint64_t assay_gguf_alignment(const assay_gguf *g);
 const char *assay_gguf_path(const assay_gguf *g);
 size_t assay_gguf_file_size(const assay_gguf *g);
+/* Absolute file offset of the tensor data section (tensor offsets are relative to it). */
+size_t assay_gguf_data_offset(const assay_gguf *g);
 
 int64_t assay_gguf_kv_count(const assay_gguf *g);
 const assay_gguf_kv *assay_gguf_kv_at(const assay_gguf *g, int64_t i);
@@ -101,6 +110,10 @@ int assay_gguf_get_string(const assay_gguf *g, const char *key, assay_gguf_str *
 int64_t assay_gguf_array_int(const assay_gguf_kv *kv, uint64_t i);
 double assay_gguf_array_float(const assay_gguf_kv *kv, uint64_t i);
 assay_gguf_str assay_gguf_array_str(const assay_gguf_kv *kv, uint64_t i);
+/* Element i of an array of arrays (kv->array_type == ASSAY_GGUF_ARRAY). */
+const assay_gguf_kv *assay_gguf_array_sub(const assay_gguf_kv *kv, uint64_t i);
+/* "u8", "i8", ... "f64", "bool", "string", "array"; "unknown" otherwise. */
+const char *assay_gguf_type_name(assay_gguf_value_type t);
 
 int64_t assay_gguf_tensor_count(const assay_gguf *g);
 const assay_gguf_tensor *assay_gguf_tensor_at(const assay_gguf *g, int64_t i);

@@ -51,7 +51,9 @@ typedef enum assay_type {
     ASSAY_TYPE_TQ1_0 = 34,
     ASSAY_TYPE_TQ2_0 = 35,
     ASSAY_TYPE_MXFP4 = 39,
-    ASSAY_TYPE_GGML_COUNT = 40, /* ggml ids are < this */
+    ASSAY_TYPE_NVFP4 = 40,
+    ASSAY_TYPE_Q1_0 = 41,
+    ASSAY_TYPE_GGML_COUNT = 42, /* ggml ids are < this */
 
     ASSAY_TYPE_F8_E4M3 = 100, /* safetensors F8_E4M3 (OCP e4m3fn) */
     ASSAY_TYPE_F8_E5M2 = 101, /* safetensors F8_E5M2 */
