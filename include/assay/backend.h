@@ -1,0 +1,133 @@
+/* backend.h — the small table of ops a forward pass needs; CPU implements it now, CUDA later.
+ *
+ *   assay_backend *be;
+ *   assay_backend_cpu_open(&be, n_threads);                 // picks AVX2/FMA/F16C kernels when the CPU has them
+ *   const assay_backend_ops *op = be->ops;
+ *   op->matmul(be, y, &w, x, n_tok);                        // y[n_tok][w.n_out] = x[n_tok][w.n_in] . W^T
+ *   op->rmsnorm(be, x, x, gamma, n_embd, n_tok, 1e-5f);
+ *   assay_backend_close(be);
+ *
+ * Model code (src/model) calls only these ops, so there is no `#ifdef CUDA` in it (DESIGN.md principle 3).
+ * Pointers passed to ops are memory the backend can address: host memory for the CPU backend, memory from
+ * ops->alloc for a device backend. Activations are float32, row-major [rows][cols] with cols contiguous.
+ * Weights keep their stored type (any assay_type with a kernel) and are used straight from their blocks.
+ */
+#ifndef ASSAY_BACKEND_H
+#define ASSAY_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "assay/status.h"
+#include "assay/weight_type.h"
+
+/* A weight matrix as stored: n_out rows of n_in elements (ggml ne = {n_in, n_out}); rows are row_bytes apart. */
+typedef struct assay_weight {
+    assay_type type;
+    const void *data;
+    int64_t n_in, n_out;
+    size_t row_bytes;
+    const char *name; /* canonical tensor name, for the calibration hook and messages */
+} assay_weight;
+
+/* KV cache element types. F16 is the default (llama.cpp's default too); the 8-bit types carry one float scale
+ * per (token, kv head), so an outlier token cannot flatten the resolution of every other token. */
+typedef enum assay_kv_dtype {
+    ASSAY_KV_F16 = 0,
+    ASSAY_KV_BF16,
+    ASSAY_KV_F32,
+    ASSAY_KV_FP8_E4M3,
+    ASSAY_KV_FP8_E5M2,
+    ASSAY_KV_INT8,
+    ASSAY_KV_DTYPE_COUNT,
+} assay_kv_dtype;
+
+const char *assay_kv_dtype_name(assay_kv_dtype t);
+assay_status assay_kv_dtype_from_name(const char *name, assay_kv_dtype *out); /* "f16", "fp8_e4m3", "int8", ... */
+size_t assay_kv_dtype_size(assay_kv_dtype t);
+
+/* Paged KV storage of one layer. Blocks hold ASSAY_KV_BLOCK tokens; within a block the layout is
+ * [n_head_kv][ASSAY_KV_BLOCK][head_dim] so one head's keys of a block are contiguous.
+ * `scale` ([n_blocks][n_head_kv][ASSAY_KV_BLOCK] floats) is used by the 8-bit dtypes only. */
+#define ASSAY_KV_BLOCK 16
+typedef struct assay_kv_layer {
+    void *k, *v;
+    float *k_scale, *v_scale;
+} assay_kv_layer;
+
+/* One sequence's view of the cache: logical block i of the sequence lives in physical block table[i]. */
+typedef struct assay_kv_seq_view {
+    const int32_t *table;
+    int64_t n_blocks;
+} assay_kv_seq_view;
+
+typedef struct assay_kv_geom {
+    assay_kv_dtype dtype;
+    int64_t n_head_kv, head_dim;
+} assay_kv_geom;
+
+typedef enum assay_rope_mode { ASSAY_ROPE_MODE_NORM, ASSAY_ROPE_MODE_NEOX } assay_rope_mode;
+
+/* inv_freq[head_dim/2]: the per-pair rotation frequency, with any scaling (llama3, linear) already applied. */
+typedef struct assay_rope_params {
+    assay_rope_mode mode;
+    int64_t n_rot; /* rotated dims per head (<= head_dim) */
+    const float *inv_freq;
+} assay_rope_params;
+
+typedef struct assay_attn_params {
+    int64_t n_head, n_head_kv, head_dim;
+    float scale;          /* applied to q.k */
+    int64_t window;       /* > 0: a query at position p sees keys at positions > p - window (sliding window) */
+    float softcap;        /* > 0: scores = softcap * tanh(scores / softcap) */
+} assay_attn_params;
+
+typedef struct assay_backend assay_backend;
+
+typedef struct assay_backend_ops {
+    const char *name;
+    void (*close)(assay_backend *be);
+    void *(*alloc)(assay_backend *be, size_t bytes); /* zeroed; NULL when out of memory */
+    void (*free)(assay_backend *be, void *p);
+
+    /* y[t][o] = sum_i W[o][i] * x[t][i]  (x: [n_tok][n_in], y: [n_tok][n_out]); any weight type with a kernel. */
+    void (*matmul)(assay_backend *be, float *y, const assay_weight *w, const float *x, int64_t n_tok);
+    /* y[r] = x[r] / rms(x[r]) * gamma, rows of n; y may equal x. */
+    void (*rmsnorm)(assay_backend *be, float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows, float eps);
+    /* Rotates each of n_head heads of each row in place; row t has position pos[t]; rows are row_stride floats apart. */
+    void (*rope)(assay_backend *be, float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride,
+                 const int32_t *pos, const assay_rope_params *rp);
+    /* Writes k/v rows ([n_tok][n_head_kv*head_dim]) into the cache at the given positions of each token's sequence. */
+    void (*kv_store)(assay_backend *be, const assay_kv_layer *layer, const assay_kv_geom *g, const float *k,
+                     const float *v, int64_t n_tok, const assay_kv_seq_view *seq_of_tok, const int32_t *pos);
+    /* out[t][h*head_dim..] = softmax(q.K^T * scale, causal to pos[t]) . V over the token's sequence in the cache,
+     * computed tile by tile with an online softmax (no score matrix). q and out: [n_tok][n_head*head_dim]. */
+    void (*attention)(assay_backend *be, float *out, const float *q, int64_t n_tok, const assay_attn_params *ap,
+                      const assay_kv_layer *layer, const assay_kv_geom *g, const assay_kv_seq_view *seq_of_tok,
+                      const int32_t *pos);
+    /* out[i] = act(gate[i]) * up[i] for rows of n; gate/up rows are `stride` floats apart, out rows n apart. */
+    void (*swiglu)(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
+                   int64_t stride);
+    void (*geglu)(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
+                  int64_t stride);
+    void (*add)(assay_backend *be, float *y, const float *a, const float *b, int64_t n); /* y = a + b */
+    void (*scale)(assay_backend *be, float *y, float s, int64_t n);
+    /* rows of n: in-place softmax (probabilities), optional logit softcap first (0: none). */
+    void (*softmax)(assay_backend *be, float *x, int64_t n, int64_t n_rows, float softcap);
+    /* y[t] = dequantized row ids[t] of W (embedding lookup). */
+    void (*get_rows)(assay_backend *be, float *y, const assay_weight *w, const int32_t *ids, int64_t n);
+} assay_backend_ops;
+
+struct assay_backend {
+    const assay_backend_ops *ops;
+    void *impl;
+};
+
+/* CPU backend: n_threads workers (<= 0: all cores). The kernels (AVX2 or scalar) are picked by cpuid at open;
+ * ASSAY_CPU_NO_SIMD=1 in the environment forces the scalar reference kernels. */
+assay_status assay_backend_cpu_open(assay_backend **out, int n_threads);
+void assay_backend_close(assay_backend *be);
+/* "avx2" or "scalar" for the CPU backend. */
+const char *assay_backend_cpu_kernels(const assay_backend *be);
+
+#endif

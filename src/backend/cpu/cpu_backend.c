@@ -1,0 +1,436 @@
+/* cpu_backend.c — the CPU implementation of assay_backend_ops: threaded matmul over weight blocks, attention
+ * with an online softmax over the paged KV cache, and the element-wise ops.
+ *
+ * Scratch memory (quantized activations, per-thread attention tiles) grows only when a call needs more than
+ * any earlier call, so steady-state decoding allocates nothing. */
+#include <cpuid.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "assay/backend.h"
+#include "assay/dequant.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/kv_convert.h"
+#include "backend/cpu/threadpool.h"
+
+typedef struct cpu_thread_scratch {
+    float *buf;
+    size_t cap; /* floats */
+} cpu_thread_scratch;
+
+typedef struct cpu_backend {
+    assay_backend base;
+    const assay_cpu_kernels *k;
+    assay_threadpool *tp;
+    int n_threads;
+    void *act;        /* quantized activations */
+    size_t act_cap;
+    cpu_thread_scratch *ts;
+} cpu_backend;
+
+static cpu_backend *cpu_of(assay_backend *be) { return (cpu_backend *)be; }
+
+int assay_cpu_has_avx2(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!(fma && osxsave && avx && f16c)) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0)); /* the OS saves ymm state */
+    if ((lo & 6) != 6) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b >> 5) & 1;
+}
+
+static void ensure_thread_scratch(cpu_backend *cb, size_t floats) {
+    for (int i = 0; i < cb->n_threads; i++) {
+        if (cb->ts[i].cap >= floats) continue;
+        free(cb->ts[i].buf);
+        cb->ts[i].buf = assay_xmalloc(floats * sizeof(float));
+        cb->ts[i].cap = floats;
+    }
+}
+
+static void *ensure_act(cpu_backend *cb, size_t bytes) {
+    if (cb->act_cap < bytes) {
+        free(cb->act);
+        cb->act = assay_xmalloc(bytes);
+        cb->act_cap = bytes;
+    }
+    return cb->act;
+}
+
+/* ---- memory ----------------------------------------------------------------------------------------------- */
+
+static void *cpu_alloc(assay_backend *be, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void cpu_free(assay_backend *be, void *p) { free(p); }
+
+/* ---- matmul ----------------------------------------------------------------------------------------------- */
+
+static size_t act_row_bytes(assay_type t, int64_t n) {
+    switch (t) {
+    case ASSAY_TYPE_Q8_0: return (size_t)(n / 32) * sizeof(assay_block_q8_0);
+    case ASSAY_TYPE_Q8_1: return (size_t)(n / 32) * sizeof(assay_block_q8_1);
+    case ASSAY_TYPE_Q8_K: return (size_t)(n / 256) * sizeof(assay_block_q8_K);
+    default: return (size_t)n * sizeof(float);
+    }
+}
+
+typedef struct matmul_job {
+    float *y;
+    const assay_weight *w;
+    const uint8_t *xq;
+    size_t xq_row;
+    int64_t n_tok, rows_per_task;
+    assay_cpu_vec_dot_fn dot;
+} matmul_job;
+
+enum { MATMUL_TOK_TILE = 4 };
+
+static void matmul_task(void *ctx, int64_t task, int thread) {
+    const matmul_job *j = ctx;
+    const assay_weight *w = j->w;
+    int64_t r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
+    if (r1 > w->n_out) r1 = w->n_out;
+    const uint8_t *wd = w->data;
+    /* tokens in small tiles so the task's weight rows stay in cache while each token of the tile uses them */
+    for (int64_t t0 = 0; t0 < j->n_tok; t0 += MATMUL_TOK_TILE) {
+        int64_t t1 = t0 + MATMUL_TOK_TILE < j->n_tok ? t0 + MATMUL_TOK_TILE : j->n_tok;
+        for (int64_t r = r0; r < r1; r++) {
+            const void *wr = wd + (size_t)r * w->row_bytes;
+            for (int64_t t = t0; t < t1; t++) j->dot(w->n_in, &j->y[t * w->n_out + r], wr, j->xq + (size_t)t * j->xq_row);
+        }
+    }
+}
+
+typedef struct quant_job {
+    const float *x;
+    uint8_t *xq;
+    int64_t n_in;
+    size_t row;
+    assay_cpu_from_float_fn q;
+} quant_job;
+
+static void quant_task(void *ctx, int64_t t, int thread) {
+    const quant_job *j = ctx;
+    j->q(j->x + t * j->n_in, j->xq + (size_t)t * j->row, j->n_in);
+}
+
+static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const float *x, int64_t n_tok) {
+    cpu_backend *cb = cpu_of(be);
+    const assay_cpu_type_kernels *tk = &cb->k->type[w->type];
+    ASSAY_ASSERT((int)w->type < ASSAY_TYPE_GGML_COUNT && tk->vec_dot);
+    matmul_job j = {.y = y, .w = w, .n_tok = n_tok, .dot = tk->vec_dot};
+    if (tk->vec_dot_type == ASSAY_TYPE_F32) {
+        j.xq = (const uint8_t *)x;
+        j.xq_row = (size_t)w->n_in * sizeof(float);
+    } else {
+        j.xq_row = act_row_bytes(tk->vec_dot_type, w->n_in);
+        uint8_t *xq = ensure_act(cb, j.xq_row * (size_t)n_tok);
+        quant_job qj = {x, xq, w->n_in, j.xq_row, cb->k->from_float[tk->vec_dot_type]};
+        assay_threadpool_run(cb->tp, quant_task, &qj, n_tok);
+        j.xq = xq;
+    }
+    /* enough tasks to balance threads, few enough that each covers a useful run of rows */
+    int64_t tasks = (int64_t)cb->n_threads * 8;
+    int64_t rows = (w->n_out + tasks - 1) / tasks;
+    if (rows < 8) rows = 8;
+    j.rows_per_task = rows;
+    assay_threadpool_run(cb->tp, matmul_task, &j, (w->n_out + rows - 1) / rows);
+}
+
+/* ---- element-wise ----------------------------------------------------------------------------------------- */
+
+static void cpu_rmsnorm(assay_backend *be, float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows,
+                        float eps) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
+        float inv = (float)(1.0 / sqrt(ss / (double)n + eps));
+        for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv * gamma[i];
+    }
+}
+
+static void cpu_rope(assay_backend *be, float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride,
+                     const int32_t *pos, const assay_rope_params *rp) {
+    int64_t half = rp->n_rot / 2;
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t i = 0; i < half; i++) {
+            float ang = (float)pos[t] * rp->inv_freq[i];
+            float c = cosf(ang), s = sinf(ang);
+            for (int64_t h = 0; h < n_head; h++) {
+                float *v = x + t * row_stride + h * head_dim;
+                int64_t a = rp->mode == ASSAY_ROPE_MODE_NORM ? 2 * i : i, b = rp->mode == ASSAY_ROPE_MODE_NORM ? 2 * i + 1 : i + half;
+                float x0 = v[a], x1 = v[b];
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+static void cpu_swiglu(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
+                       int64_t stride) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t i = 0; i < n; i++) {
+            float g = gate[r * stride + i];
+            out[r * n + i] = g / (1.0f + expf(-g)) * up[r * stride + i];
+        }
+}
+
+static void cpu_geglu(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
+                      int64_t stride) {
+    const float c = 0.7978845608028654f; /* sqrt(2/pi): the tanh approximation Gemma uses */
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t i = 0; i < n; i++) {
+            float g = gate[r * stride + i];
+            float ge = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g)));
+            out[r * n + i] = ge * up[r * stride + i];
+        }
+}
+
+static void cpu_add(assay_backend *be, float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void cpu_scale(assay_backend *be, float *y, float s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] *= s;
+}
+
+static void cpu_softmax(assay_backend *be, float *x, int64_t n, int64_t n_rows, float softcap) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *v = x + r * n;
+        if (softcap > 0)
+            for (int64_t i = 0; i < n; i++) v[i] = softcap * tanhf(v[i] / softcap);
+        float m = -INFINITY;
+        for (int64_t i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            v[i] = expf(v[i] - m);
+            s += v[i];
+        }
+        float inv = (float)(1.0 / s);
+        for (int64_t i = 0; i < n; i++) v[i] *= inv;
+    }
+}
+
+static void cpu_get_rows(assay_backend *be, float *y, const assay_weight *w, const int32_t *ids, int64_t n) {
+    assay_dequant_row_fn f = assay_dequant_row_get(w->type);
+    ASSAY_ASSERT(f);
+    for (int64_t t = 0; t < n; t++) {
+        ASSAY_ASSERT(ids[t] >= 0 && ids[t] < w->n_out);
+        f((const uint8_t *)w->data + (size_t)ids[t] * w->row_bytes, y + t * w->n_in, w->n_in);
+    }
+}
+
+/* ---- KV cache --------------------------------------------------------------------------------------------- */
+
+static size_t kv_elem(assay_kv_dtype t) { return assay_kv_dtype_size(t); }
+
+static int kv_is_scaled(assay_kv_dtype t) { return t == ASSAY_KV_FP8_E4M3 || t == ASSAY_KV_FP8_E5M2 || t == ASSAY_KV_INT8; }
+
+static float kv_qmax(assay_kv_dtype t) { return t == ASSAY_KV_INT8 ? 127.0f : assay_kv_fp8_max(t); }
+
+static void cpu_kv_store(assay_backend *be, const assay_kv_layer *L, const assay_kv_geom *g, const float *k,
+                         const float *v, int64_t n_tok, const assay_kv_seq_view *seq_of_tok, const int32_t *pos) {
+    cpu_backend *cb = cpu_of(be);
+    size_t es = kv_elem(g->dtype);
+    int64_t hd = g->head_dim, kvd = g->n_head_kv * hd;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const assay_kv_seq_view *sv = &seq_of_tok[t];
+        int64_t blk = pos[t] / ASSAY_KV_BLOCK, off = pos[t] % ASSAY_KV_BLOCK;
+        ASSAY_ASSERT(blk < sv->n_blocks);
+        int64_t phys = sv->table[blk];
+        for (int64_t h = 0; h < g->n_head_kv; h++) {
+            int64_t slot = (phys * g->n_head_kv + h) * ASSAY_KV_BLOCK + off;
+            for (int kv = 0; kv < 2; kv++) {
+                const float *src = (kv ? v : k) + t * kvd + h * hd;
+                uint8_t *dst = (uint8_t *)(kv ? L->v : L->k) + (size_t)slot * hd * es;
+                float inv = 1.0f;
+                if (kv_is_scaled(g->dtype)) { /* one scale per (token, head): absmax maps to the format's max */
+                    float amax = 0;
+                    for (int64_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(src[i]));
+                    float sc = amax > 0 ? amax / kv_qmax(g->dtype) : 1.0f;
+                    (kv ? L->v_scale : L->k_scale)[slot] = sc;
+                    inv = 1.0f / sc;
+                }
+                assay_kv_encode(cb->k, g->dtype, src, dst, hd, inv);
+            }
+        }
+    }
+}
+
+typedef struct attn_job {
+    float *out;
+    const float *q;
+    const assay_attn_params *ap;
+    const assay_kv_layer *L;
+    const assay_kv_geom *g;
+    const assay_kv_seq_view *seq;
+    const int32_t *pos;
+    cpu_backend *cb;
+} attn_job;
+
+/* One (token, head): scores of one KV block at a time, with a running max m, running sum l and output
+ * accumulator rescaled by exp(m_old - m_new) whenever the max grows (FlashAttention's online softmax). */
+static void attn_task(void *ctx, int64_t task, int thread) {
+    const attn_job *j = ctx;
+    const assay_attn_params *ap = j->ap;
+    const assay_kv_geom *g = j->g;
+    const assay_cpu_kernels *K = j->cb->k;
+    int64_t t = task / ap->n_head, h = task % ap->n_head, hd = ap->head_dim;
+    int64_t kvh = h / (ap->n_head / ap->n_head_kv);
+    const float *q = j->q + (t * ap->n_head + h) * hd;
+    float *out = j->out + (t * ap->n_head + h) * hd;
+    float *acc = j->cb->ts[thread].buf, *kt = acc + hd, *vt = kt + ASSAY_KV_BLOCK * hd, *s = vt + ASSAY_KV_BLOCK * hd;
+    size_t es = kv_elem(g->dtype);
+    int64_t p = j->pos[t], start = 0;
+    if (ap->window > 0 && p - ap->window + 1 > 0) start = p - ap->window + 1;
+    const assay_kv_seq_view *sv = &j->seq[t];
+    float m = -INFINITY, l = 0;
+    memset(acc, 0, (size_t)hd * sizeof(float));
+    for (int64_t blk = start / ASSAY_KV_BLOCK; blk <= p / ASSAY_KV_BLOCK; blk++) {
+        int64_t base = blk * ASSAY_KV_BLOCK;
+        int64_t j0 = start > base ? start - base : 0, j1 = p - base + 1 < ASSAY_KV_BLOCK ? p - base + 1 : ASSAY_KV_BLOCK;
+        int64_t slot0 = (sv->table[blk] * g->n_head_kv + kvh) * ASSAY_KV_BLOCK;
+        const uint8_t *kb = (const uint8_t *)j->L->k + (size_t)slot0 * hd * es;
+        const uint8_t *vb = (const uint8_t *)j->L->v + (size_t)slot0 * hd * es;
+        int scaled = kv_is_scaled(g->dtype);
+        float mt = -INFINITY;
+        for (int64_t i = j0; i < j1; i++) {
+            const float *kr;
+            if (g->dtype == ASSAY_KV_F32) kr = (const float *)kb + i * hd;
+            else {
+                assay_kv_decode(K, g->dtype, kb + (size_t)i * hd * es, kt, hd, scaled ? j->L->k_scale[slot0 + i] : 1.0f);
+                kr = kt;
+            }
+            float sc = K->dot_f32(hd, q, kr) * ap->scale;
+            if (ap->softcap > 0) sc = ap->softcap * tanhf(sc / ap->softcap);
+            s[i] = sc;
+            mt = sc > mt ? sc : mt;
+        }
+        float mn = mt > m ? mt : m;
+        if (mn != m) {
+            float corr = expf(m - mn); /* exp(-inf) = 0 on the first tile */
+            l *= corr;
+            for (int64_t d = 0; d < hd; d++) acc[d] *= corr;
+            m = mn;
+        }
+        for (int64_t i = j0; i < j1; i++) {
+            float pr = expf(s[i] - m);
+            l += pr;
+            const float *vr;
+            if (g->dtype == ASSAY_KV_F32) vr = (const float *)vb + i * hd;
+            else {
+                assay_kv_decode(K, g->dtype, vb + (size_t)i * hd * es, vt, hd, scaled ? j->L->v_scale[slot0 + i] : 1.0f);
+                vr = vt;
+            }
+            K->axpy_f32(hd, acc, pr, vr);
+        }
+    }
+    float inv = 1.0f / l;
+    for (int64_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+}
+
+static void cpu_attention(assay_backend *be, float *out, const float *q, int64_t n_tok, const assay_attn_params *ap,
+                          const assay_kv_layer *L, const assay_kv_geom *g, const assay_kv_seq_view *seq_of_tok,
+                          const int32_t *pos) {
+    cpu_backend *cb = cpu_of(be);
+    ensure_thread_scratch(cb, (size_t)ap->head_dim * (1 + 2 * ASSAY_KV_BLOCK) + ASSAY_KV_BLOCK);
+    attn_job j = {out, q, ap, L, g, seq_of_tok, pos, cb};
+    assay_threadpool_run(cb->tp, attn_task, &j, n_tok * ap->n_head);
+}
+
+/* ---- open / close ----------------------------------------------------------------------------------------- */
+
+static void cpu_close(assay_backend *be);
+
+static const assay_backend_ops cpu_ops = {
+    .name = "cpu",
+    .close = cpu_close,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .matmul = cpu_matmul,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .geglu = cpu_geglu,
+    .add = cpu_add,
+    .scale = cpu_scale,
+    .softmax = cpu_softmax,
+    .get_rows = cpu_get_rows,
+};
+
+assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
+    assay_kv_convert_init();
+    cpu_backend *cb = assay_xcalloc(1, sizeof *cb);
+    cb->base.ops = &cpu_ops;
+    cb->base.impl = cb;
+    const char *no_simd = getenv("ASSAY_CPU_NO_SIMD");
+    cb->k = assay_cpu_kernels_ref();
+    if (!(no_simd && *no_simd && *no_simd != '0') && assay_cpu_has_avx2() && assay_cpu_kernels_avx2())
+        cb->k = assay_cpu_kernels_avx2();
+    if (n_threads <= 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = nc > 0 ? (int)nc : 1;
+    }
+    cb->n_threads = n_threads;
+    cb->tp = assay_threadpool_new(n_threads);
+    cb->ts = assay_xcalloc((size_t)n_threads, sizeof *cb->ts);
+    *out = &cb->base;
+    return ASSAY_OK;
+}
+
+static void cpu_close(assay_backend *be) {
+    cpu_backend *cb = cpu_of(be);
+    assay_threadpool_free(cb->tp);
+    for (int i = 0; i < cb->n_threads; i++) free(cb->ts[i].buf);
+    free(cb->ts);
+    free(cb->act);
+    free(cb);
+}
+
+void assay_backend_close(assay_backend *be) {
+    if (be) be->ops->close(be);
+}
+
+const char *assay_backend_cpu_kernels(const assay_backend *be) { return ((const cpu_backend *)be)->k->name; }
+
+/* ---- KV dtype names (shared by every backend) -------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    size_t size;
+} kv_dtypes[ASSAY_KV_DTYPE_COUNT] = {
+    [ASSAY_KV_F16] = {"f16", 2},          [ASSAY_KV_BF16] = {"bf16", 2},        [ASSAY_KV_F32] = {"f32", 4},
+    [ASSAY_KV_FP8_E4M3] = {"fp8_e4m3", 1}, [ASSAY_KV_FP8_E5M2] = {"fp8_e5m2", 1}, [ASSAY_KV_INT8] = {"int8", 1},
+};
+
+const char *assay_kv_dtype_name(assay_kv_dtype t) {
+    return (int)t >= 0 && t < ASSAY_KV_DTYPE_COUNT ? kv_dtypes[t].name : "unknown";
+}
+
+size_t assay_kv_dtype_size(assay_kv_dtype t) {
+    ASSAY_ASSERT((int)t >= 0 && t < ASSAY_KV_DTYPE_COUNT);
+    return kv_dtypes[t].size;
+}
+
+assay_status assay_kv_dtype_from_name(const char *name, assay_kv_dtype *out) {
+    for (int i = 0; i < ASSAY_KV_DTYPE_COUNT; i++)
+        if (strcasecmp(name, kv_dtypes[i].name) == 0) {
+            *out = (assay_kv_dtype)i;
+            return ASSAY_OK;
+        }
+    if (strcasecmp(name, "fp8") == 0) {
+        *out = ASSAY_KV_FP8_E4M3;
+        return ASSAY_OK;
+    }
+    return assay_fail(ASSAY_ERR_ARG, "unknown KV cache dtype '%s' (f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8)", name);
+}

@@ -1,0 +1,45 @@
+/* cpu_kernels.h — the CPU backend's per-type kernel table and the kernels shared by scalar and AVX2 builds.
+ *
+ * A weight row is multiplied with an activation row that was first converted to the weight type's
+ * `vec_dot_type`: F32 for float weights, Q8_0/Q8_1 blocks for the legacy quants, Q8_K super-blocks for the
+ * k-quants (the llama.cpp scheme: integer dot products, one float multiply per block).
+ */
+#ifndef ASSAY_CPU_KERNELS_H
+#define ASSAY_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#include "assay/weight_type.h"
+#include "quant/quant_blocks.h"
+
+typedef void (*assay_cpu_from_float_fn)(const float *x, void *dst, int64_t n);
+/* *s = dot(weight row w, converted activation row x), n elements. */
+typedef void (*assay_cpu_vec_dot_fn)(int64_t n, float *s, const void *w, const void *x);
+
+typedef struct assay_cpu_type_kernels {
+    assay_type vec_dot_type;        /* ASSAY_TYPE_F32, _Q8_0, _Q8_1 or _Q8_K */
+    assay_cpu_vec_dot_fn vec_dot;   /* NULL: no kernel for this weight type */
+} assay_cpu_type_kernels;
+
+typedef struct assay_cpu_kernels {
+    const char *name;
+    assay_cpu_type_kernels type[ASSAY_TYPE_GGML_COUNT];
+    assay_cpu_from_float_fn from_float[ASSAY_TYPE_GGML_COUNT]; /* activation quantizers, by vec_dot_type */
+    float (*dot_f32)(int64_t n, const float *a, const float *b);
+    /* y[i] += a * x[i] */
+    void (*axpy_f32)(int64_t n, float *y, float a, const float *x);
+    /* kv element rows <-> float */
+    void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
+} assay_cpu_kernels;
+
+const assay_cpu_kernels *assay_cpu_kernels_ref(void);
+const assay_cpu_kernels *assay_cpu_kernels_avx2(void); /* NULL when not compiled in */
+int assay_cpu_has_avx2(void);                          /* AVX2 + FMA + F16C, by cpuid and OS support */
+
+/* Activation quantizers (reference; the AVX2 table may use its own). */
+void assay_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
+void assay_quantize_row_q8_1_ref(const float *x, void *dst, int64_t n);
+void assay_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n);
+
+#endif

@@ -1,0 +1,294 @@
+/* kernels_avx2.c — AVX2/FMA/F16C versions of the CPU kernels (compiled with -mavx2 -mfma -mf16c, chosen at run
+ * time by cpuid). Quantized weights meet activations quantized to 8 bits, multiplied as int8 with
+ * _mm256_maddubs_epi16 (unsigned x signed, so signed weights are made unsigned by the sign trick) and summed in
+ * int32, with one float multiply per 32-element block. Checked against kernels_ref.c in tests/unit/test_cpu_kernels.c. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/kq_inline.h"
+
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* int8 x int8 over 32 lanes -> 8 int32 partial sums, as floats. */
+static inline __m256 dot_i8_signed(__m256i x, __m256i y) {
+    __m256i ax = _mm256_sign_epi8(x, x), sy = _mm256_sign_epi8(y, x);
+    __m256i p16 = _mm256_maddubs_epi16(ax, sy);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+/* uint8 (0..127) x int8 -> 8 int32 sums, as floats. */
+static inline __m256 dot_u8_i8(__m256i ux, __m256i y) {
+    __m256i p16 = _mm256_maddubs_epi16(ux, y);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+static inline __m256i unpack_nibbles(const uint8_t *qs) { /* 16 bytes -> 32 values, low nibbles first */
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0xf)), hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0xf));
+    return _mm256_set_m128i(hi, lo);
+}
+
+/* The 5th bits of 32 elements (a 32-bit mask) -> 0x10 in each byte whose bit is set. */
+static inline __m256i bits_to_bytes(uint32_t m) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)m), shuf);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfe);
+    v = _mm256_or_si256(v, bit);
+    v = _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static void vd_f32(int64_t n, float *s, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++) sum += a[i] * b[i];
+    *s = sum;
+}
+
+static inline __m256 load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+static void vd_bf16(int64_t n, float *s, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(load_bf16(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_bf16(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(load_bf16(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(load_bf16(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_bf16(a + i), _mm256_loadu_ps(b + i), acc0);
+    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++) sum += assay_bf16_to_float(a[i]) * b[i];
+    *s = sum;
+}
+
+static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+static void vd_f16(int64_t n, float *s, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(load_f16(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_f16(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(load_f16(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(load_f16(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_f16(a + i), _mm256_loadu_ps(b + i), acc0);
+    float sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++) sum += assay_half_to_float(a[i]) * b[i];
+    *s = sum;
+}
+
+static void vd_q4_0(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q4_0 *b = w;
+    const assay_block_q8_0 *a = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q = _mm256_sub_epi8(unpack_nibbles(b[i].qs), _mm256_set1_epi8(8));
+        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
+        acc = _mm256_fmadd_ps(d, dot_i8_signed(q, y), acc);
+    }
+    *s = hsum256(acc);
+}
+
+static void vd_q4_1(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q4_1 *b = w;
+    const assay_block_q8_1 *a = x;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q = unpack_nibbles(b[i].qs);
+        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
+        acc = _mm256_fmadd_ps(d, dot_u8_i8(q, y), acc);
+        summ += _cvtsh_ss(b[i].m) * _cvtsh_ss(a[i].s);
+    }
+    *s = hsum256(acc) + summ;
+}
+
+static void vd_q5_0(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q5_0 *b = w;
+    const assay_block_q8_0 *a = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh;
+        memcpy(&qh, b[i].qh, 4);
+        __m256i q = _mm256_or_si256(unpack_nibbles(b[i].qs), bits_to_bytes(qh));
+        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
+        acc = _mm256_fmadd_ps(d, dot_i8_signed(q, y), acc);
+    }
+    *s = hsum256(acc);
+}
+
+static void vd_q5_1(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q5_1 *b = w;
+    const assay_block_q8_1 *a = x;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh;
+        memcpy(&qh, b[i].qh, 4);
+        __m256i q = _mm256_or_si256(unpack_nibbles(b[i].qs), bits_to_bytes(qh));
+        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
+        acc = _mm256_fmadd_ps(d, dot_u8_i8(q, y), acc);
+        summ += _cvtsh_ss(b[i].m) * _cvtsh_ss(a[i].s);
+    }
+    *s = hsum256(acc) + summ;
+}
+
+static void vd_q8_0(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q8_0 *b = w, *a = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
+        acc = _mm256_fmadd_ps(d, dot_i8_signed(q, y), acc);
+    }
+    *s = hsum256(acc);
+}
+
+KQ_DEFINE_VEC_DOT(vd_q2_K, assay_block_q2_K, kq_unpack_q2_K)
+KQ_DEFINE_VEC_DOT(vd_q3_K, assay_block_q3_K, kq_unpack_q3_K)
+KQ_DEFINE_VEC_DOT(vd_q4_K, assay_block_q4_K, kq_unpack_q4_K)
+KQ_DEFINE_VEC_DOT(vd_q5_K, assay_block_q5_K, kq_unpack_q5_K)
+KQ_DEFINE_VEC_DOT(vd_q6_K, assay_block_q6_K, kq_unpack_q6_K)
+
+/* ---- activation quantizers -------------------------------------------------------------------------------- */
+
+static inline float block_amax(const float *x) {
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_andnot_ps(signbit, _mm256_loadu_ps(x));
+    m = _mm256_max_ps(m, _mm256_andnot_ps(signbit, _mm256_loadu_ps(x + 8)));
+    m = _mm256_max_ps(m, _mm256_andnot_ps(signbit, _mm256_loadu_ps(x + 16)));
+    m = _mm256_max_ps(m, _mm256_andnot_ps(signbit, _mm256_loadu_ps(x + 24)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* 32 floats * id -> 32 int8 (round to nearest even), in element order. */
+static inline __m256i quant32(const float *x, float id, int32_t *sum) {
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
+    if (sum) {
+        __m256i t = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        u = _mm_hadd_epi32(u, u);
+        u = _mm_hadd_epi32(u, u);
+        *sum = _mm_cvtsi128_si32(u);
+    }
+    /* packs interleave 128-bit lanes; the permute puts the 32 bytes back in element order */
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static void quantize_q8_0(const float *x, void *dst, int64_t n) {
+    assay_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float d = block_amax(x) / 127.0f, id = d ? 1.0f / d : 0.0f;
+        y[i].d = _cvtss_sh(d, 0);
+        _mm256_storeu_si256((__m256i *)y[i].qs, quant32(x, id, NULL));
+    }
+}
+
+static void quantize_q8_1(const float *x, void *dst, int64_t n) {
+    assay_block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float d = block_amax(x) / 127.0f, id = d ? 1.0f / d : 0.0f;
+        int32_t sum;
+        y[i].d = _cvtss_sh(d, 0);
+        _mm256_storeu_si256((__m256i *)y[i].qs, quant32(x, id, &sum));
+        y[i].s = _cvtss_sh(d * (float)sum, 0);
+    }
+}
+
+static void quantize_f32(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size_t)n * sizeof(float)); }
+
+static float dot_f32(int64_t n, const float *a, const float *b) {
+    float s;
+    vd_f32(n, &s, a, b);
+    return s;
+}
+
+static void axpy_f32(int64_t n, float *y, float a, const float *x) {
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static void f16_to_f32(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_f16(x + i));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+static void f32_to_f16(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(x[i], 0);
+}
+
+static const assay_cpu_kernels kernels_avx2 = {
+    .name = "avx2",
+    .type =
+        {
+            [ASSAY_TYPE_F32] = {ASSAY_TYPE_F32, vd_f32},
+            [ASSAY_TYPE_F16] = {ASSAY_TYPE_F32, vd_f16},
+            [ASSAY_TYPE_BF16] = {ASSAY_TYPE_F32, vd_bf16},
+            [ASSAY_TYPE_Q4_0] = {ASSAY_TYPE_Q8_0, vd_q4_0},
+            [ASSAY_TYPE_Q4_1] = {ASSAY_TYPE_Q8_1, vd_q4_1},
+            [ASSAY_TYPE_Q5_0] = {ASSAY_TYPE_Q8_0, vd_q5_0},
+            [ASSAY_TYPE_Q5_1] = {ASSAY_TYPE_Q8_1, vd_q5_1},
+            [ASSAY_TYPE_Q8_0] = {ASSAY_TYPE_Q8_0, vd_q8_0},
+            [ASSAY_TYPE_Q2_K] = {ASSAY_TYPE_Q8_K, vd_q2_K},
+            [ASSAY_TYPE_Q3_K] = {ASSAY_TYPE_Q8_K, vd_q3_K},
+            [ASSAY_TYPE_Q4_K] = {ASSAY_TYPE_Q8_K, vd_q4_K},
+            [ASSAY_TYPE_Q5_K] = {ASSAY_TYPE_Q8_K, vd_q5_K},
+            [ASSAY_TYPE_Q6_K] = {ASSAY_TYPE_Q8_K, vd_q6_K},
+        },
+    .from_float =
+        {
+            [ASSAY_TYPE_F32] = quantize_f32,
+            [ASSAY_TYPE_Q8_0] = quantize_q8_0,
+            [ASSAY_TYPE_Q8_1] = quantize_q8_1,
+            [ASSAY_TYPE_Q8_K] = assay_quantize_row_q8_K_ref,
+        },
+    .dot_f32 = dot_f32,
+    .axpy_f32 = axpy_f32,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
+};
+
+const assay_cpu_kernels *assay_cpu_kernels_avx2(void) { return &kernels_avx2; }

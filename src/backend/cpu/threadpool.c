@@ -1,0 +1,120 @@
+/* threadpool.c — see threadpool.h. */
+#include "backend/cpu/threadpool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "assay/status.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_ITERS 20000
+
+struct assay_threadpool {
+    int n;
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_uint generation; /* bumped for each run */
+    atomic_int stop;
+    /* the current loop */
+    assay_task_fn fn;
+    void *ctx;
+    int64_t n_tasks;
+    atomic_llong next;
+    atomic_int active; /* workers still inside the current loop */
+};
+
+typedef struct worker_arg {
+    assay_threadpool *tp;
+    int id;
+} worker_arg;
+
+static void run_tasks(assay_threadpool *tp, int id) {
+    for (;;) {
+        int64_t t = atomic_fetch_add(&tp->next, 1);
+        if (t >= tp->n_tasks) break;
+        tp->fn(tp->ctx, t, id);
+    }
+}
+
+static void *worker_main(void *p) {
+    worker_arg *wa = p;
+    assay_threadpool *tp = wa->tp;
+    int id = wa->id;
+    free(wa);
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load(&tp->generation)) == seen && !atomic_load(&tp->stop)) {
+            if (++spins < SPIN_ITERS) {
+                CPU_RELAX();
+                continue;
+            }
+            pthread_mutex_lock(&tp->mu);
+            while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop)) pthread_cond_wait(&tp->cv, &tp->mu);
+            pthread_mutex_unlock(&tp->mu);
+        }
+        if (atomic_load(&tp->stop)) return NULL;
+        seen = g;
+        run_tasks(tp, id);
+        atomic_fetch_sub(&tp->active, 1);
+    }
+}
+
+assay_threadpool *assay_threadpool_new(int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    assay_threadpool *tp = assay_xcalloc(1, sizeof *tp);
+    tp->n = n_threads;
+    pthread_mutex_init(&tp->mu, NULL);
+    pthread_cond_init(&tp->cv, NULL);
+    tp->threads = assay_xcalloc((size_t)n_threads, sizeof(pthread_t));
+    for (int i = 1; i < n_threads; i++) {
+        worker_arg *wa = assay_xmalloc(sizeof *wa);
+        wa->tp = tp;
+        wa->id = i;
+        int rc = pthread_create(&tp->threads[i], NULL, worker_main, wa);
+        ASSAY_ASSERT(rc == 0);
+    }
+    return tp;
+}
+
+void assay_threadpool_free(assay_threadpool *tp) {
+    if (!tp) return;
+    pthread_mutex_lock(&tp->mu);
+    atomic_store(&tp->stop, 1);
+    pthread_cond_broadcast(&tp->cv);
+    pthread_mutex_unlock(&tp->mu);
+    for (int i = 1; i < tp->n; i++) pthread_join(tp->threads[i], NULL);
+    pthread_mutex_destroy(&tp->mu);
+    pthread_cond_destroy(&tp->cv);
+    free(tp->threads);
+    free(tp);
+}
+
+int assay_threadpool_size(const assay_threadpool *tp) { return tp->n; }
+
+void assay_threadpool_run(assay_threadpool *tp, assay_task_fn fn, void *ctx, int64_t n_tasks) {
+    if (n_tasks <= 0) return;
+    if (tp->n == 1 || n_tasks == 1) {
+        for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+        return;
+    }
+    tp->fn = fn;
+    tp->ctx = ctx;
+    tp->n_tasks = n_tasks;
+    atomic_store(&tp->next, 0);
+    atomic_store(&tp->active, tp->n - 1);
+    pthread_mutex_lock(&tp->mu);
+    atomic_fetch_add(&tp->generation, 1);
+    pthread_cond_broadcast(&tp->cv);
+    pthread_mutex_unlock(&tp->mu);
+    run_tasks(tp, 0);
+    while (atomic_load(&tp->active) > 0) CPU_RELAX();
+}

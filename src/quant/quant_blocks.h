@@ -1,0 +1,94 @@
+/* quant_blocks.h — the byte layouts of ggml's block-quantized types, as structs the kernels index directly.
+ *
+ * The layouts are fixed by the GGUF file format (ggml's ggml-common.h describes the same bytes); the
+ * static_asserts pin every struct to the block size the file format uses, so a padding surprise cannot
+ * silently shift weights. Scales are IEEE half stored as uint16_t (assay_half_to_float below).
+ */
+#ifndef ASSAY_QUANT_BLOCKS_H
+#define ASSAY_QUANT_BLOCKS_H
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ASSAY_QK 32   /* elements per legacy block (Q4_0 ... Q8_1) */
+#define ASSAY_QK_K 256 /* elements per k-quant super-block */
+
+typedef struct { uint16_t d; uint8_t qs[16]; } assay_block_q4_0;              /* x = d * (q - 8) */
+typedef struct { uint16_t d, m; uint8_t qs[16]; } assay_block_q4_1;           /* x = d * q + m */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } assay_block_q5_0; /* x = d * (q - 16), 5th bit in qh */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } assay_block_q5_1;
+typedef struct { uint16_t d; int8_t qs[32]; } assay_block_q8_0;               /* x = d * q */
+typedef struct { uint16_t d, s; int8_t qs[32]; } assay_block_q8_1;            /* s = d * sum(q): activation side */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } assay_block_q2_K;
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } assay_block_q3_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } assay_block_q4_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } assay_block_q5_K;
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } assay_block_q6_K;
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } assay_block_q8_K; /* activation side; bsums: sums of 16 */
+
+static_assert(sizeof(assay_block_q4_0) == 18, "q4_0 block");
+static_assert(sizeof(assay_block_q4_1) == 20, "q4_1 block");
+static_assert(sizeof(assay_block_q5_0) == 22, "q5_0 block");
+static_assert(sizeof(assay_block_q5_1) == 24, "q5_1 block");
+static_assert(sizeof(assay_block_q8_0) == 34, "q8_0 block");
+static_assert(sizeof(assay_block_q8_1) == 36, "q8_1 block");
+static_assert(sizeof(assay_block_q2_K) == 84, "q2_K block");
+static_assert(sizeof(assay_block_q3_K) == 110, "q3_K block");
+static_assert(sizeof(assay_block_q4_K) == 144, "q4_K block");
+static_assert(sizeof(assay_block_q5_K) == 176, "q5_K block");
+static_assert(sizeof(assay_block_q6_K) == 210, "q6_K block");
+static_assert(sizeof(assay_block_q8_K) == 292, "q8_K block");
+
+/* IEEE half <-> float, exact (subnormals, inf, nan). Local until the shared dtype conversions land. */
+static inline float assay_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) bits = sign;
+        else { /* subnormal: renormalize */
+            int e = -1;
+            do { man <<= 1; e++; } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
+    else bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t assay_float_to_half(float f) { /* round to nearest even */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to >= 65520: inf */
+    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+        float a;
+        memcpy(&a, &ax, 4);
+        /* a * 2^24 rounded to nearest even integer = the subnormal mantissa */
+        float m = a * 16777216.0f;
+        uint32_t mi = (uint32_t)m;
+        float frac = m - (float)mi;
+        if (frac > 0.5f || (frac == 0.5f && (mi & 1))) mi++;
+        return (uint16_t)(sign | mi);
+    }
+    uint32_t r = ax + 0xfff + ((ax >> 13) & 1); /* round mantissa to 10 bits, ties to even */
+    return (uint16_t)(sign | (((r >> 13) - ((127 - 15) << 10)) & 0x7fff));
+}
+
+static inline float assay_bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t assay_float_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
+    return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+#endif

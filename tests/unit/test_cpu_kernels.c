@@ -1,0 +1,192 @@
+/* test_cpu_kernels.c — every CPU kernel against its reference, with stated tolerances.
+ *
+ *  1. Weight-row dot products, each weight type (random blocks: every bit pattern of the packed fields):
+ *     spec  = sum dequantize(w)[i] * x[i] in double (dequant.c, itself checked against gguf-py);
+ *     ref   = scalar kernel with x quantized to the type's activation format (Q8_0/Q8_1/Q8_K);
+ *     avx2  = AVX2 kernel.
+ *     |ref - spec| <= sum_i |w_i| * (activation quantization step of x_i) * 0.6 + 2e-3 * sum |w_i x_i|
+ *       (half a step of rounding, the step itself rounded to fp16, and the fp16-rounded block sums of Q8_1);
+ *     |avx2 - ref| <= 1e-5 * sum |w_i x_i| (same integers, different float summation order).
+ *  2. AVX2 activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
+ *  3. Attention (online softmax over a paged cache with a shuffled block table) against a naive two-pass
+ *     softmax in double: f32 cache 1e-5, f16 cache 2e-3, fp8/int8 caches 0.1 (relative to max |v|).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "assay/backend.h"
+#include "assay/dequant.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "check.h"
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+static float frand(void) { return (float)((rnd() & 0xffffff) / 16777216.0 * 2 - 1); }
+
+typedef struct { assay_type t; int block, size, halves[2]; } tinfo;
+static const tinfo types[] = {
+    {ASSAY_TYPE_Q4_0, 32, 18, {0, -1}}, {ASSAY_TYPE_Q4_1, 32, 20, {0, 2}},  {ASSAY_TYPE_Q5_0, 32, 22, {0, -1}},
+    {ASSAY_TYPE_Q5_1, 32, 24, {0, 2}},  {ASSAY_TYPE_Q8_0, 32, 34, {0, -1}}, {ASSAY_TYPE_Q2_K, 256, 84, {80, 82}},
+    {ASSAY_TYPE_Q3_K, 256, 110, {108, -1}}, {ASSAY_TYPE_Q4_K, 256, 144, {0, 2}}, {ASSAY_TYPE_Q5_K, 256, 176, {0, 2}},
+    {ASSAY_TYPE_Q6_K, 256, 210, {208, -1}}, {ASSAY_TYPE_F32, 1, 4, {-1, -1}}, {ASSAY_TYPE_F16, 1, 2, {-1, -1}},
+    {ASSAY_TYPE_BF16, 1, 2, {-1, -1}},
+};
+
+static size_t act_bytes(assay_type vt, int64_t n) {
+    return vt == ASSAY_TYPE_Q8_0 ? n / 32 * 34 : vt == ASSAY_TYPE_Q8_1 ? n / 32 * 36 : vt == ASSAY_TYPE_Q8_K ? n / 256 * 292 : n * 4;
+}
+
+static void test_vec_dot(const assay_cpu_kernels *ref, const assay_cpu_kernels *avx) {
+    const int64_t n = 1024;
+    uint8_t *w = malloc(n * 4), *xr = malloc(n * 4 + 64), *xa = malloc(n * 4 + 64);
+    float *x = malloc(n * 4), *wd = malloc(n * 4);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const tinfo *T = &types[ti];
+        for (int rep = 0; rep < 20; rep++) {
+            int64_t nb = n / T->block;
+            if (T->t == ASSAY_TYPE_F32) for (int64_t i = 0; i < n; i++) ((float *)w)[i] = frand();
+            else if (T->t == ASSAY_TYPE_F16) for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = assay_float_to_half(frand());
+            else if (T->t == ASSAY_TYPE_BF16) for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = assay_float_to_bf16(frand());
+            else
+                for (int64_t b = 0; b < nb; b++) {
+                    uint8_t *blk = w + b * T->size;
+                    for (int i = 0; i < T->size; i++) blk[i] = (uint8_t)rnd();
+                    for (int h = 0; h < 2; h++)
+                        if (T->halves[h] >= 0) {
+                            uint16_t v = assay_float_to_half(frand() * 0.05f);
+                            memcpy(blk + T->halves[h], &v, 2);
+                        }
+                }
+            /* activations with an outlier now and then, as real hidden states have */
+            for (int64_t i = 0; i < n; i++) x[i] = frand() * ((rnd() % 64) == 0 ? 8.0f : 1.0f);
+            CHECK_OK(assay_dequantize(T->t, w, wd, n));
+            double spec = 0, mag = 0, step = 0;
+            for (int64_t i = 0; i < n; i++) {
+                spec += (double)wd[i] * x[i];
+                mag += fabs((double)wd[i] * x[i]);
+            }
+            assay_type vt = ref->type[T->t].vec_dot_type;
+            int qb = vt == ASSAY_TYPE_Q8_K ? 256 : 32;
+            if (vt != ASSAY_TYPE_F32)
+                for (int64_t b = 0; b < n / qb; b++) {
+                    float am = 0, sw = 0;
+                    for (int i = 0; i < qb; i++) {
+                        am = fmaxf(am, fabsf(x[b * qb + i]));
+                        sw += fabsf(wd[b * qb + i]);
+                    }
+                    step += sw * am / 127.0f;
+                }
+            ref->from_float[vt](x, xr, n);
+            float sr, sa;
+            ref->type[T->t].vec_dot(n, &sr, w, xr);
+            double tol = step * 0.6 + 2e-3 * mag + (vt == ASSAY_TYPE_F32 ? 1e-5 * mag : 0);
+            if (fabs(sr - spec) > tol) fprintf(stderr, "type %s ref %g spec %g tol %g\n", ref->name, sr, spec, tol);
+            CHECK(fabs(sr - spec) <= tol);
+            if (avx) {
+                CHECK(avx->type[T->t].vec_dot_type == vt);
+                avx->from_float[vt](x, xa, n);
+                CHECK(memcmp(xa, xr, act_bytes(vt, n)) == 0);
+                avx->type[T->t].vec_dot(n, &sa, w, xa);
+                if (fabs(sa - sr) > 1e-5 * mag + 1e-6) fprintf(stderr, "type %d avx2 %g ref %g\n", T->t, sa, sr);
+                CHECK(fabs(sa - sr) <= 1e-5 * mag + 1e-6);
+            }
+        }
+    }
+    free(w); free(xr); free(xa); free(x); free(wd);
+}
+
+static void test_f16(const assay_cpu_kernels *ref, const assay_cpu_kernels *avx) {
+    if (!avx) return;
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint16_t hv = (uint16_t)h;
+        float a, b;
+        ref->f16_to_f32(&hv, &a, 1);
+        avx->f16_to_f32(&hv, &b, 1);
+        if (!(a == b || (a != a && b != b))) bad++;
+        if (a == a) { /* round trip */
+            uint16_t r1, r2;
+            ref->f32_to_f16(&a, &r1, 1);
+            avx->f32_to_f16(&a, &r2, 1);
+            if (r1 != r2 || (r1 != hv && !(a == 0))) bad++;
+        }
+    }
+    for (int i = 0; i < 100000; i++) { /* rounding of arbitrary floats, subnormals included */
+        float f = frand() * (float)ldexp(1.0, (int)(rnd() % 40) - 28);
+        uint16_t r1, r2;
+        ref->f32_to_f16(&f, &r1, 1);
+        avx->f32_to_f16(&f, &r2, 1);
+        if (r1 != r2) bad++;
+    }
+    CHECK(bad == 0);
+}
+
+static void test_attention(assay_backend *be, assay_kv_dtype dt, double tol) {
+    const int64_t n_head = 4, n_kv = 2, hd = 64, n_pos = 45, n_blocks = 8;
+    int32_t table[4] = {5, 2, 7, 0}; /* shuffled physical blocks */
+    assay_kv_seq_view sv = {table, 4};
+    size_t es = assay_kv_dtype_size(dt);
+    assay_kv_layer L = {calloc(n_blocks * n_kv * ASSAY_KV_BLOCK * hd, es), calloc(n_blocks * n_kv * ASSAY_KV_BLOCK * hd, es),
+                        calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4), calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4)};
+    assay_kv_geom g = {dt, n_kv, hd};
+    float *k = malloc(n_pos * n_kv * hd * 4), *v = malloc(n_pos * n_kv * hd * 4), *q = malloc(n_pos * n_head * hd * 4);
+    float *out = malloc(n_pos * n_head * hd * 4);
+    int32_t pos[64];
+    assay_kv_seq_view svs[64];
+    for (int64_t i = 0; i < n_pos * n_kv * hd; i++) { k[i] = frand() * 2; v[i] = frand(); }
+    for (int64_t i = 0; i < n_pos * n_head * hd; i++) q[i] = frand() * 2;
+    for (int i = 0; i < n_pos; i++) { pos[i] = i; svs[i] = sv; }
+    /* store in two calls (a prefill, then single tokens), as a generation would */
+    be->ops->kv_store(be, &L, &g, k, v, 30, svs, pos);
+    for (int i = 30; i < n_pos; i++) be->ops->kv_store(be, &L, &g, k + i * n_kv * hd, v + i * n_kv * hd, 1, svs, pos + i);
+    for (int win = 0; win <= 20; win += 20) {
+        assay_attn_params ap = {n_head, n_kv, hd, 0.125f, win, 0};
+        be->ops->attention(be, out, q, n_pos, &ap, &L, &g, svs, pos);
+        double maxerr = 0;
+        for (int t = 0; t < n_pos; t++)
+            for (int h = 0; h < n_head; h++) {
+                int kvh = h / (n_head / n_kv);
+                double s[64], m = -1e300, l = 0;
+                int start = win > 0 && t - win + 1 > 0 ? t - win + 1 : 0;
+                for (int j = start; j <= t; j++) {
+                    double d = 0;
+                    for (int e = 0; e < hd; e++) d += (double)q[(t * n_head + h) * hd + e] * k[(j * n_kv + kvh) * hd + e];
+                    s[j] = d * 0.125;
+                    if (s[j] > m) m = s[j];
+                }
+                for (int j = start; j <= t; j++) l += exp(s[j] - m);
+                for (int e = 0; e < hd; e++) {
+                    double o = 0;
+                    for (int j = start; j <= t; j++) o += exp(s[j] - m) / l * v[(j * n_kv + kvh) * hd + e];
+                    double err = fabs(o - out[(t * n_head + h) * hd + e]);
+                    if (err > maxerr) maxerr = err;
+                }
+            }
+        printf("attention kv %s window %d: max |err| %.3g (tolerance %g)\n", assay_kv_dtype_name(dt), win, maxerr, tol);
+        CHECK(maxerr <= tol);
+    }
+    free(L.k); free(L.v); free(L.k_scale); free(L.v_scale); free(k); free(v); free(q); free(out);
+}
+
+int main(void) {
+    const assay_cpu_kernels *ref = assay_cpu_kernels_ref();
+    const assay_cpu_kernels *avx = assay_cpu_has_avx2() ? assay_cpu_kernels_avx2() : NULL;
+    if (!avx) printf("no AVX2 on this CPU: checking the scalar kernels against the spec only\n");
+    test_vec_dot(ref, avx);
+    test_f16(ref, avx);
+    assay_backend *be;
+    CHECK_OK(assay_backend_cpu_open(&be, 2));
+    test_attention(be, ASSAY_KV_F32, 1e-5);
+    test_attention(be, ASSAY_KV_F16, 2e-3);
+    test_attention(be, ASSAY_KV_BF16, 2e-2);
+    test_attention(be, ASSAY_KV_FP8_E4M3, 0.1);
+    test_attention(be, ASSAY_KV_FP8_E5M2, 0.2);
+    test_attention(be, ASSAY_KV_INT8, 0.05);
+    assay_backend_close(be);
+    return check_finish("cpu_kernels");
+}
