@@ -13,6 +13,8 @@ typedef struct assay_command {
 extern const assay_command assay_commands[];
 
 /* One entry point per built command (tools/cmd_<name>.c). */
+int assay_cmd_tokenize(int argc, char **argv);
+int assay_cmd_detokenize(int argc, char **argv);
 
 
 #endif
