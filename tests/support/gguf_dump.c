@@ -2,6 +2,7 @@
  * gguf-py's view of the same file.
  *
  *   gguf_dump FILE [--no-data]
+ *   gguf_dump --types               the weight type table as JSON
  *
  * Strings (keys, values, tensor names) are written as hex of their bytes so any byte sequence compares
  * exactly; floats are written as the integer bit pattern of their f32/f64 encoding. Each tensor carries its
@@ -88,6 +89,24 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: gguf_dump FILE [--no-data]\n");
         return 2;
+    }
+    if (strcmp(argv[1], "--types") == 0) {
+        /* the type table, for tests/py/test_weight_types.py */
+        printf("[");
+        int first = 1;
+        for (int t = 0; t < ASSAY_TYPE_COUNT; t++) {
+            const assay_type_info *ti = assay_type_get((assay_type)t);
+            if (!ti) continue;
+            assay_type back;
+            if (assay_type_from_name(ti->name, &back) != ASSAY_OK || back != (assay_type)t) return 3;
+            printf("%s\n {\"id\": %d, \"name\": \"%s\", \"block_elems\": %lld, \"block_bytes\": %zu, \"quantized\": %d, "
+                   "\"row_bytes_4096\": %zu}",
+                   first ? "" : ",", t, ti->name, (long long)ti->block_elems, ti->block_bytes, ti->is_quantized,
+                   assay_type_row_ok((assay_type)t, 4096) ? assay_type_row_bytes((assay_type)t, 4096) : 0);
+            first = 0;
+        }
+        printf("]\n");
+        return 0;
     }
     int with_data = !(argc > 2 && strcmp(argv[2], "--no-data") == 0);
     crc_init();
