@@ -41,10 +41,6 @@ assay_status assay_ggml_quantize(assay_type type, const float *src, void *dst, i
  * The engine's kernels are tested against gguf-py; this one exists so quantizers can measure their own error. */
 void assay_ggml_dequantize_ref(assay_type type, const void *src, float *dst, int64_t n);
 
-/* fp16 <-> fp32 as ggml does it (round to nearest even, overflow to inf). */
-uint16_t assay_ggml_fp32_to_fp16(float f);
-float assay_ggml_fp16_to_fp32(uint16_t h);
-
 /* ---- llama.cpp quantization mixes (llama_tensor_get_type) ---------------------------------------------- */
 /* llama.cpp's llama_ftype numbers: written as general.file_type. */
 typedef enum assay_ggml_ftype {

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "assay/dtype.h"
 #include "assay/ggml_quant.h"
 #include "assay/status.h"
 
@@ -43,50 +44,9 @@ _Static_assert(sizeof(kq_block_q4_k) == 144, "q4_K block");
 _Static_assert(sizeof(kq_block_q5_k) == 176, "q5_K block");
 _Static_assert(sizeof(kq_block_q6_k) == 210, "q6_K block");
 
-/* ---- fp16 ------------------------------------------------------------------------------------------------- */
-uint16_t assay_ggml_fp32_to_fp16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t absx = x & 0x7fffffffu;
-    if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* NaN */
-    if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
-    if (absx < 0x38800000u) {                                   /* below 2^-14: fp16 subnormal or zero */
-        /* value / 2^-24 rounded to nearest even, done in float: exact because the result is < 2^10 */
-        float a;
-        memcpy(&a, &absx, 4);
-        float q = a * 16777216.0f; /* 2^24 */
-        uint32_t m = (uint32_t)nearbyintf(q);
-        return (uint16_t)(sign | m);
-    }
-    uint32_t mant = absx & 0x7fffffu;
-    uint32_t exp = (absx >> 23) - 127 + 15;
-    uint32_t h = (exp << 10) | (mant >> 13);
-    uint32_t rest = mant & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++; /* carries into the exponent correctly */
-    return (uint16_t)(sign | h);
-}
-
-float assay_ggml_fp16_to_fp32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t mant = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0) {
-        float v = (float)mant * (1.0f / 16777216.0f);
-        return sign ? -v : v;
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (mant << 13);
-    } else {
-        bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-#define F16(x) assay_ggml_fp32_to_fp16(x)
-#define F32(h) assay_ggml_fp16_to_fp32(h)
+/* fp16 scales: round to nearest even, as ggml converts them */
+#define F16(x) assay_f32_to_f16(x)
+#define F32(h) assay_f16_to_f32(h)
 
 /* Round half to even for |f| < 2^22 by adding 1.5*2^23 (the sum's low mantissa bits are the integer).
  * Out of that range (never for sane weights) fall back to nearbyintf, which rounds the same way. */
