@@ -1,0 +1,126 @@
+"""Oracle for tests/unit/test_int_quant.c (run by it): int_quant_oracle.py FIXTURE.safetensors GROUP_SIZE
+
+1. Unpacks the GPTQ tensors (qweight [in/8, out] with input row 8i+k at bits 4k, qzeros [groups, out/8] holding
+   zero-1, fp16 scales [groups, out], g_idx) and the AWQ GEMM tensors (qweight [in, out/8] with nibble k holding
+   output 8j+[0,2,4,6,1,3,5,7][k], qzeros without offset) with numpy, following the documented layouts, and
+   requires exactly the weights the C side computed.
+2. Reruns GPTQ with a numpy transcription of the reference algorithm (IST-DASLab gptq.py fasterquant: dead
+   columns, act-order permutation, 1% dampening, upper Cholesky factor of H^-1, 128-column lazy batches, group
+   parameters from the error-compensated weights) and compares the integer codes with ours. Like the C side,
+   scales are rounded to fp16 before rounding the weights (the format stores fp16 scales).
+Exit code 0 = pass.
+"""
+import sys
+
+import numpy as np
+from safetensors.numpy import load_file
+
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+def unpack_gptq(t, v):
+    qw, qz, sc, gi = t[v + ".qweight"].view(np.uint32), t[v + ".qzeros"].view(np.uint32), t[v + ".scales"], t[v + ".g_idx"]
+    n_in, n_out = qw.shape[0] * 8, qw.shape[1]
+    q = np.zeros((n_in, n_out), np.int64)
+    for k in range(8):
+        q[k::8, :] = (qw >> np.uint32(4 * k)) & 0xF
+    z = np.zeros((qz.shape[0], n_out), np.int64)
+    for k in range(8):
+        z[:, k::8] = ((qz >> np.uint32(4 * k)) & 0xF) + 1
+    s = sc.astype(np.float32)
+    w = s[gi, :] * (q - z[gi, :]).astype(np.float32)
+    return w.T, q.T
+
+
+def unpack_awq(t, v, gs):
+    qw, qz, sc = t[v + ".qweight"].view(np.uint32), t[v + ".qzeros"].view(np.uint32), t[v + ".scales"]
+    n_in, n_out = qw.shape[0], qw.shape[1] * 8
+    q = np.zeros((n_in, n_out), np.int64)
+    z = np.zeros((qz.shape[0], n_out), np.int64)
+    for k in range(8):
+        q[:, AWQ_ORDER[k]::8] = (qw >> np.uint32(4 * k)) & 0xF
+        z[:, AWQ_ORDER[k]::8] = (qz >> np.uint32(4 * k)) & 0xF
+    gi = np.arange(n_in) // gs
+    w = sc.astype(np.float32)[gi, :] * (q - z[gi, :]).astype(np.float32)
+    return w.T
+
+
+def find_params(x, maxq):
+    """asymmetric, range widened to contain 0; x [rows, n] float32"""
+    xmin = np.minimum(x.min(axis=1), 0)
+    xmax = np.maximum(x.max(axis=1), 0)
+    both = (xmin == 0) & (xmax == 0)
+    xmin[both], xmax[both] = -1, 1
+    scale = ((xmax - xmin) / np.float32(maxq)).astype(np.float32)
+    scale = scale.astype(np.float16).astype(np.float32)
+    zero = np.clip(np.round(-xmin / scale), 0, maxq)
+    return scale, zero
+
+
+def gptq_reference(W, X, gs, actorder, blocksize=128, percdamp=0.01, maxq=15):
+    W = W.astype(np.float64).copy()
+    n_out, n = W.shape
+    H = X.astype(np.float64).T @ X.astype(np.float64)
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1
+    W[:, dead] = 0
+    perm = np.arange(n)
+    if actorder:
+        perm = np.argsort(-np.diag(H), kind="stable")
+        W = W[:, perm]
+        H = H[perm][:, perm]
+    H[np.diag_indices(n)] += percdamp * np.mean(np.diag(H))
+    U = np.linalg.cholesky(np.linalg.inv(H)).T  # upper, U^T U = H^-1
+    Q = np.zeros((n_out, n), np.int64)
+    scale = zero = None
+    for i1 in range(0, n, blocksize):
+        i2 = min(i1 + blocksize, n)
+        W1 = W[:, i1:i2].copy()
+        Err1 = np.zeros_like(W1)
+        for i in range(i2 - i1):
+            c = i1 + i
+            if c % gs == 0:
+                # as gptq.py does: from W, which has the earlier blocks' updates but not this block's
+                scale, zero = find_params(W[:, c:c + gs].astype(np.float32), maxq)
+            w = W1[:, i]
+            q = np.clip(np.round(w.astype(np.float32) / scale) + zero, 0, maxq)
+            Q[:, c] = q
+            d = U[c, c]
+            err = (w - scale.astype(np.float64) * (q - zero)) / d
+            W1[:, i:] -= np.outer(err, U[c, c:i2])
+            Err1[:, i] = err
+        W[:, i1:i2] = W1
+        W[:, i2:] -= Err1 @ U[i1:i2, i2:]
+    out = np.zeros_like(Q)
+    out[:, perm] = Q
+    return out
+
+
+def main():
+    t = load_file(sys.argv[1])
+    gs = int(sys.argv[2])
+    fails = []
+    for v in ("rtn", "gptq", "gptq_act"):
+        w, q = unpack_gptq(t, v)
+        if not np.array_equal(w, t[v + ".deq"]):
+            fails.append(f"{v}: GPTQ-layout unpack differs from our dequantization "
+                         f"(max {np.abs(w - t[v + '.deq']).max():.3g})")
+        t[v + ".codes"] = q
+    w = unpack_awq(t, "awq", gs)
+    if not np.array_equal(w, t["awq.deq"]):
+        fails.append(f"awq: AWQ-layout unpack differs (max {np.abs(w - t['awq.deq']).max():.3g})")
+    for v, act in (("gptq", False), ("gptq_act", True)):
+        ref = gptq_reference(t["w"], t["x"], gs, act)
+        ours = t[v + ".codes"]
+        same = float(np.mean(ref == ours))
+        far = int(np.sum(np.abs(ref - ours) > 1))
+        print(f"{v}: {100 * same:.2f}% of codes equal the numpy reference GPTQ, {far} differ by more than 1")
+        if same < 0.99 or far:
+            fails.append(f"{v}: codes disagree with the reference GPTQ ({100 * same:.2f}% equal, {far} far)")
+    for f in fails:
+        print("FAIL:", f)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
