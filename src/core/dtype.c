@@ -2,6 +2,9 @@
  * rounding, saturation and NaN rules), and the run-time dispatch of the row converters to dtype_avx2.c.
  *
  * Everything works on the integer bits of the f32 so that the result does not depend on the FP environment. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include "assay/dtype.h"
 
 #include "core/dtype_impl.h"
@@ -150,7 +153,10 @@ int assay_dtype_cpu_has_avx2(void) {
     static int cached = -1; /* benign race: every thread computes the same value */
     if (cached < 0) {
         __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        /* clang before 15 does not know "f16c" in __builtin_cpu_supports: read CPUID leaf 1 ECX bit 29 */
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     }
     return cached;
 #else

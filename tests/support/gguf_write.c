@@ -69,7 +69,7 @@ static void encode_scalar(const assay_json *v, assay_gguf_value_type t, uint8_t 
     memcpy(out, &u, 8);
 }
 
-/* Builds a reader-shaped array kv (for set_kv) from {"elem": T, "value": [...]}; buffers are leaked (a test tool). */
+/* Builds a reader-shaped array kv (for set_kv) from {"elem": T, "value": [...]}; free_array releases it. */
 static void build_array(const assay_json *a, assay_gguf_kv *kv) {
     memset(kv, 0, sizeof *kv);
     kv->type = ASSAY_GGUF_ARRAY;
@@ -98,6 +98,14 @@ static void build_array(const assay_json *a, assay_gguf_kv *kv) {
         kv->arrays = assay_xcalloc((size_t)kv->array_len + 1, sizeof *kv->arrays);
         for (const assay_json *e = vals->first; e; e = e->next, i++) build_array(e, &kv->arrays[i]);
     }
+}
+
+static void free_array(assay_gguf_kv *kv) {
+    if (kv->arrays)
+        for (uint64_t i = 0; i < kv->array_len; i++) free_array(&kv->arrays[i]);
+    free(kv->arrays);
+    free(kv->strings);
+    free((void *)kv->array_data);
 }
 
 static int copy_file(const char *in, const char *out) {
@@ -154,6 +162,7 @@ int main(int argc, char **argv) {
                 kv.key.len = strlen(key);
                 assay_gguf_writer_set_kv(w, &kv);
             }
+            free_array(&kv);
             break;
         }
         default:
