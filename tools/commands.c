@@ -4,8 +4,8 @@
 #include "commands.h"
 
 const assay_command assay_commands[] = {
-    {"inspect", "architecture, parameters, tensor table, bytes by type, tokenizer, chat template", NULL},
-    {"convert", "HF safetensors directory <-> GGUF, dtype changes (f32/f16/bf16)", NULL},
+    {"inspect", "architecture, parameters, tensor table, bytes by type, tokenizer, chat template", assay_cmd_inspect},
+    {"convert", "HF safetensors directory <-> GGUF, dtype changes (f32/f16/bf16)", assay_cmd_convert},
     {"quantize", "post-training quantization: fp8, int8, int4 gptq/awq, GGUF k-quants, mxfp4/nvfp4", NULL},
     {"tokenize", "text -> token ids or pieces with the model's tokenizer", assay_cmd_tokenize},
     {"detokenize", "token ids -> text", assay_cmd_detokenize},

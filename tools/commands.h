@@ -15,6 +15,8 @@ extern const assay_command assay_commands[];
 /* One entry point per built command (tools/cmd_<name>.c). */
 int assay_cmd_tokenize(int argc, char **argv);
 int assay_cmd_detokenize(int argc, char **argv);
+int assay_cmd_inspect(int argc, char **argv);
+int assay_cmd_convert(int argc, char **argv);
 
 
 #endif

@@ -120,6 +120,31 @@ static assay_status parse_tensor(const char *label, const assay_json *v, assay_s
     return ASSAY_OK;
 }
 
+/* Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF): the reference rejects headers that
+ * are not, and names we echo in messages must be printable. Returns the offset of the first bad byte or n. */
+static size_t utf8_valid_prefix(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
+        else return i;
+        if (n - i < len) return i;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80) return i;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
 assay_status assay_safetensors_parse(assay_safetensors **out, const void *data, size_t size, const char *label) {
     *out = NULL;
     const uint8_t *p = data;
@@ -135,6 +160,9 @@ assay_status assay_safetensors_parse(assay_safetensors **out, const void *data, 
     if (n < 2 || p[8] != '{')
         return assay_fail(ASSAY_ERR_FORMAT, "%s: header does not start with '{' (not a safetensors file)", label);
 
+    size_t bad = utf8_valid_prefix(p + 8, (size_t)n);
+    if (bad != n)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: header byte %zu is not valid UTF-8", label, bad + 8);
     assay_safetensors *st = assay_xcalloc(1, sizeof *st);
     st->label = assay_xstrdup(label);
     assay_status rc = assay_json_parse((const char *)p + 8, (size_t)n, &st->doc);

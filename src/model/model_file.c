@@ -6,6 +6,8 @@
  * head's rows from HF's [first half, second half] layout to llama.cpp's interleaved pairs, the layout
  * convert_hf_to_gguf.py writes, so one forward pass with "normal" RoPE serves both sources.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "assay/file.h"
@@ -32,6 +34,82 @@ static assay_status build_index(assay_model_file *mf) {
         if (strcmp(mf->by_name[i]->name, mf->by_name[i - 1]->name) == 0)
             return assay_fail(ASSAY_ERR_FORMAT, "%s: two tensors named '%s' (%s and %s)", mf->path, mf->by_name[i]->name,
                               mf->by_name[i - 1]->source_name, mf->by_name[i]->source_name);
+    return ASSAY_OK;
+}
+
+
+/* The tensors each architecture needs, with their ggml shapes: a file missing one, or holding one of another
+ * shape, is rejected here with a message naming it, instead of failing later inside a matmul. */
+typedef struct expected_tensor {
+    const char *name; /* "%d" is the layer */
+    int64_t ne0, ne1; /* ne1 == 0: a vector */
+    int optional;
+} expected_tensor;
+
+static assay_status check_tensor(const assay_model_file *mf, const char *name, int64_t ne0, int64_t ne1, int optional) {
+    const assay_tensor *t = assay_model_file_find(mf, name);
+    if (!t) {
+        if (optional) return ASSAY_OK;
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor '%s' is missing (a %lld-layer %s model needs it)", mf->path, name,
+                          (long long)mf->config.n_layer, mf->config.arch);
+    }
+    int64_t want_dims = ne1 ? 2 : 1;
+    if (t->ne[0] != ne0 || t->ne[1] != (ne1 ? ne1 : 1) || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > want_dims)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor '%s' (%s) has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                          mf->path, name, t->source_name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                          (long long)t->ne[3], (long long)ne0, (long long)(ne1 ? ne1 : 1));
+    return ASSAY_OK;
+}
+
+static assay_status validate_tensors(assay_model_file *mf, int strict_names) {
+    const assay_model_config *c = &mf->config;
+    const char *a = c->arch;
+    int llama = strcmp(a, "llama") == 0 || strcmp(a, "mistral") == 0, qwen2 = strcmp(a, "qwen2") == 0;
+    int qwen3 = strcmp(a, "qwen3") == 0, gemma = strcmp(a, "gemma3") == 0;
+    if (!llama && !qwen2 && !qwen3 && !gemma) return ASSAY_OK; /* an architecture we only inspect */
+    int64_t e = c->n_embd, q = c->n_head * c->head_dim, kv = c->n_head_kv * c->head_dim, ff = c->n_ff;
+    const expected_tensor global[] = {
+        {"token_embd.weight", e, c->n_vocab, 0}, {"output_norm.weight", e, 0, 0}, {"output.weight", e, c->n_vocab, 1},
+        {"rope_freqs.weight", c->head_dim / 2, 0, 1}};
+    const expected_tensor block[] = {
+        {"blk.%d.attn_norm.weight", e, 0, 0},        {"blk.%d.attn_q.weight", e, q, 0},
+        {"blk.%d.attn_k.weight", e, kv, 0},          {"blk.%d.attn_v.weight", e, kv, 0},
+        {"blk.%d.attn_output.weight", q, e, 0},      {"blk.%d.ffn_norm.weight", e, 0, 0},
+        {"blk.%d.ffn_gate.weight", e, ff, 0},        {"blk.%d.ffn_up.weight", e, ff, 0},
+        {"blk.%d.ffn_down.weight", ff, e, 0},        {"blk.%d.attn_q.bias", q, 0, !qwen2},
+        {"blk.%d.attn_k.bias", kv, 0, !qwen2},       {"blk.%d.attn_v.bias", kv, 0, !qwen2},
+        {"blk.%d.attn_output.bias", e, 0, 1},        {"blk.%d.attn_q_norm.weight", c->head_dim, 0, !(qwen3 || gemma)},
+        {"blk.%d.attn_k_norm.weight", c->head_dim, 0, !(qwen3 || gemma)},
+        {"blk.%d.post_attention_norm.weight", e, 0, !gemma}, {"blk.%d.post_ffw_norm.weight", e, 0, !gemma}};
+    assay_status rc;
+    int64_t matched = 0;
+    for (size_t i = 0; i < sizeof global / sizeof global[0]; i++) {
+        if ((rc = check_tensor(mf, global[i].name, global[i].ne0, global[i].ne1, global[i].optional))) return rc;
+        matched += assay_model_file_find(mf, global[i].name) != NULL;
+    }
+    for (int64_t l = 0; l < c->n_layer; l++)
+        for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) {
+            char name[96];
+            snprintf(name, sizeof name, block[i].name, (int)l);
+            if ((rc = check_tensor(mf, name, block[i].ne0, block[i].ne1, block[i].optional))) return rc;
+            matched += assay_model_file_find(mf, name) != NULL;
+        }
+    /* An HF directory with tensors we would silently ignore is not the model its config describes. */
+    if (strict_names && matched != mf->n_tensors)
+        for (int64_t i = 0; i < mf->n_tensors; i++) {
+            const char *n = mf->tensors[i].name;
+            int known = 0;
+            for (size_t g = 0; g < sizeof global / sizeof global[0] && !known; g++) known = strcmp(n, global[g].name) == 0;
+            long layer = -1;
+            const char *dot = NULL;
+            if (!known && strncmp(n, "blk.", 4) == 0) {
+                layer = strtol(n + 4, (char **)&dot, 10);
+                known = dot && *dot == '.' && layer >= 0 && layer < c->n_layer;
+            }
+            if (!known)
+                return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor '%s' does not belong to a %lld-layer %s model", mf->path,
+                                  mf->tensors[i].source_name, (long long)c->n_layer, a);
+        }
     return ASSAY_OK;
 }
 
@@ -129,8 +207,7 @@ static assay_status open_hf(assay_model_file *mf) {
         }
     }
     if ((rc = build_index(mf)) != ASSAY_OK) return rc;
-    if (!assay_model_file_find(mf, "token_embd.weight"))
-        return assay_fail(ASSAY_ERR_FORMAT, "%s: no model.embed_tokens.weight tensor", mf->path);
+    if ((rc = validate_tensors(mf, 1)) != ASSAY_OK) return rc;
     c->tied_embeddings = assay_model_file_find(mf, "output.weight") == NULL;
 
     char *tok = assay_path_join(mf->path, "tokenizer.json");
@@ -153,6 +230,7 @@ assay_status assay_model_file_open(assay_model_file **out, const char *path) {
         mf->format = ASSAY_MODEL_FORMAT_GGUF;
         rc = assay_model_file_open_gguf_(mf);
         if (rc == ASSAY_OK) rc = build_index(mf);
+        if (rc == ASSAY_OK) rc = validate_tensors(mf, 0);
     }
     if (rc != ASSAY_OK) {
         assay_model_file_close(mf);

@@ -81,6 +81,8 @@ int main(void) {
         CHECK(error_mentions("exceeds the file size"));
         CHECK(assay_safetensors_parse(&x, h, 5, "t") == ASSAY_ERR_FORMAT);
     }
+    CHECK(parse_header("{\"\xc3(\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4) == ASSAY_ERR_FORMAT);
+    CHECK(error_mentions("UTF-8"));
     CHECK(parse_header("{}", 0) == ASSAY_OK); /* an empty file is valid */
     CHECK(parse_header("{\"s\":{\"dtype\":\"BF16\",\"shape\":[],\"data_offsets\":[0,2]},"
                        "\"z\":{\"dtype\":\"I64\",\"shape\":[0,5],\"data_offsets\":[2,2]}}", 2) == ASSAY_OK);
