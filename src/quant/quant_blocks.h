@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "assay/dtype.h"
+
 #define ASSAY_QK 32   /* elements per legacy block (Q4_0 ... Q8_1) */
 #define ASSAY_QK_K 256 /* elements per k-quant super-block */
 
@@ -40,55 +42,10 @@ static_assert(sizeof(assay_block_q5_K) == 176, "q5_K block");
 static_assert(sizeof(assay_block_q6_K) == 210, "q6_K block");
 static_assert(sizeof(assay_block_q8_K) == 292, "q8_K block");
 
-/* IEEE half <-> float, exact (subnormals, inf, nan). Local until the shared dtype conversions land. */
-static inline float assay_half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (man == 0) bits = sign;
-        else { /* subnormal: renormalize */
-            int e = -1;
-            do { man <<= 1; e++; } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
-    else bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline uint16_t assay_float_to_half(float f) { /* round to nearest even */
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to >= 65520: inf */
-    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
-        float a;
-        memcpy(&a, &ax, 4);
-        /* a * 2^24 rounded to nearest even integer = the subnormal mantissa */
-        float m = a * 16777216.0f;
-        uint32_t mi = (uint32_t)m;
-        float frac = m - (float)mi;
-        if (frac > 0.5f || (frac == 0.5f && (mi & 1))) mi++;
-        return (uint16_t)(sign | mi);
-    }
-    uint32_t r = ax + 0xfff + ((ax >> 13) & 1); /* round mantissa to 10 bits, ties to even */
-    return (uint16_t)(sign | (((r >> 13) - ((127 - 15) << 10)) & 0x7fff));
-}
-
-static inline float assay_bf16_to_float(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline uint16_t assay_float_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
-    return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
-}
+/* Scalar conversions for the kernels: thin names over the shared exact conversions in dtype.h. */
+static inline float assay_half_to_float(uint16_t h) { return assay_f16_to_f32(h); }
+static inline uint16_t assay_float_to_half(float f) { return assay_f32_to_f16(f); }
+static inline float assay_bf16_to_float(uint16_t h) { return assay_bf16_to_f32(h); }
+static inline uint16_t assay_float_to_bf16(float f) { return assay_f32_to_bf16(f); }
 
 #endif

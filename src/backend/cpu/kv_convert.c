@@ -1,28 +1,19 @@
-/* kv_convert.c — see kv_convert.h. fp8 decoding is a 256-entry table; encoding rounds to the nearest
- * representable value (ties to the even code) by binary search over the sorted positive codes, saturating at the
- * format's largest finite value (values are pre-scaled so |x| <= max, so saturation only absorbs rounding). */
+/* kv_convert.c — see kv_convert.h. fp8 decoding is a 256-entry table built from dtype.h's exact conversions;
+ * encoding uses dtype.h's rows on values pre-scaled so |x| <= the format's max. */
 #include "backend/cpu/kv_convert.h"
 
 #include <math.h>
 #include <pthread.h>
 
+#include "assay/dtype.h"
+
 static float fp8_e4m3_table[256], fp8_e5m2_table[256];
 static pthread_once_t fp8_once = PTHREAD_ONCE_INIT;
 
-static float fp8_decode_bits(uint8_t b, int exp_bits, int man_bits, int bias, int e4m3) {
-    int sign = b >> 7, e = (b >> man_bits) & ((1 << exp_bits) - 1), m = b & ((1 << man_bits) - 1);
-    float v;
-    if (e4m3 && e == 15 && m == 7) v = NAN;
-    else if (!e4m3 && e == 31) v = m ? NAN : INFINITY;
-    else if (e == 0) v = ldexpf((float)m / (float)(1 << man_bits), 1 - bias);
-    else v = ldexpf(1.0f + (float)m / (float)(1 << man_bits), e - bias);
-    return sign ? -v : v;
-}
-
 static void build_tables(void) {
     for (int i = 0; i < 256; i++) {
-        fp8_e4m3_table[i] = fp8_decode_bits((uint8_t)i, 4, 3, 7, 1);
-        fp8_e5m2_table[i] = fp8_decode_bits((uint8_t)i, 5, 2, 15, 0);
+        fp8_e4m3_table[i] = assay_fp8_e4m3_to_f32((uint8_t)i);
+        fp8_e5m2_table[i] = assay_fp8_e5m2_to_f32((uint8_t)i);
     }
 }
 
@@ -30,21 +21,15 @@ void assay_kv_convert_init(void) { pthread_once(&fp8_once, build_tables); }
 
 float assay_kv_fp8_max(assay_kv_dtype t) { return t == ASSAY_KV_FP8_E4M3 ? 448.0f : 57344.0f; }
 
-/* codes 0..max_code are the non-negative finite values in increasing order */
-static uint8_t fp8_encode(const float *table, int max_code, float x) {
-    float a = fabsf(x);
-    uint8_t sign = (x < 0) ? 0x80 : 0;
-    if (!(a == a)) return 0; /* nan -> 0: the cache must stay finite */
-    if (a >= table[max_code]) return (uint8_t)(sign | max_code);
-    int lo = 0, hi = max_code; /* table[lo] <= a < table[hi] */
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (table[mid] <= a) lo = mid;
-        else hi = mid;
+/* x * inv_scale -> fp8 in chunks through a stack buffer (values are pre-scaled into the finite range). */
+static void fp8_encode_row(assay_kv_dtype t, const float *x, uint8_t *dst, int64_t n, float inv_scale) {
+    float buf[256];
+    for (int64_t i0 = 0; i0 < n; i0 += 256) {
+        int64_t m = n - i0 < 256 ? n - i0 : 256;
+        for (int64_t i = 0; i < m; i++) buf[i] = x[i0 + i] * inv_scale;
+        if (t == ASSAY_KV_FP8_E4M3) assay_f32_to_fp8_e4m3_row(buf, dst + i0, m);
+        else assay_f32_to_fp8_e5m2_row(buf, dst + i0, m);
     }
-    float dl = a - table[lo], dh = table[hi] - a;
-    int c = dl < dh ? lo : dh < dl ? hi : ((lo & 1) ? hi : lo);
-    return (uint8_t)(sign | c);
 }
 
 void assay_kv_encode(const assay_cpu_kernels *k, assay_kv_dtype t, const float *x, void *dst, int64_t n, float inv_scale) {
@@ -55,11 +40,7 @@ void assay_kv_encode(const assay_cpu_kernels *k, assay_kv_dtype t, const float *
         for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = assay_float_to_bf16(x[i]);
         break;
     case ASSAY_KV_FP8_E4M3:
-        for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = fp8_encode(fp8_e4m3_table, 0x7e, x[i] * inv_scale);
-        break;
-    case ASSAY_KV_FP8_E5M2:
-        for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = fp8_encode(fp8_e5m2_table, 0x7b, x[i] * inv_scale);
-        break;
+    case ASSAY_KV_FP8_E5M2: fp8_encode_row(t, x, dst, n, inv_scale); break;
     case ASSAY_KV_INT8:
         for (int64_t i = 0; i < n; i++) {
             long v = lrintf(x[i] * inv_scale);

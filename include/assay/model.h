@@ -1,0 +1,80 @@
+/* model.h — a loaded Llama-family model and sessions that run it (prefill and decode, several sequences).
+ *
+ *   assay_model_options mo; assay_model_options_default(&mo); mo.n_threads = 2;
+ *   assay_model *m;
+ *   if (assay_model_load(&m, "model.gguf", &mo) != ASSAY_OK) { fprintf(stderr, "%s\n", assay_last_error()); ... }
+ *   assay_session_options so; assay_session_options_default(&so); so.n_ctx = 2048; so.kv_dtype = ASSAY_KV_F16;
+ *   assay_session *s;
+ *   assay_session_open(&s, m, &so);
+ *   int32_t pos[3] = {0, 1, 2};
+ *   assay_batch b = {.n_tokens = 3, .token = ids, .pos = pos};          // seq NULL: sequence 0; logits NULL: last token
+ *   float *logits = malloc(n_vocab * sizeof(float));
+ *   assay_session_forward(s, &b, logits);                              // one row of n_vocab per token that asked
+ *   assay_session_seq_clear(s, 0);                                      // forget sequence 0's KV
+ *   assay_session_close(s); assay_model_free(m);
+ *
+ * Architectures: llama (and mistral), qwen2 (q/k/v bias), qwen3 (q/k RMSNorm), gemma3 (GeGLU, post norms,
+ * embedding scale, sliding-window layers with their own RoPE base, q/k norm, logit softcap). Weights are used as
+ * stored (f32, f16, bf16, Q4_0 ... Q6_K) straight from the mmapped file; compute is float32.
+ */
+#ifndef ASSAY_MODEL_H
+#define ASSAY_MODEL_H
+
+#include <stdint.h>
+
+#include "assay/backend.h"
+#include "assay/model_file.h"
+#include "assay/status.h"
+
+typedef struct assay_model assay_model;
+typedef struct assay_session assay_session;
+
+typedef struct assay_model_options {
+    int n_threads; /* <= 0: every core */
+} assay_model_options;
+
+typedef struct assay_session_options {
+    assay_kv_dtype kv_dtype; /* default ASSAY_KV_F16 */
+    int64_t n_ctx;           /* positions per sequence; 0: the model's training context, at most 4096 */
+    int n_seq;               /* sequences live at once (default 1) */
+    int64_t n_batch;         /* tokens per internal step; longer batches are split (default 512) */
+} assay_session_options;
+
+void assay_model_options_default(assay_model_options *o);
+void assay_session_options_default(assay_session_options *o);
+
+/* `path`: a .gguf file or a Hugging Face directory (see model_file.h). */
+assay_status assay_model_load(assay_model **out, const char *path, const assay_model_options *opt);
+void assay_model_free(assay_model *m);
+const assay_model_config *assay_model_get_config(const assay_model *m);
+const assay_model_file *assay_model_get_file(const assay_model *m);
+/* Bytes of weights one token's forward pass reads (every linear layer once, plus the one embedding row). */
+size_t assay_model_weight_bytes(const assay_model *m);
+const char *assay_model_kernels(const assay_model *m); /* "avx2" or "scalar" */
+
+assay_status assay_session_open(assay_session **out, assay_model *m, const assay_session_options *opt);
+void assay_session_close(assay_session *s);
+int64_t assay_session_n_ctx(const assay_session *s);
+
+typedef struct assay_batch {
+    int64_t n_tokens;
+    const int32_t *token;  /* [n_tokens] */
+    const int32_t *pos;    /* [n_tokens] position within the token's sequence */
+    const int32_t *seq;    /* [n_tokens] sequence id < n_seq; NULL: all sequence 0 */
+    const int8_t *logits;  /* [n_tokens] nonzero: return this token's logits; NULL: only the last token's */
+} assay_batch;
+
+/* Runs the batch, appending its keys/values to each sequence's cache, and writes one row of n_vocab logits per
+ * token that asked for them, in batch order. A token at position p attends to positions 0..p of its sequence,
+ * which must all be in the cache or in this batch. Errors: token id or position out of range, cache full. */
+assay_status assay_session_forward(assay_session *s, const assay_batch *b, float *logits);
+/* Forgets a sequence (its KV blocks return to the pool). */
+void assay_session_seq_clear(assay_session *s, int seq);
+
+/* Calibration: called with the input activations of every linear layer, before the matmul, in forward order.
+ * x is [n_tok][n_in] float32, valid during the call; `name` is the canonical weight name ("blk.3.ffn_down.weight").
+ * Used by GPTQ/AWQ/SmoothQuant/imatrix. NULL removes the hook. */
+typedef void (*assay_calib_fn)(void *user, const char *name, const float *x, int64_t n_tok, int64_t n_in);
+void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *user);
+
+#endif

@@ -1,0 +1,361 @@
+/* model.c — the Llama-family forward pass over the backend ops (backend.h), and sessions with a paged KV cache.
+ *
+ * One forward serves llama/mistral, qwen2, qwen3 and gemma3: the differences are flags in the config (q/k/v
+ * bias, q/k norm, GeGLU, post norms, embedding scale, sliding window, softcap), never separate code paths per
+ * architecture. Q/K rows of HF llama checkpoints are permuted at load (assay_tensor_copy_rows) so the
+ * interleaved ("normal") RoPE applies to both HF and GGUF sources. */
+#include "assay/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/dequant.h"
+#include "engine/kv_cache.h"
+
+typedef struct model_layer {
+    assay_weight wq, wk, wv, wo, w_gate, w_up, w_down;
+    float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm, *q_norm, *k_norm; /* f32, owned */
+    float *bq, *bk, *bv;
+    int sliding;     /* gemma3 local layer */
+} model_layer;
+
+struct assay_model {
+    assay_model_file *mf;
+    assay_model_config c;
+    assay_backend *be;
+    assay_weight tok_embd, output;
+    float *output_norm;
+    model_layer *layers;
+    float *inv_freq, *inv_freq_local; /* [head_dim/2] */
+    void **owned;                     /* permuted copies */
+    int n_owned;
+    size_t weight_bytes;
+};
+
+struct assay_session {
+    assay_model *m;
+    assay_session_options o;
+    assay_kv_cache kv;
+    /* scratch, [n_batch][...] */
+    float *x, *h, *q, *k, *v, *att, *gate, *up, *act;
+    float *rows; /* [n_batch][n_embd]: hidden states of the tokens whose logits are wanted */
+    int8_t *mask; /* [n_batch] rows that want logits */
+    assay_kv_seq_view *views;
+    assay_calib_fn calib;
+    void *calib_user;
+};
+
+void assay_model_options_default(assay_model_options *o) { o->n_threads = 0; }
+
+void assay_session_options_default(assay_session_options *o) {
+    o->kv_dtype = ASSAY_KV_F16;
+    o->n_ctx = 0;
+    o->n_seq = 1;
+    o->n_batch = 512;
+}
+
+/* ---- loading ---------------------------------------------------------------------------------------------- */
+
+static void *own(assay_model *m, void *p) {
+    m->owned = assay_xrealloc(m->owned, (size_t)(m->n_owned + 1) * sizeof(void *));
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
+static assay_status load_weight(assay_model *m, const char *name, assay_weight *w, int64_t n_in, int64_t n_out,
+                                int optional) {
+    const assay_tensor *t = assay_model_file_find(m->mf, name);
+    if (!t) {
+        if (optional) return ASSAY_OK;
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor %s is missing", assay_model_file_path(m->mf), name);
+    }
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor %s has shape [%lld, %lld], expected [%lld, %lld]",
+                          assay_model_file_path(m->mf), name, (long long)t->ne[0], (long long)t->ne[1],
+                          (long long)n_in, (long long)n_out);
+    if (!assay_type_row_ok(t->type, n_in) || !assay_dequant_row_get(t->type))
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which the CPU engine cannot run",
+                          assay_model_file_path(m->mf), name, assay_type_name(t->type));
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = assay_type_row_bytes(t->type, n_in);
+    w->name = t->name;
+    w->data = t->data;
+    if (t->permute_heads > 0) {
+        void *p = assay_xmalloc(t->bytes);
+        assay_tensor_copy_rows(t, p);
+        w->data = own(m, p);
+    }
+    return ASSAY_OK;
+}
+
+static assay_status load_vec(assay_model *m, const char *name, float **out, int64_t n, int optional) {
+    const assay_tensor *t = assay_model_file_find(m->mf, name);
+    *out = NULL;
+    if (!t) {
+        if (optional) return ASSAY_OK;
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor %s is missing", assay_model_file_path(m->mf), name);
+    }
+    if (assay_tensor_nelements(t) != n)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor %s has %lld elements, expected %lld",
+                          assay_model_file_path(m->mf), name, (long long)assay_tensor_nelements(t), (long long)n);
+    float *v = own(m, assay_xmalloc((size_t)n * sizeof(float)));
+    assay_status st = assay_dequantize(t->type, t->data, v, n);
+    if (st) return assay_fail_context(st, "%s", name);
+    *out = v;
+    return ASSAY_OK;
+}
+
+/* RoPE frequencies with the model's scaling folded in (llama3: smooth blend between scaled and unscaled
+ * frequencies by wavelength, as in Meta's reference; linear: all divided by the factor). */
+static float *rope_freqs(const assay_model_config *c, double theta, int64_t n_rot) {
+    float *f = assay_xmalloc((size_t)(n_rot / 2) * sizeof(float));
+    for (int64_t i = 0; i < n_rot / 2; i++) {
+        double inv = 1.0 / pow(theta, (double)(2 * i) / (double)n_rot);
+        if (c->rope_scaling == ASSAY_ROPE_SCALING_LINEAR && c->rope_factor > 0) inv /= c->rope_factor;
+        else if (c->rope_scaling == ASSAY_ROPE_SCALING_LLAMA3) {
+            double wavelen = 2 * M_PI / inv, orig = (double)c->rope_orig_ctx;
+            double low_wl = orig / c->rope_low_freq_factor, high_wl = orig / c->rope_high_freq_factor;
+            if (wavelen > low_wl) inv /= c->rope_factor;
+            else if (wavelen >= high_wl) {
+                double smooth = (orig / wavelen - c->rope_low_freq_factor) / (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                inv = (1 - smooth) * inv / c->rope_factor + smooth * inv;
+            }
+        }
+        f[i] = (float)inv;
+    }
+    return f;
+}
+
+static size_t weight_bytes(const assay_weight *w) { return w->data ? w->row_bytes * (size_t)w->n_out : 0; }
+
+assay_status assay_model_load(assay_model **out, const char *path, const assay_model_options *opt) {
+    *out = NULL;
+    assay_model_options dflt;
+    if (!opt) {
+        assay_model_options_default(&dflt);
+        opt = &dflt;
+    }
+    assay_model *m = assay_xcalloc(1, sizeof *m);
+    assay_status st = assay_model_file_open(&m->mf, path);
+    if (st) {
+        free(m);
+        return st;
+    }
+    m->c = *assay_model_file_config(m->mf);
+    const assay_model_config *c = &m->c;
+    if (c->rope_scaling == ASSAY_ROPE_SCALING_YARN) {
+        st = assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: YaRN rope scaling is not supported by the CPU engine yet", path);
+        goto fail;
+    }
+    if (c->n_head <= 0 || c->n_head_kv <= 0 || c->n_head % c->n_head_kv || c->head_dim <= 0 || c->head_dim % 2) {
+        st = assay_fail(ASSAY_ERR_FORMAT, "%s: head counts %lld/%lld with head_dim %lld are not usable", path,
+                        (long long)c->n_head, (long long)c->n_head_kv, (long long)c->head_dim);
+        goto fail;
+    }
+    int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd, F = c->n_ff;
+    if ((st = load_weight(m, "token_embd.weight", &m->tok_embd, E, c->n_vocab, 0))) goto fail;
+    if ((st = load_weight(m, "output.weight", &m->output, E, c->n_vocab, 1))) goto fail;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    if ((st = load_vec(m, "output_norm.weight", &m->output_norm, E, 0))) goto fail;
+    m->layers = assay_xcalloc((size_t)c->n_layer, sizeof *m->layers);
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        model_layer *L = &m->layers[l];
+        char nm[128];
+#define W(field, suffix, nin, nout)                                                                \
+    snprintf(nm, sizeof nm, "blk.%lld." suffix, (long long)l);                                     \
+    if ((st = load_weight(m, nm, &L->field, nin, nout, 0))) goto fail;
+#define V(field, suffix, n, opt)                                                                   \
+    snprintf(nm, sizeof nm, "blk.%lld." suffix, (long long)l);                                     \
+    if ((st = load_vec(m, nm, &L->field, n, opt))) goto fail;
+        W(wq, "attn_q.weight", E, qd);
+        W(wk, "attn_k.weight", E, kvd);
+        W(wv, "attn_v.weight", E, kvd);
+        W(wo, "attn_output.weight", qd, E);
+        W(w_gate, "ffn_gate.weight", E, F);
+        W(w_up, "ffn_up.weight", E, F);
+        W(w_down, "ffn_down.weight", F, E);
+        V(attn_norm, "attn_norm.weight", E, 0);
+        V(ffn_norm, "ffn_norm.weight", E, 0);
+        V(bq, "attn_q.bias", qd, !c->has_qkv_bias);
+        V(bk, "attn_k.bias", kvd, !c->has_qkv_bias);
+        V(bv, "attn_v.bias", kvd, !c->has_qkv_bias);
+        V(q_norm, "attn_q_norm.weight", hd, !c->has_qk_norm);
+        V(k_norm, "attn_k_norm.weight", hd, !c->has_qk_norm);
+        V(post_attn_norm, "post_attention_norm.weight", E, !c->has_post_norms);
+        V(post_ffn_norm, "post_ffw_norm.weight", E, !c->has_post_norms);
+#undef W
+#undef V
+        L->sliding = c->sliding_window > 0 && c->sliding_window_pattern > 0 && (l + 1) % c->sliding_window_pattern != 0;
+        m->weight_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
+                           weight_bytes(&L->w_gate) + weight_bytes(&L->w_up) + weight_bytes(&L->w_down);
+    }
+    m->weight_bytes += weight_bytes(&m->output) + m->tok_embd.row_bytes;
+    m->inv_freq = own(m, rope_freqs(c, c->rope_theta, hd));
+    m->inv_freq_local = own(m, rope_freqs(c, c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta, hd));
+    if ((st = assay_backend_cpu_open(&m->be, opt->n_threads))) goto fail;
+    *out = m;
+    return ASSAY_OK;
+fail:
+    assay_model_free(m);
+    return st;
+}
+
+void assay_model_free(assay_model *m) {
+    if (!m) return;
+    assay_backend_close(m->be);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    assay_model_file_close(m->mf);
+    free(m);
+}
+
+const assay_model_config *assay_model_get_config(const assay_model *m) { return &m->c; }
+const assay_model_file *assay_model_get_file(const assay_model *m) { return m->mf; }
+size_t assay_model_weight_bytes(const assay_model *m) { return m->weight_bytes; }
+const char *assay_model_kernels(const assay_model *m) { return assay_backend_cpu_kernels(m->be); }
+
+/* ---- sessions --------------------------------------------------------------------------------------------- */
+
+assay_status assay_session_open(assay_session **out, assay_model *m, const assay_session_options *opt) {
+    *out = NULL;
+    assay_session_options o;
+    if (opt) o = *opt;
+    else assay_session_options_default(&o);
+    const assay_model_config *c = &m->c;
+    if (o.n_ctx <= 0) o.n_ctx = c->n_ctx_train > 0 && c->n_ctx_train < 4096 ? c->n_ctx_train : 4096;
+    if (o.n_seq <= 0) o.n_seq = 1;
+    if (o.n_batch <= 0) o.n_batch = 512;
+    if ((int)o.kv_dtype < 0 || o.kv_dtype >= ASSAY_KV_DTYPE_COUNT) return assay_fail(ASSAY_ERR_ARG, "bad KV cache dtype");
+    assay_session *s = assay_xcalloc(1, sizeof *s);
+    s->m = m;
+    s->o = o;
+    assay_kv_geom g = {o.kv_dtype, c->n_head_kv, c->head_dim};
+    assay_status st = assay_kv_cache_init(&s->kv, m->be, &g, c->n_layer, o.n_seq, o.n_ctx);
+    if (st) {
+        free(s);
+        return st;
+    }
+    int64_t B = o.n_batch, E = c->n_embd, qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
+    s->x = assay_xmalloc((size_t)(B * E) * 4);
+    s->h = assay_xmalloc((size_t)(B * E) * 4);
+    s->rows = assay_xmalloc((size_t)(B * E) * 4);
+    s->q = assay_xmalloc((size_t)(B * qd) * 4);
+    s->att = assay_xmalloc((size_t)(B * qd) * 4);
+    s->k = assay_xmalloc((size_t)(B * kvd) * 4);
+    s->v = assay_xmalloc((size_t)(B * kvd) * 4);
+    s->gate = assay_xmalloc((size_t)(B * c->n_ff) * 4);
+    s->up = assay_xmalloc((size_t)(B * c->n_ff) * 4);
+    s->act = assay_xmalloc((size_t)(B * c->n_ff) * 4);
+    s->mask = assay_xmalloc((size_t)B);
+    s->views = assay_xmalloc((size_t)B * sizeof(assay_kv_seq_view));
+    *out = s;
+    return ASSAY_OK;
+}
+
+void assay_session_close(assay_session *s) {
+    if (!s) return;
+    assay_kv_cache_free(&s->kv);
+    free(s->x); free(s->h); free(s->rows); free(s->q); free(s->att); free(s->k); free(s->v);
+    free(s->gate); free(s->up); free(s->act); free(s->mask); free(s->views);
+    free(s);
+}
+
+int64_t assay_session_n_ctx(const assay_session *s) { return s->o.n_ctx; }
+
+void assay_session_seq_clear(assay_session *s, int seq) { assay_kv_cache_seq_clear(&s->kv, seq); }
+
+void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *user) {
+    s->calib = fn;
+    s->calib_user = user;
+}
+
+static void linear(assay_session *s, float *y, const assay_weight *w, const float *x, int64_t n, const float *bias) {
+    assay_backend *be = s->m->be;
+    if (s->calib) s->calib(s->calib_user, w->name, x, n, w->n_in);
+    be->ops->matmul(be, y, w, x, n);
+    if (bias)
+        for (int64_t t = 0; t < n; t++) be->ops->add(be, y + t * w->n_out, y + t * w->n_out, bias, w->n_out);
+}
+
+/* One step of at most n_batch tokens. `want` marks rows whose logits go to `logits` (in order). */
+static assay_status forward_step(assay_session *s, const int32_t *tok, const int32_t *pos, const int32_t *seq,
+                                 const int8_t *want, int64_t n, float *logits, int64_t *n_written) {
+    assay_model *m = s->m;
+    const assay_model_config *c = &m->c;
+    assay_backend *be = m->be;
+    const assay_backend_ops *op = be->ops;
+    int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd, F = c->n_ff;
+    for (int64_t t = 0; t < n; t++) {
+        int sq = seq ? seq[t] : 0;
+        if (tok[t] < 0 || tok[t] >= c->n_vocab)
+            return assay_fail(ASSAY_ERR_RANGE, "token id %d is outside the vocabulary (%lld)", tok[t], (long long)c->n_vocab);
+        if (sq < 0 || sq >= s->o.n_seq) return assay_fail(ASSAY_ERR_RANGE, "sequence id %d is outside 0..%d", sq, s->o.n_seq - 1);
+        assay_status st = assay_kv_cache_reserve(&s->kv, sq, pos[t]);
+        if (st) return st;
+    }
+    for (int64_t t = 0; t < n; t++) s->views[t] = assay_kv_cache_view(&s->kv, seq ? seq[t] : 0);
+
+    float *x = s->x, *h = s->h;
+    op->get_rows(be, x, &m->tok_embd, tok, n);
+    if (c->scale_embeddings) op->scale(be, x, sqrtf((float)E), n * E);
+    float eps = (float)c->norm_eps;
+    float attn_scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd);
+    assay_rope_params rp = {c->rope_style == ASSAY_ROPE_NEOX ? ASSAY_ROPE_MODE_NEOX : ASSAY_ROPE_MODE_NORM, hd, NULL};
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        op->rmsnorm(be, h, x, L->attn_norm, E, n, eps);
+        linear(s, s->q, &L->wq, h, n, L->bq);
+        linear(s, s->k, &L->wk, h, n, L->bk);
+        linear(s, s->v, &L->wv, h, n, L->bv);
+        if (L->q_norm) op->rmsnorm(be, s->q, s->q, L->q_norm, hd, n * c->n_head, eps);
+        if (L->k_norm) op->rmsnorm(be, s->k, s->k, L->k_norm, hd, n * c->n_head_kv, eps);
+        rp.inv_freq = L->sliding ? m->inv_freq_local : m->inv_freq;
+        op->rope(be, s->q, n, c->n_head, hd, qd, pos, &rp);
+        op->rope(be, s->k, n, c->n_head_kv, hd, kvd, pos, &rp);
+        op->kv_store(be, &s->kv.layers[l], &s->kv.geom, s->k, s->v, n, s->views, pos);
+        assay_attn_params ap = {c->n_head, c->n_head_kv, hd, attn_scale, L->sliding ? c->sliding_window : 0, 0};
+        op->attention(be, s->att, s->q, n, &ap, &s->kv.layers[l], &s->kv.geom, s->views, pos);
+        linear(s, h, &L->wo, s->att, n, NULL);
+        if (L->post_attn_norm) op->rmsnorm(be, h, h, L->post_attn_norm, E, n, eps);
+        op->add(be, x, x, h, n * E);
+        op->rmsnorm(be, h, x, L->ffn_norm, E, n, eps);
+        linear(s, s->gate, &L->w_gate, h, n, NULL);
+        linear(s, s->up, &L->w_up, h, n, NULL);
+        if (c->activation == ASSAY_ACT_GELU_TANH) op->geglu(be, s->act, s->gate, s->up, F, n, F);
+        else op->swiglu(be, s->act, s->gate, s->up, F, n, F);
+        linear(s, h, &L->w_down, s->act, n, NULL);
+        if (L->post_ffn_norm) op->rmsnorm(be, h, h, L->post_ffn_norm, E, n, eps);
+        op->add(be, x, x, h, n * E);
+    }
+    /* only the rows that asked for logits go through the final norm and the (large) output matrix */
+    int64_t r = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (want[t]) memcpy(s->rows + r++ * E, x + t * E, (size_t)E * 4);
+    if (r == 0) return ASSAY_OK;
+    op->rmsnorm(be, s->rows, s->rows, m->output_norm, E, r, eps);
+    float *out = logits + *n_written * c->n_vocab;
+    linear(s, out, &m->output, s->rows, r, NULL);
+    if (c->final_logit_softcap > 0) {
+        float cap = (float)c->final_logit_softcap;
+        for (int64_t i = 0; i < r * c->n_vocab; i++) out[i] = cap * tanhf(out[i] / cap);
+    }
+    *n_written += r;
+    return ASSAY_OK;
+}
+
+assay_status assay_session_forward(assay_session *s, const assay_batch *b, float *logits) {
+    int64_t written = 0, B = s->o.n_batch;
+    for (int64_t t0 = 0; t0 < b->n_tokens; t0 += B) {
+        int64_t n = b->n_tokens - t0 < B ? b->n_tokens - t0 : B;
+        for (int64_t t = 0; t < n; t++) s->mask[t] = b->logits ? (b->logits[t0 + t] != 0) : (t0 + t == b->n_tokens - 1);
+        assay_status st = forward_step(s, b->token + t0, b->pos + t0, b->seq ? b->seq + t0 : NULL, s->mask, n, logits,
+                                       &written);
+        if (st) return st;
+    }
+    return ASSAY_OK;
+}
