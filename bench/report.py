@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Joins kernel_check's records with the peers' from the same run: a table (rate, fraction of the measured
+ceiling, ratio to the peer) and the issue's speed targets. Standard library only.
+
+  report.py kernels.json peers.json --out bench/results/NAME   (writes NAME.json and NAME.md)
+"""
+import argparse
+import json
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"report.py: cannot read {path}: {e}")
+        return []
+
+
+def find(recs, kernel, shape_prefix):
+    for r in recs:
+        if r.get("type") == "bench" and r["kernel"] == kernel and r["shape"].startswith(shape_prefix):
+            return r
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kernels")
+    ap.add_argument("peers")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    ours, peers = load(args.kernels), load(args.peers)
+    info = next((r for r in peers if r.get("type") == "info"), {})
+    copy = find(peers, "peer:torch_copy", "1 GiB") or find(ours, "device_copy", "1 GiB")
+    gemm = find(peers, "peer:cublas_bf16_gemm", "m8192")
+    copy_tbps = copy["tbps"] if copy else float("nan")
+    mma_tflops = gemm["tflops"] if gemm else float("nan")
+
+    # (our kernel, shape prefix, peer kernel, peer shape prefix, bound: "bytes" or "flops")
+    pairs = []
+    for v in (1, 2):
+        for d in (128, 64):
+            for mode in ("full", "causal"):
+                s = f"b4 h32 n4096 d{d} {mode}"
+                pairs.append((f"attn_prefill_v{v}", s, "peer:cudnn_sdpa", s, "flops"))
+                pairs.append((f"attn_prefill_v{v}", s, "peer:flash2_sdpa", s, "flops"))
+    for dt in ("bf16", "e4m3", "e5m2", "int8"):
+        pairs.append((f"attn_decode_{dt}", "b32 ctx8192", "peer:torch_sdpa_decode", "b32 ctx8192", "bytes"))
+    for s in ("m1 n8192 k8192", "m16 n8192 k8192", "m16 n28672 k8192"):
+        pairs.append(("gemm_fp8w_e4m3", s, "peer:cublaslt_fp8_tensor", s, "bytes"))
+        pairs.append(("gemm_fp8w_e4m3", s, "peer:cublaslt_fp8_rowwise", s, "bytes"))
+        pairs.append(("gemm_int4_g128", s, "peer:cublas_bf16", s, "bytes"))
+    pairs.append(("quant_fp8_per_token", "m4096", None, None, "bytes"))
+    pairs.append(("quant_fp8_per_token", "m16 ", None, None, "bytes"))
+
+    rows = []
+    for kern, shp, pk, ps, bound in pairs:
+        o = find(ours, kern, shp)
+        if not o:
+            continue
+        p = find(peers, pk, ps) if pk else None
+        rate = o["tflops"] if bound == "flops" else o["tbps"]
+        ceil = mma_tflops if bound == "flops" else copy_tbps
+        row = dict(kernel=kern, shape=o["shape"], us=o["us"], tflops=o["tflops"], tbps=o["tbps"], bound=bound,
+                   frac_ceiling=rate / ceil if ceil == ceil and ceil > 0 else None,
+                   peer=pk, peer_us=p["us"] if p else None, peer_tflops=p["tflops"] if p else None,
+                   peer_tbps=p["tbps"] if p else None,
+                   speedup_vs_peer=p["us"] / o["us"] if p else None)
+        if p and kern.startswith("attn_decode"):  # the target compares byte rates (fp8 KV moves half the bytes)
+            row["byte_rate_vs_peer"] = o["tbps"] / p["tbps"]
+        rows.append(row)
+
+    def first(kern, shp, pk):
+        return next((r for r in rows if r["kernel"] == kern and r["shape"].startswith(shp) and r["peer"] == pk), None)
+
+    targets = []
+
+    def target(name, value, goal, ok):
+        targets.append(dict(target=name, value=value, goal=goal, met=bool(ok) if value is not None else None))
+
+    for dt in ("bf16", "e4m3"):
+        r = first(f"attn_decode_{dt}", "b32", "peer:torch_sdpa_decode")
+        v = r.get("byte_rate_vs_peer") if r else None
+        target(f"decode attention {dt} KV byte rate / torch SDPA", v, ">= 0.9", v is not None and v >= 0.9)
+    r = first("gemm_fp8w_e4m3", "m16 n8192", "peer:cublaslt_fp8_tensor")
+    v = r["speedup_vs_peer"] if r else None
+    target("fp8 decode GEMM m16 speed / cuBLASLt fp8", v, ">= 2", v is not None and v >= 2)
+    v = r["frac_ceiling"] if r else None
+    target("fp8 decode GEMM m16 bytes / copy bandwidth", v, ">= 0.8", v is not None and v >= 0.8)
+    r = first("gemm_int4_g128", "m16 n8192", "peer:cublas_bf16")
+    v = r["speedup_vs_peer"] if r else None
+    target("int4 g128 decode GEMM m16 speed / cuBLAS bf16", v, ">= 3", v is not None and v >= 3)
+    best = None
+    for vv in (1, 2):
+        r = first(f"attn_prefill_v{vv}", "b4 h32 n4096 d128 full", "peer:cudnn_sdpa")
+        if r and (best is None or r["speedup_vs_peer"] > best):
+            best = r["speedup_vs_peer"]
+    target("prefill bf16 d128 N4096 (non-causal) / cuDNN", best, ">= 0.7", best is not None and best >= 0.7)
+
+    validations = [r for r in ours if r.get("type") == "validate"]
+    out = dict(info=info, ceilings=dict(copy_tbps=copy_tbps, bf16_gemm_tflops=mma_tflops), comparisons=rows,
+               targets=targets, validations=validations, kernels_raw=ours, peers_raw=peers)
+    with open(args.out + ".json", "w") as f:
+        json.dump(out, f, indent=1)
+
+    def fmt(x, spec):
+        return format(x, spec) if isinstance(x, (int, float)) and x == x else "-"
+
+    lines = [f"# CUDA kernels vs peers ({info.get('device', '?')}, torch {info.get('torch', '?')}, "
+             f"cuDNN {info.get('cudnn', '?')})", "",
+             f"Ceilings measured in this run: device copy {fmt(copy_tbps, '.2f')} TB/s (read + write), "
+             f"bf16 GEMM 8192^3 {fmt(mma_tflops, '.0f')} TFLOP/s.", "",
+             "| kernel | shape | us | TFLOP/s | TB/s | of ceiling | peer | peer us | peer TFLOP/s | peer TB/s | speedup |",
+             "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['kernel']} | {r['shape']} | {fmt(r['us'], '.1f')} | {fmt(r['tflops'], '.1f')} | "
+                     f"{fmt(r['tbps'], '.2f')} | {fmt(r['frac_ceiling'], '.2f')} | {r['peer'] or '-'} | "
+                     f"{fmt(r['peer_us'], '.1f')} | {fmt(r['peer_tflops'], '.1f')} | {fmt(r['peer_tbps'], '.2f')} | "
+                     f"{fmt(r['speedup_vs_peer'], '.2f')} |")
+    lines += ["", "| target | value | goal | met |", "|---|---:|---|---|"]
+    for t in targets:
+        lines.append(f"| {t['target']} | {fmt(t['value'], '.2f')} | {t['goal']} | "
+                     f"{'yes' if t['met'] else ('no' if t['met'] is False else '-')} |")
+    nfail = sum(1 for v in validations if not v["pass"])
+    lines += ["", f"Validations: {len(validations)} run, {nfail} failed (float64 reference, fresh random inputs, "
+              "poisoned outputs).", ""]
+    lines += ["| validation | shape | rel err | max abs | NaN/unwritten | pass |", "|---|---|---:|---:|---:|---|"]
+    for v in validations:
+        lines.append(f"| {v['kernel']} | {v['shape']} | {v['rel_err']:.2e} | {v['max_abs']:.2e} | "
+                     f"{v['nan_or_unwritten']} | {'yes' if v['pass'] else 'NO'} |")
+    text = "\n".join(lines) + "\n"
+    with open(args.out + ".md", "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,120 @@
+/* assay CUDA kernels: plain C entry points for the GPU engine (src/backend/cuda, built when nvcc exists).
+ *
+ * Usage (all pointers are device pointers; every call is asynchronous on `stream`):
+ *
+ *   // prefill attention over a batch of variable-length sequences (token-major [tokens][heads][d] bf16)
+ *   assay_cuda_attn_prefill_args a = {0};
+ *   a.q = dq; a.k = dk; a.v = dv; a.o = dout;
+ *   a.cu_seqlens_q = dcuq; a.cu_seqlens_k = dcuk;          // int32 [batch+1] prefix sums
+ *   a.batch = 4; a.max_seqlen_q = 4096; a.n_heads_q = 32; a.n_heads_kv = 8; a.head_dim = 128;
+ *   a.scale = 1.0f / sqrtf(128.0f); a.causal = 1;
+ *   if (assay_cuda_attn_prefill(&a, stream) != 0) puts(assay_cuda_last_error());
+ *
+ *   // paged decode attention (one query token per sequence), split-KV with a combine step
+ *   assay_cuda_attn_decode_args d = {0};
+ *   ... fill d ...; d.workspace = dws; d.workspace_bytes = assay_cuda_attn_decode_workspace(&d);
+ *   assay_cuda_attn_decode(&d, stream);
+ *
+ * Conventions
+ *   - Element types are assay_cuda_dtype values. bf16 activations in and out.
+ *   - Causal masks are aligned bottom-right: query i of a sequence with Lq queries and Lk keys sees
+ *     keys j <= i + (Lk - Lq) (the convention of FlashAttention 2 for Lq != Lk). A query row that sees no
+ *     key gets a zero output.
+ *   - Paged KV cache, per layer: K pages [n_pages][n_heads_kv][page_size][head_dim] (token rows),
+ *     V pages [n_pages][n_heads_kv][head_dim][page_size] (V transposed inside a page, so that the
+ *     tensor-core P*V product reads contiguous token pairs). block_table [batch][max_pages_per_seq] int32.
+ *     Quantized caches dequantize as value = stored * scale[kv_head]; per-layer scaling = equal scales.
+ *   - Decode GEMMs compute Y[m][n] = sum_k X[m][k] * W[n][k] (W in ggml order: ne[0] = K contiguous)
+ *     with M <= 16 rows of activations; X and Y are bf16 row-major.
+ * Functions return 0 on success and -1 on a bad argument or CUDA error (message in assay_cuda_last_error()).
+ */
+#ifndef ASSAY_CUDA_KERNELS_H
+#define ASSAY_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *assay_cuda_stream; /* same type as cudaStream_t; NULL = default stream */
+
+typedef enum assay_cuda_dtype {
+    ASSAY_CUDA_BF16 = 0,
+    ASSAY_CUDA_FP8_E4M3 = 1,
+    ASSAY_CUDA_FP8_E5M2 = 2,
+    ASSAY_CUDA_INT8 = 3,
+} assay_cuda_dtype;
+
+/* Message of the last failed call on this thread ("" if none). */
+const char *assay_cuda_last_error(void);
+
+/* ---- prefill attention (FlashAttention-2 style, bf16, mma.sync tensor cores) ---------------------------- */
+typedef struct assay_cuda_attn_prefill_args {
+    const void *q;              /* bf16 [total_q][n_heads_q][head_dim] */
+    const void *k;              /* bf16 [total_k][n_heads_kv][head_dim] */
+    const void *v;              /* bf16 [total_k][n_heads_kv][head_dim] */
+    void *o;                    /* bf16 [total_q][n_heads_q][head_dim] */
+    float *lse;                 /* optional fp32 [n_heads_q][total_q], natural-log sum-exp of scaled scores */
+    const int32_t *cu_seqlens_q; /* [batch+1] */
+    const int32_t *cu_seqlens_k; /* [batch+1] */
+    int32_t batch, max_seqlen_q, n_heads_q, n_heads_kv, head_dim; /* head_dim 64 or 128 */
+    float scale;                /* softmax scale, usually 1/sqrt(head_dim) */
+    int32_t causal;
+    int32_t variant;            /* 0 = default; lab only: 1 = 64-row tiles, 2 = 128-row tiles */
+} assay_cuda_attn_prefill_args;
+
+int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, assay_cuda_stream stream);
+
+/* ---- paged decode attention (split-KV + combine) -------------------------------------------------------- */
+typedef struct assay_cuda_attn_decode_args {
+    const void *q;              /* bf16 [batch][n_heads_q][head_dim] */
+    const void *k_pages;        /* kv_dtype, layout in the header comment */
+    const void *v_pages;
+    void *o;                    /* bf16 [batch][n_heads_q][head_dim] */
+    const int32_t *block_table; /* [batch][max_pages_per_seq] */
+    const int32_t *seq_lens;    /* [batch] tokens in the cache for each sequence (>= 0) */
+    const float *k_scale;       /* [n_heads_kv] for quantized caches; NULL = 1 */
+    const float *v_scale;
+    int32_t batch, n_heads_q, n_heads_kv, head_dim; /* head_dim 64 or 128; n_heads_q / n_heads_kv <= 16 */
+    int32_t page_size;          /* 16, 32, 64 or 128 */
+    int32_t max_pages_per_seq;
+    int32_t max_seq_len;        /* upper bound of seq_lens, sizes the split */
+    float scale;
+    assay_cuda_dtype kv_dtype;
+    int32_t num_splits;         /* 0 = choose from the machine's SM count */
+    void *workspace;            /* partial outputs of the splits */
+    size_t workspace_bytes;
+} assay_cuda_attn_decode_args;
+
+/* Bytes of workspace the call needs (chooses num_splits when it is 0 and writes it back to a). */
+size_t assay_cuda_attn_decode_workspace(assay_cuda_attn_decode_args *a);
+int assay_cuda_attn_decode(const assay_cuda_attn_decode_args *a, assay_cuda_stream stream);
+
+/* ---- decode GEMMs (M <= 16) ------------------------------------------------------------------------------ */
+/* FP8 E4M3 weights [N][K] with one fp32 scale per output channel n. K % 64 == 0, N % 64 == 0. */
+int assay_cuda_gemm_fp8w(const void *x_bf16, const uint8_t *w_e4m3, const float *w_scale, void *y_bf16,
+                         int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+
+/* INT4 weights, symmetric (q - 8) * scale, groups of 128 along K, packed by assay_cuda_int4_pack.
+ * Scales fp16 [K/128][N]. K % 128 == 0, N % 64 == 0. */
+int assay_cuda_gemm_int4g128(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                             void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+
+/* Host-side packing of 4-bit weights q[n][k] (values 0..15, one per byte) into the layout the INT4 kernel
+ * streams with one 16-byte load per lane: for each 8-row tile and 128-column group, 512 bytes in which
+ * lane (g, t) finds row g's values for the mma fragments of all 8 k16 steps. out has n*k/2 bytes. */
+void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
+
+/* Per-token FP8 E4M3 quantization of bf16 activations x[m][k]: scale[m] = max|x| / 448, out = x / scale. */
+int assay_cuda_quant_fp8_per_token(const void *x_bf16, uint8_t *out_e4m3, float *scale, int32_t m, int32_t k,
+                                   assay_cuda_stream stream);
+
+/* Number of multiprocessors of the current device (0 on error). */
+int assay_cuda_sm_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# GPU check in one call: build the CUDA kernels and the lab driver, validate every kernel against a float64
+# reference, benchmark it, benchmark the PyTorch peers (cuDNN/FA2 SDPA, cuBLAS, cuBLASLt fp8) in the same run,
+# and write a joined table + JSON.
+#
+#   scripts/device-check.sh [OUTDIR] [--quick]      (default OUTDIR: bench/results/latest)
+#
+# Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 450) shared by build, kernels and peers.
+# Builds with nvcc directly (sm_90a), so it needs no CMake configure of the CPU library on the GPU machine.
+# Exit status: 1 if the build or any validation failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUTDIR=${1:-bench/results/latest}
+QUICK=${2:-}
+BUDGET=${DEVICE_CHECK_BUDGET:-450}
+T0=$(date +%s)
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+mkdir -p "$OUTDIR" build-dev
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv || true
+
+NVCC=${NVCC:-nvcc}
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v $NVCC)")")")}
+GEN=${GENCODE:--gencode=arch=compute_90a,code=sm_90a}
+echo "device-check: building with $($NVCC --version | tail -1) in $CUDA_HOME"
+pids=()
+for f in src/backend/cuda/*.cu; do
+  $NVCC -std=c++17 -O3 -lineinfo $GEN -Iinclude -Isrc/backend/cuda -Xptxas=-warn-spills -c "$f" \
+        -o "build-dev/$(basename "$f").o" & pids+=($!)
+done
+gcc -std=c11 -O2 -Wall -Iinclude -c src/backend/cuda/cuda_pack.c -o build-dev/cuda_pack.o & pids+=($!)
+gcc -std=c11 -O2 -Wall -Wno-unused-parameter -Iinclude -Idev/cuda -I"$CUDA_HOME/include" -c dev/cuda/kernel_check.c \
+    -o build-dev/kernel_check.o & pids+=($!)
+fail=0
+for p in "${pids[@]}"; do wait "$p" || fail=1; done
+if [ $fail -ne 0 ]; then echo "device-check: BUILD FAILED"; exit 1; fi
+$NVCC -o build-dev/kernel_check build-dev/*.o -lm || { echo "device-check: LINK FAILED"; exit 1; }
+echo "device-check: built in $(( $(date +%s) - T0 )) s"
+
+# Peers get a fixed share at the end; the kernels get the rest.
+PEER_S=${PEER_BUDGET:-120}
+KT=$(( $(left) - PEER_S - 10 ))
+[ $KT -lt 30 ] && KT=30
+timeout $KT build-dev/kernel_check --json "$OUTDIR/kernels.json" $QUICK 2>&1 | tee "$OUTDIR/kernels.log"
+krc=${PIPESTATUS[0]}
+echo "device-check: kernel_check exit $krc after $(( $(date +%s) - T0 )) s"
+PT=$(( $(left) - 10 ))
+[ $PT -lt 20 ] && PT=20
+PYTHONUNBUFFERED=1 timeout $PT python3 bench/peers.py --json "$OUTDIR/peers.json" $QUICK 2>&1 | tee "$OUTDIR/peers.log"
+python3 bench/report.py "$OUTDIR/kernels.json" "$OUTDIR/peers.json" --out "$OUTDIR/report"
+echo "device-check: done in $(( $(date +%s) - T0 )) s, kernel_check exit $krc"
+[ $krc -eq 0 ]

@@ -1,0 +1,128 @@
+// Shared device helpers for the assay CUDA kernels: mma.sync wrappers, cp.async, error reporting.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdarg.h>
+
+#include "assay/cuda_kernels.h"
+
+// Records a message for assay_cuda_last_error(); returns -1 so callers can `return cuda_fail(...)`.
+int assay_cuda_fail(const char *fmt, ...);
+
+#define ASSAY_CUDA_TRY(expr)                                                                 \
+    do {                                                                                     \
+        cudaError_t e_ = (expr);                                                             \
+        if (e_ != cudaSuccess) return assay_cuda_fail("%s: %s", #expr, cudaGetErrorString(e_)); \
+    } while (0)
+
+#define ASSAY_CUDA_LAUNCHED()                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = cudaGetLastError();                                                   \
+        if (e_ != cudaSuccess) return assay_cuda_fail("kernel launch: %s", cudaGetErrorString(e_)); \
+    } while (0)
+
+// ---- tensor-core primitives (sm_80+: mma.sync m16n8k16 with fp32 accumulators) -------------------------------
+// Fragment layout (lane = 4*g + t): A regs a0=(row g, k 2t..2t+1) a1=(row g+8, k 2t..) a2=(row g, k 2t+8..)
+// a3=(row g+8, k 2t+8..); B regs b0=(k 2t..2t+1, col g) b1=(k 2t+8.., col g); C c0,c1=(row g, col 2t, 2t+1),
+// c2,c3=(row g+8, col 2t, 2t+1).
+__device__ __forceinline__ void mma_bf16_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_f16_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <bool F16>
+__device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    if (F16) mma_f16_16816(c, a, b0, b1);
+    else mma_bf16_16816(c, a, b0, b1);
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+// 16-byte asynchronous copy global -> shared; src_bytes 0 writes zeros (used past the end of a sequence).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <bool F16>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    return F16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+}
+
+// bf16 pair (as stored) -> f16 pair.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
+    __nv_bfloat162 b = *reinterpret_cast<__nv_bfloat162 *>(&v);
+    float2 f = __bfloat1622float2(b);
+    return pack_f16(f.x, f.y);
+}
+
+// Four stored 8-bit KV/weight values (little-endian in w) -> two f16x2 registers, exact for e4m3, e5m2, int8.
+template <int DT>
+__device__ __forceinline__ void byte4_to_f16x4(uint32_t w, uint32_t &lo, uint32_t &hi) {
+    if (DT == ASSAY_CUDA_FP8_E4M3) {
+        __half2_raw a = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xFFFF), __NV_E4M3);
+        __half2_raw b = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w >> 16), __NV_E4M3);
+        lo = (uint32_t)a.x | ((uint32_t)a.y << 16);
+        hi = (uint32_t)b.x | ((uint32_t)b.y << 16);
+    } else if (DT == ASSAY_CUDA_FP8_E5M2) {
+        // e5m2 is the high byte of an f16: place each byte in the top of a 16-bit lane.
+        lo = __byte_perm(w, 0, 0x1404);
+        hi = __byte_perm(w, 0, 0x3424);
+    } else {  // int8: exact in f16 (|v| <= 128)
+        int8_t b0 = (int8_t)(w & 0xFF), b1 = (int8_t)((w >> 8) & 0xFF);
+        int8_t b2 = (int8_t)((w >> 16) & 0xFF), b3 = (int8_t)(w >> 24);
+        lo = pack_f16((float)b0, (float)b1);
+        hi = pack_f16((float)b2, (float)b3);
+    }
+}
+
+__device__ __forceinline__ float warp_max_quad(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, 1));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, 2));
+    return v;
+}
+__device__ __forceinline__ float warp_sum_quad(float v) {
+    v += __shfl_xor_sync(0xffffffff, v, 1);
+    v += __shfl_xor_sync(0xffffffff, v, 2);
+    return v;
+}

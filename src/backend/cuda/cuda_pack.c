@@ -1,0 +1,30 @@
+/* Host-side weight packing for the CUDA decode GEMMs (plain C11, no CUDA runtime needed). */
+#include "assay/cuda_kernels.h"
+
+/* Layout (see gemm_decode.cu): for each 8-row tile nt and 128-column group gr, a 512-byte block at
+ * (nt * (k/128) + gr) * 512. Lane (g, t) = 4g + t owns bytes [16*lane, 16*lane + 16): row nt*8 + g, columns
+ * gr*128 + 32t + [0, 32). Word w of those 16 bytes holds columns 8w..8w+7 of the slice; column offset o sits in
+ * nibble (o >> 1) + 4*(o & 1), so that the low nibbles of each 16-bit half are one mma register pair. */
+void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    int32_t ngroup = k / 128;
+    for (int32_t nt = 0; nt < n / 8; ++nt)
+        for (int32_t gr = 0; gr < ngroup; ++gr) {
+            uint8_t *blk = out + ((size_t)nt * ngroup + gr) * 512;
+            for (int lane = 0; lane < 32; ++lane) {
+                int g = lane >> 2, t = lane & 3;
+                const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128 + 32 * t;
+                for (int w = 0; w < 4; ++w) {
+                    uint32_t word = 0;
+                    for (int o = 0; o < 8; ++o) {
+                        int nib = (o >> 1) + 4 * (o & 1);
+                        word |= (uint32_t)(row[8 * w + o] & 15) << (4 * nib);
+                    }
+                    uint8_t *dst = blk + lane * 16 + 4 * w;
+                    dst[0] = (uint8_t)word;
+                    dst[1] = (uint8_t)(word >> 8);
+                    dst[2] = (uint8_t)(word >> 16);
+                    dst[3] = (uint8_t)(word >> 24);
+                }
+            }
+        }
+}
