@@ -14,7 +14,7 @@
  * Types: q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K. Byte layouts, rounding and scale searches are those
  * of ggml's reference quantizers (ggml-quants.c): without an imatrix the "_ref" searches, with one the
  * importance-weighted searches (llama-quantize --imatrix). q8_0 ignores the imatrix, as ggml does.
- * The imatrix holds one weight per input column (mean squared activation of that column, llama-imatrix's value).
+ * Decoding is dequant.h's (assay_dequantize). The imatrix holds one weight per input column (mean squared activation of that column, llama-imatrix's value).
  */
 #ifndef ASSAY_GGML_QUANT_H
 #define ASSAY_GGML_QUANT_H
@@ -36,10 +36,6 @@ size_t assay_ggml_quant_bytes(assay_type type, int64_t nrow, int64_t n_per_row);
 /* Encodes nrow rows. Errors: unsupported type, row length not a multiple of the block, non-finite imatrix. */
 assay_status assay_ggml_quantize(assay_type type, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
                                  const float *imatrix);
-
-/* Decodes blocks of the supported types back to floats (reference dequantization, ggml's formulas).
- * The engine's kernels are tested against gguf-py; this one exists so quantizers can measure their own error. */
-void assay_ggml_dequantize_ref(assay_type type, const void *src, float *dst, int64_t n);
 
 /* ---- llama.cpp quantization mixes (llama_tensor_get_type) ---------------------------------------------- */
 /* llama.cpp's llama_ftype numbers: written as general.file_type. */

@@ -2,7 +2,7 @@
  *
  * The C side quantizes synthetic rows (gaussian, heavy-tailed, an outlier, all zeros, exact .5 ties) and real
  * house-model weights (exported to f32 by the python helper), with and without an importance matrix, and writes
- * blocks plus our own dequantization to $ASSAY_BUILD_DIR/ggml_quant_fixture. tests/py/ggml_quant_oracle.py then
+ * blocks plus their dequantization by dequant.h (the engine's reference decoder) to $ASSAY_BUILD_DIR/ggml_quant_fixture. tests/py/ggml_quant_oracle.py then
  * checks them with gguf-py: its dequantizer must give our values, its quantizer (legacy types) our exact bytes,
  * and — when ASSAY_LLAMACPP_LIB names a libggml-base.so — llama.cpp's ggml_quantize_chunk our exact bytes for
  * every type, imatrix included.
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "assay/dequant.h"
 #include "assay/ggml_quant.h"
 #include "check.h"
 
@@ -65,7 +66,7 @@ static void quantize_set(const char *dir, const char *tag, const float *src, int
             size_t bytes = assay_ggml_quant_bytes(kTypes[t], rows, cols);
             void *blk = malloc(bytes);
             CHECK_OK(assay_ggml_quantize(kTypes[t], src, blk, rows, cols, im ? imatrix : NULL));
-            assay_ggml_dequantize_ref(kTypes[t], blk, deq, rows * cols);
+            CHECK_OK(assay_dequantize(kTypes[t], blk, deq, rows * cols));
             char name[256];
             snprintf(name, sizeof name, "%s.%s%s.bin", tag, kNames[t], im ? ".im" : "");
             CHECK(write_file(dir, name, blk, bytes));
@@ -90,7 +91,7 @@ static void test_errors(void) {
     float z[256] = {0}, back[256];
     for (int t = 0; t < NTYPES; t++) {
         CHECK_OK(assay_ggml_quantize(kTypes[t], z, buf, 1, 256, NULL));
-        assay_ggml_dequantize_ref(kTypes[t], buf, back, 256);
+        CHECK_OK(assay_dequantize(kTypes[t], buf, back, 256));
         int ok = 1;
         for (int i = 0; i < 256; i++) ok &= back[i] == 0.0f;
         CHECK(ok);
