@@ -11,6 +11,10 @@
  *   for each tensor: assay_ggml_mix_count(&mix, name);       // first pass: counts attn_v tensors, sees output.weight
  *   for each tensor: t = assay_ggml_mix_tensor_type(&mix, name, n_dims, ne);   // second pass, same order
  *
+ *   // or the whole model, as llama-quantize does it
+ *   assay_ggml_model_options o = {.ftype = ASSAY_GGML_FTYPE_Q4_K_M};
+ *   assay_ggml_quantize_model(mf, "model-q4_k_m.gguf", &o, NULL);
+ *
  * Types: q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K. Byte layouts, rounding and scale searches are those
  * of ggml's reference quantizers (ggml-quants.c): without an imatrix the "_ref" searches, with one the
  * importance-weighted searches (llama-quantize --imatrix). q8_0 ignores the imatrix, as ggml does.
@@ -86,5 +90,29 @@ int assay_ggml_mix_allows(const char *name, int n_dims);
 /* Pass 2: the type for this tensor (the row-length fallback applied: q4_K -> q5_0 when ne[0] % 256 != 0, ...).
  * Returns ASSAY_TYPE_F32 for tensors that are not quantized (the caller keeps them in float). */
 assay_type assay_ggml_mix_tensor_type(assay_ggml_mix *mix, const char *name, int n_dims, const int64_t *ne);
+
+/* ---- a whole model -------------------------------------------------------------------------------------- */
+typedef struct assay_model_file assay_model_file;
+typedef struct assay_imatrix assay_imatrix;
+
+typedef struct assay_ggml_model_options {
+    assay_ggml_ftype ftype;
+    const assay_imatrix *imatrix; /* NULL: no importance weighting */
+    const char *imatrix_path;     /* recorded as quantize.imatrix.file */
+    int threads;                  /* <= 0: every core */
+    int overwrite;
+} assay_ggml_model_options;
+
+typedef struct assay_ggml_model_report {
+    double seconds;
+    uint64_t tensor_bytes;
+    int n_fallback;               /* tensors that took a fallback type (row length) */
+    int64_t n_imatrix_used;       /* tensors quantized with an imatrix entry */
+    int type_count[ASSAY_TYPE_COUNT];
+} assay_ggml_model_report;
+
+/* Writes `out_path` (.gguf, temp file + rename): every tensor of `mf` under the mix `o->ftype`. rep may be NULL. */
+assay_status assay_ggml_quantize_model(const assay_model_file *mf, const char *out_path,
+                                       const assay_ggml_model_options *o, assay_ggml_model_report *rep);
 
 #endif
