@@ -11,8 +11,10 @@
  * <arch>.* hyper-parameters, tokenizer.ggml.* (model "gpt2" for byte-level BPE tokenizer.json: tokens,
  * token_type, merges, bos/eos/pad ids, add_bos/add_eos, the pre-tokenizer name, the chat template), llama3
  * RoPE scaling as the rope_freqs.weight tensor, and the tensors under GGUF names with llama's Q/K rows
- * permuted. Tensor bytes are copied unchanged unless `dtype` asks for f32/f16/bf16.
- * GGUF -> HF undoes all of that: HF names, [out, in] shapes, un-permuted Q/K, config.json values formatted
+ * permuted. Matrix bytes are copied unchanged unless `dtype` asks for f32/f16/bf16; vectors (norms, biases)
+ * are stored as f32 like convert_hf_to_gguf.py does (exact), unless keep_types.
+ * GGUF -> HF undoes all of that: HF names, [out, in] shapes, un-permuted Q/K, f32 vectors back in the
+ * matrices' type when every value converts exactly (so HF -> GGUF -> HF is bit-exact), config.json values formatted
  * so float32 metadata reads back as the decimal it came from (1e-05, not 9.99999974737875e-06), and a
  * tokenizer.json rebuilt from tokenizer.ggml.* for the gpt2 model with a known pre-tokenizer.
  * Outputs are written to temporary names and renamed into place.
@@ -29,6 +31,8 @@ typedef struct assay_convert_options {
     assay_type dtype; /* ASSAY_TYPE_F32/F16/BF16 to convert float tensors; ASSAY_TYPE_COUNT keeps them */
     int overwrite;    /* replace existing outputs */
     int quiet;        /* no notes on stderr */
+    int keep_types;   /* HF -> GGUF: keep vectors in their stored type (byte-identical, but llama.cpp's CPU
+                         backend cannot run bf16 norms); default: vectors become f32, as llama.cpp writes */
 } assay_convert_options;
 
 assay_status assay_convert_hf_to_gguf(const assay_model_file *mf, const char *out_path, const assay_convert_options *o);

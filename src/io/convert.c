@@ -40,6 +40,16 @@ static void convert_floats(const void *src, assay_type st, void *dst, assay_type
     if (tmp != dst) free(tmp);
 }
 
+/* Whether n f32 values convert to `type` (f16/bf16) and back unchanged, bit for bit. */
+static int f32_fits(const void *src, int64_t n, assay_type type) {
+    const float *x = src;
+    for (int64_t i = 0; i < n; i++) {
+        float y = type == ASSAY_TYPE_BF16 ? assay_bf16_to_f32(assay_f32_to_bf16(x[i])) : assay_f16_to_f32(assay_f32_to_f16(x[i]));
+        if (memcmp(&x[i], &y, 4) != 0) return 0;
+    }
+    return 1;
+}
+
 /* ---- HF tokenizer.json -> tokenizer.ggml.* ------------------------------------------------------------------- */
 
 static int json_is_string_eq(const assay_json *v, const char *s) {
@@ -305,6 +315,9 @@ assay_status assay_convert_hf_to_gguf(const assay_model_file *mf, const char *ou
             break;
         }
         assay_type out_type = o->dtype == ASSAY_TYPE_COUNT ? t->type : o->dtype;
+        /* llama.cpp stores vectors (norms, biases) as f32 whatever the weights' type: its CPU backend cannot
+         * multiply f32 activations by a bf16 vector. Exact, since f16/bf16 embed in f32. */
+        if (t->n_dims == 1 && !o->keep_types) out_type = ASSAY_TYPE_F32;
         const void *data = t->data;
         if (t->permute_heads > 0) {
             bufs[i] = assay_xmalloc(t->bytes ? t->bytes : 1);
@@ -566,7 +579,7 @@ assay_status assay_convert_gguf_to_hf(const assay_model_file *mf, const char *ou
                               "%s: tensor '%s' is %s; only f32/f16/bf16 GGUFs convert to HF (dequantization is not "
                               "supported)",
                               assay_model_file_path(mf), t->name, assay_type_name(t->type));
-        by[t->type == ASSAY_TYPE_F32 ? 0 : t->type == ASSAY_TYPE_F16 ? 1 : 2] += t->bytes;
+        if (t->n_dims >= 2) by[t->type == ASSAY_TYPE_F32 ? 0 : t->type == ASSAY_TYPE_F16 ? 1 : 2] += t->bytes;
     }
     for (int k = 0; k < 3; k++)
         if (by[k] > main_bytes) main_bytes = by[k], main_type = k == 0 ? ASSAY_TYPE_F32 : k == 1 ? ASSAY_TYPE_F16 : ASSAY_TYPE_BF16;
@@ -608,6 +621,10 @@ assay_status assay_convert_gguf_to_hf(const assay_model_file *mf, const char *ou
             data = bufs[i];
         }
         assay_type out_type = o->dtype == ASSAY_TYPE_COUNT ? t->type : o->dtype;
+        /* Undo llama.cpp's f32 vectors: back to the weights' type when every value survives the trip. */
+        if (o->dtype == ASSAY_TYPE_COUNT && t->n_dims == 1 && t->type == ASSAY_TYPE_F32 && main_type != ASSAY_TYPE_F32 &&
+            f32_fits(data, assay_tensor_nelements(t), main_type))
+            out_type = main_type;
         size_t out_bytes = t->bytes;
         if (out_type != t->type) {
             int64_t n = assay_tensor_nelements(t);

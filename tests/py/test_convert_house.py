@@ -102,7 +102,9 @@ with tempfile.TemporaryDirectory() as tmp:
             want = permute(arr, cfg["num_attention_heads"])
         elif hf.endswith("k_proj.weight"):
             want = permute(arr, cfg["num_key_value_heads"])
-        check(t.tensor_type.name == "BF16", f"{t.name} type {t.tensor_type.name}")
+        if arr.ndim == 1:  # llama.cpp stores vectors as f32: the exact widening of the bf16 values
+            want = want.astype(np.float32)
+        check(t.tensor_type.name == ("F32" if arr.ndim == 1 else "BF16"), f"{t.name} type {t.tensor_type.name}")
         check(list(t.shape) == list(reversed(arr.shape)), f"{t.name} shape {list(t.shape)} vs HF {arr.shape}")
         check(bytes(t.data.tobytes()) == want.tobytes(), f"{t.name} bytes differ from the (permuted) safetensors tensor")
     # The permutation must actually change q (a test that passes with an identity permutation proves nothing).
@@ -164,8 +166,22 @@ with tempfile.TemporaryDirectory() as tmp:
         rr = {t.name: t for t in GGUFReader(p).tensors}
         for hf in ("model.embed_tokens.weight", "model.layers.3.mlp.down_proj.weight", "model.norm.weight"):
             t = rr[gguf_name(hf)]
-            want = orig[hf].astype(np.float32).astype(np_dt)
-            check(t.tensor_type.name == gtype and t.data.tobytes() == want.tobytes(), f"--dtype {dt}: {t.name}")
+            want = orig[hf].astype(np.float32).astype(np_dt if orig[hf].ndim > 1 else np.float32)
+            check(t.tensor_type.name == (gtype if orig[hf].ndim > 1 else "F32") and t.data.tobytes() == want.tobytes(), f"--dtype {dt}: {t.name}")
+    # --keep-types: all 66 tensors byte-identical to the safetensors ones (vectors stay bf16).
+    p = os.path.join(tmp, "h-keep.gguf")
+    run("convert", HOUSE, "-o", p, "--keep-types", "-q")
+    rr = {t.name: t for t in GGUFReader(p).tensors}
+    for hf, arr in orig.items():
+        n = cfg["num_attention_heads"] if hf.endswith("q_proj.weight") else cfg["num_key_value_heads"]
+        want = permute(arr, n) if hf.endswith(("q_proj.weight", "k_proj.weight")) else arr
+        t = rr[gguf_name(hf)]
+        check(t.tensor_type.name == "BF16" and t.data.tobytes() == want.tobytes(), f"--keep-types: {t.name}")
+    d2 = os.path.join(tmp, "hf-keep")
+    run("convert", p, "-o", d2, "-q")
+    back2 = load_hf(d2)
+    check(all(back2[k].tobytes() == a.tobytes() and back2[k].dtype == a.dtype for k, a in orig.items()),
+          "--keep-types round trip")
     # An existing output is refused without --force, then replaced with it.
     r1 = subprocess.run([ASSAY, "convert", HOUSE, "-o", g_path, "-q"], capture_output=True, text=True)
     check(r1.returncode == 1 and "already exists" in r1.stderr, f"overwrite refused: {r1.returncode} {r1.stderr}")
