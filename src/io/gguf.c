@@ -145,6 +145,14 @@ static assay_status read_str(cursor *c, assay_gguf_str *s, const char *what) {
 
 /* ---- parsing ------------------------------------------------------------------------------------------ */
 
+/* Tables sized by counts from the file: bounded by the file size (checked before), but a huge crafted file
+ * could still ask for more memory than there is, so failure is an error, not an abort. */
+static void *big_calloc(const cursor *c, size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) assay_fail(ASSAY_ERR_NOMEM, "%s: out of memory allocating %zu entries of %zu bytes", c->name, n, size);
+    return p;
+}
+
 static void kv_free_contents(assay_gguf_kv *kv) {
     if (kv->arrays) {
         for (uint64_t i = 0; i < kv->array_len; i++) kv_free_contents(&kv->arrays[i]);
@@ -186,7 +194,8 @@ static assay_status parse_array(cursor *c, assay_gguf_kv *kv, int depth, const c
         if (n > remain / 8) /* every string has an 8-byte length */
             return assay_fail(ASSAY_ERR_FORMAT, "%s: truncated or corrupt: %s: array of %llu strings cannot fit in the %zu bytes that remain",
                               c->name, where, (unsigned long long)n, remain);
-        kv->strings = assay_xmalloc((size_t)n * sizeof *kv->strings);
+        kv->strings = big_calloc(c, (size_t)n, sizeof *kv->strings);
+        if (!kv->strings) return ASSAY_ERR_NOMEM;
         for (uint64_t i = 0; i < n; i++) {
             st = read_str(c, &kv->strings[i], "array string");
             if (st) return assay_fail_context(st, "%s, element %llu", where, (unsigned long long)i);
@@ -197,7 +206,8 @@ static assay_status parse_array(cursor *c, assay_gguf_kv *kv, int depth, const c
     if (n > remain / 12)
         return assay_fail(ASSAY_ERR_FORMAT, "%s: truncated or corrupt: %s: array of %llu arrays cannot fit in the %zu bytes that remain",
                           c->name, where, (unsigned long long)n, remain);
-    kv->arrays = assay_xcalloc((size_t)n, sizeof *kv->arrays);
+    kv->arrays = big_calloc(c, (size_t)n, sizeof *kv->arrays);
+    if (!kv->arrays) return ASSAY_ERR_NOMEM;
     for (uint64_t i = 0; i < n; i++) {
         st = parse_array(c, &kv->arrays[i], depth + 1, where);
         if (st) return st;
@@ -213,11 +223,11 @@ static uint64_t hash_bytes(const char *p, uint64_t n) {
 
 static int str_eq(assay_gguf_str a, const char *p, uint64_t n) { return a.len == n && memcmp(a.ptr, p, n) == 0; }
 
-static int64_t *hash_new(int64_t n, uint64_t *mask) {
+static int64_t *hash_new(cursor *c, int64_t n, uint64_t *mask) {
     uint64_t cap = 16;
     while (cap < (uint64_t)n * 2) cap *= 2;
     *mask = cap - 1;
-    return assay_xcalloc(cap, sizeof(int64_t));
+    return big_calloc(c, (size_t)cap, sizeof(int64_t));
 }
 
 /* Inserts index i for `name` unless the name is present; returns the existing index, or -1 when inserted. */
@@ -275,7 +285,7 @@ static assay_status parse(assay_gguf *g) {
     if (g->version == 1)
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: GGUF version 1 is not supported (convert the model again)", g->name);
     if (g->version != 2 && g->version != 3) {
-        if ((g->version & 0xffff) == 0)
+        if (g->version != 0 && (g->version & 0xffff) == 0)
             return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: a big-endian GGUF file (version field 0x%08x); only little-endian files are supported",
                               g->name, g->version);
         return assay_fail(ASSAY_ERR_FORMAT, "%s: unknown GGUF version %u (expected 2 or 3)", g->name, g->version);
@@ -292,8 +302,9 @@ static assay_status parse(assay_gguf *g) {
                           g->name, (unsigned long long)n_tensors, g->size);
 
     /* metadata */
-    g->kvs = assay_xcalloc((size_t)n_kv, sizeof *g->kvs);
-    g->kv_hash = hash_new((int64_t)n_kv, &g->kv_hash_mask);
+    g->kvs = big_calloc(&c, (size_t)n_kv, sizeof *g->kvs);
+    g->kv_hash = g->kvs ? hash_new(&c, (int64_t)n_kv, &g->kv_hash_mask) : NULL;
+    if (!g->kv_hash) return ASSAY_ERR_NOMEM;
     char where[160], shown[96];
     for (uint64_t i = 0; i < n_kv; i++) {
         assay_gguf_kv *kv = &g->kvs[i];
@@ -335,8 +346,9 @@ static assay_status parse(assay_gguf *g) {
     }
 
     /* tensor infos */
-    g->tensors = assay_xcalloc((size_t)n_tensors, sizeof *g->tensors);
-    g->tensor_hash = hash_new((int64_t)n_tensors, &g->tensor_hash_mask);
+    g->tensors = big_calloc(&c, (size_t)n_tensors, sizeof *g->tensors);
+    g->tensor_hash = g->tensors ? hash_new(&c, (int64_t)n_tensors, &g->tensor_hash_mask) : NULL;
+    if (!g->tensor_hash) return ASSAY_ERR_NOMEM;
     for (uint64_t i = 0; i < n_tensors; i++) {
         assay_gguf_tensor *t = &g->tensors[i];
         g->n_tensors = (int64_t)i + 1;
