@@ -85,6 +85,12 @@ struct assay_tokenizer {
     int escape_spaces;       /* ' ' -> U+2581 */
     int metaspace_split;     /* HF Metaspace split: pieces start at each U+2581 */
     int byte_fallback;       /* chars not in the vocabulary become <0xXX> tokens */
+    /* SPM: mergeable tokens with a U+2581 after another character ("X▁"), and the byte offset of that
+     * U+2581 in them. Without such a token no merge crosses the start of a ▁ run, so a fragment can be cut
+     * there into words that merge independently (and are cached); the list keeps those cuts exact. */
+    int32_t *cross_id;
+    uint32_t *cross_at;
+    int64_t n_cross;
 
     int32_t bos, eos, eot, eom, unk, pad;
     int add_bos, add_eos;

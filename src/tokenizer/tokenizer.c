@@ -468,16 +468,34 @@ assay_status tok_finish(assay_tokenizer *t) {
         count += k->matchable;
     }
     t->sp_ids = assay_xmalloc((size_t)(count ? count : 1) * sizeof *t->sp_ids);
-    int64_t fill = 0;
-    for (int b = 0; b < 256; b++) {
-        t->sp_start[b] = (int32_t)fill;
-        for (int64_t id = 0; id < t->n_vocab; id++) {
-            tok_token *k = &t->tokens[id];
-            if (k->matchable && (uint8_t)t->arena[k->text_off] == b) t->sp_ids[fill++] = (int32_t)id;
-        }
-        qsort_r(t->sp_ids + t->sp_start[b], (size_t)(fill - t->sp_start[b]), sizeof *t->sp_ids, by_length_desc_ctx_cmp, t);
-    }
+    int32_t bucket[257] = {0};
+    for (int64_t id = 0; id < t->n_vocab; id++)
+        if (t->tokens[id].matchable) bucket[(uint8_t)t->arena[t->tokens[id].text_off] + 1]++;
+    for (int b = 0; b < 256; b++) bucket[b + 1] += bucket[b];
+    memcpy(t->sp_start, bucket, sizeof bucket);
+    for (int64_t id = 0; id < t->n_vocab; id++)
+        if (t->tokens[id].matchable) t->sp_ids[bucket[(uint8_t)t->arena[t->tokens[id].text_off]]++] = (int32_t)id;
+    for (int b = 0; b < 256; b++)
+        qsort_r(t->sp_ids + t->sp_start[b], (size_t)(t->sp_start[b + 1] - t->sp_start[b]), sizeof *t->sp_ids, by_length_desc_ctx_cmp, t);
+    int64_t fill = count;
     t->sp_start[256] = (int32_t)fill;
+
+    if (t->kind == ASSAY_TOKENIZER_SPM) {
+        for (int64_t id = 0; id < t->n_vocab; id++) {
+            const tok_token *k = &t->tokens[id];
+            uint8_t ty = k->type;
+            if (!(ty == ASSAY_TOKEN_NORMAL || ty == ASSAY_TOKEN_USER_DEFINED || ty == ASSAY_TOKEN_UNDEFINED)) continue;
+            const char *s = t->arena + k->text_off;
+            for (uint32_t j = 1; j + 3 <= k->text_len; j++) {
+                if (memcmp(s + j, "\xe2\x96\x81", 3) != 0) continue;
+                if (j >= 3 && memcmp(s + j - 3, "\xe2\x96\x81", 3) == 0) continue;
+                t->cross_id = assay_xrealloc(t->cross_id, (size_t)(t->n_cross + 1) * sizeof *t->cross_id);
+                t->cross_at = assay_xrealloc(t->cross_at, (size_t)(t->n_cross + 1) * sizeof *t->cross_at);
+                t->cross_id[t->n_cross] = (int32_t)id;
+                t->cross_at[t->n_cross++] = j;
+            }
+        }
+    }
 
     /* End-of-generation tokens: eos, eot, eom, and the end-of-turn texts models use without declaring them. */
     static const char *eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
@@ -509,6 +527,8 @@ void assay_tokenizer_free(assay_tokenizer *t) {
     free(t->arena);
     free(t->eog);
     free(t->sp_ids);
+    free(t->cross_id);
+    free(t->cross_at);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -888,6 +908,35 @@ static void encode_spm(enc_ctx *c, const char *s, size_t n) {
     }
 }
 
+static void spm_word(enc_ctx *c, const char *w, size_t n) {
+    if (n == 0) return;
+    uint64_t h = tok_hash(w, n);
+    if (cache_get(c->t, w, n, h, c->out)) return;
+    int64_t start = c->out->n;
+    encode_spm(c, w, n);
+    cache_put(c->t, w, n, h, c->out->ids + start, c->out->n - start);
+}
+
+/* Cuts the normalised fragment before each run of U+2581 unless a cross token occurs there (see
+ * tok_internal.h), and merges the words independently: the same result as merging the whole fragment. */
+static void encode_spm_fragment(enc_ctx *c, const char *s, size_t n) {
+    const assay_tokenizer *t = c->t;
+    size_t a = 0;
+    for (size_t i = 1; i + 3 <= n; i++) {
+        if (memcmp(s + i, "\xe2\x96\x81", 3) != 0 || (i >= 3 && memcmp(s + i - 3, "\xe2\x96\x81", 3) == 0)) continue;
+        int safe = 1;
+        for (int64_t k = 0; k < t->n_cross && safe; k++) {
+            const tok_token *tk = &t->tokens[t->cross_id[k]];
+            size_t j = t->cross_at[k];
+            if (j <= i && i - j + tk->text_len <= n && memcmp(s + i - j, t->arena + tk->text_off, tk->text_len) == 0) safe = 0;
+        }
+        if (!safe) continue;
+        spm_word(c, s + a, i - a);
+        a = i;
+    }
+    spm_word(c, s + a, n - a);
+}
+
 /* HF BPE over characters (Metaspace-style tokenizer.json): like byte-level BPE, but the initial symbols
  * are UTF-8 characters, and a character missing from the vocabulary falls back to <0xXX> tokens. */
 static void encode_bpe_chars_word(enc_ctx *c, const char *w, size_t n) {
@@ -957,8 +1006,8 @@ static assay_status encode_fragment(enc_ctx *c, const char *s, size_t n, int pre
     case ASSAY_TOKENIZER_SPM: {
         int prefix = t->add_space_prefix && prev_special;
         size_t m = spm_normalize(c, s, n, prefix);
-        /* the normalised copy lives in c->buf; encode_spm does not touch it */
-        encode_spm(c, c->buf, m);
+        /* the normalised copy lives in c->buf; the SPM path does not touch it */
+        encode_spm_fragment(c, c->buf, m);
         return ASSAY_OK;
     }
     case ASSAY_TOKENIZER_BPE_CHARS: {

@@ -7,60 +7,18 @@ from HF's own parts: the pre-tokenizer runs on the text with each invalid byte r
 assay documents), the pieces are mapped back to the original bytes, and HF's BPE model encodes each piece
 in the byte alphabet. The same construction is checked against tokenizer.encode on valid text first."""
 import os
-import subprocess
 import sys
-import tempfile
 
 from tokenizers import Tokenizer
+
+from tok_cases import ADVERSARIAL, INVALID, Assay, Failures, bytes_to_unicode, fixture_strings
 
 SHARED = os.environ["ASSAY_SHARED"]
 BIN = os.environ["ASSAY_BIN"]
 HOUSE = os.path.join(SHARED, "models", "house")
 tok = Tokenizer.from_file(os.path.join(HOUSE, "tokenizer.json"))
-failures = 0
-tmp = tempfile.mkdtemp(prefix="assay_tok_")
-
-
-def fail(msg):
-    global failures
-    failures += 1
-    print("FAIL:", msg)
-
-
-def assay_ids(data: bytes):
-    path = os.path.join(tmp, "in.txt")
-    with open(path, "wb") as f:
-        f.write(data)
-    out = subprocess.run([BIN, "tokenize", HOUSE, "-f", path, "--ids"], capture_output=True, check=True)
-    return [int(x) for x in out.stdout.split()]
-
-
-def assay_text(ids):
-    path = os.path.join(tmp, "ids.txt")
-    with open(path, "w") as f:
-        f.write(" ".join(map(str, ids)))
-    return subprocess.run([BIN, "detokenize", HOUSE, "-f", path], capture_output=True, check=True).stdout
-
-
-def first_diff(a, b):
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
+assay = Assay(HOUSE)
+fail = Failures()
 B2U = bytes_to_unicode()
 
 
@@ -92,14 +50,12 @@ def reference_from_parts(data: bytes):
 
 
 def check(name, data: bytes, expected):
-    got = assay_ids(data)
-    if got != expected:
-        k = first_diff(got, expected)
-        fail(f"{name}: ids differ at {k} of {len(expected)}: assay {got[max(0, k - 3):k + 5]} hf {expected[max(0, k - 3):k + 5]}")
+    got = assay.ids(data)
+    if not fail.compare(name, got, expected):
         return
-    back = assay_text(got)
+    back = assay.text(got)
     if back != data:
-        k = first_diff(back, data)
+        k = next((i for i, (x, y) in enumerate(zip(back, data)) if x != y), min(len(back), len(data)))
         fail(f"{name}: detokenize(tokenize(x)) != x at byte {k}: {back[k:k + 20]!r} vs {data[k:k + 20]!r}")
 
 
@@ -111,19 +67,8 @@ for name, path in [("wikitext-2 test", os.path.join(SHARED, "data", "wikitext2_r
     check(name, data, expected)
     print(f"{name}: {len(data)} bytes, {len(expected)} tokens")
 
-# 2. Adversarial valid strings.
-adversarial = [
-    "", " ", "  ", "\n", "\n\n\n", "\t\t x", "\r\n\r\n", " \n \n ",
-    "Hello world", " Hello", "  Hello", "Hello, y'all! How're you? I'M FINE'S 'll 've 'd",
-    "нещо на Български", "กรุงเทพมหานคร", "中文测试，标点。", "日本語のテキスト", "한국어 텍스트", "مرحبا بالعالم", "שלום עולם",
-    "Ελληνικά κείμενο", "हिन्दी पाठ", "mixed: abc中文123кириллица😀", "e\u0301 combining; Å vs A\u030a",
-    "🦙🦙🦙", "😶‍🌫️ 👨‍👩‍👧‍👦 🏳️‍🌈 👍🏽 🇫🇷🇩🇪", "✅ ⚠️ ❤️",
-    "\x00\x01\x02\x1b[31mred\x1b[0m\x7f", "tab\there\x0bvt\x0cff", "nbsp\u00a0here\u3000ideo\u2028ls\u0085nel\u200bzw",
-    " " * 1000, "\n" * 500, "1" * 2000, "3.14159 2,718 1e10 0x1F", "a" * 3000, "a b " * 400,
-    " \t \n" * 100, "x" + " " * 37 + "y", "<|endoftext|>", "a<|endoftext|>b", "<|endoftext|><|endoftext|>",
-    "<|endoftext|", "<|endoftext", " <|endoftext|> ", "&&&&&&!!!!!!??????......", "''''``````\"\"\"\"",
-    "\ufeffBOM start", "\U0001d400\U0001d401 math", "ÿþ latin1 look-alikes ÄÖÜß",
-]
+# 2. Adversarial valid strings, and llama.cpp's fixture strings.
+adversarial = ADVERSARIAL + fixture_strings(SHARED)
 for i, s in enumerate(adversarial):
     data = s.encode("utf-8")
     expected = tok.encode(s, add_special_tokens=False).ids
@@ -134,12 +79,9 @@ for i, s in enumerate(adversarial):
             fail(f"reference construction disagrees with tokenizer.encode on {s[:20]!r}")
 
 # 3. Invalid UTF-8.
-invalid = [b"\xff", b"abc\xffdef", b" \xff", b"\xfe\xff  \xc0\xaf", b"truncated \xe2\x82", b"\xe2\x82a",
-           b"\xed\xa0\x80 surrogate", b"\xf4\x90\x80\x80 too big", b"\xc3\x28 bad continuation",
-           b"ok \xf0\x9f\x98 cut emoji", b"\x80\x80\x80", "héllo".encode() + b"\xa9 world \xe9t\xe9",
-           b"\xf8\x88\x80\x80\x80 five-byte", b"  \xff\n\n\xfe12345"]
+invalid = INVALID
 for i, data in enumerate(invalid):
     check(f"invalid[{i}] {data[:20]!r}", data, reference_from_parts(data))
 
-print(f"{len(adversarial)} adversarial, {len(invalid)} invalid-UTF-8 strings; {failures} failures")
-sys.exit(1 if failures else 0)
+print(f"{len(adversarial)} adversarial, {len(invalid)} invalid-UTF-8 strings; {fail.n} failures")
+sys.exit(1 if fail.n else 0)
