@@ -11,7 +11,7 @@ const assay_command assay_commands[] = {
     {"detokenize", "token ids -> text", assay_cmd_detokenize},
     {"run", "generate text, streaming, with tok/s at the end", NULL},
     {"perplexity", "perplexity with uncertainty, KL divergence against saved baseline logits", NULL},
-    {"imatrix", "importance matrix from calibration text", NULL},
+    {"imatrix", "importance matrix from calibration text", assay_cmd_imatrix},
     {"serve", "OpenAI-compatible HTTP server with Prometheus metrics", NULL},
     {"eval", "evaluation tasks (wikitext, kld, hellaswag, arc, piqa, mmlu, gsm8k) -> lm-eval JSON", NULL},
     {"compare", "paired statistics between two result files and a ship/monitor/investigate verdict", NULL},

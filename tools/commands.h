@@ -17,6 +17,7 @@ int assay_cmd_tokenize(int argc, char **argv);
 int assay_cmd_detokenize(int argc, char **argv);
 int assay_cmd_inspect(int argc, char **argv);
 int assay_cmd_convert(int argc, char **argv);
+int assay_cmd_imatrix(int argc, char **argv);
 
 
 #endif
