@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "assay/ggml_quant.h"
 #include "assay/hf_config.h"
 #include "assay/json.h"
 #include "assay/model_file.h"
@@ -146,8 +147,9 @@ int assay_cmd_inspect(int argc, char **argv) {
         assay_strbuf_puts(&b, "{\"path\": ");
         assay_strbuf_json_string(&b, args.positional[0], strlen(args.positional[0]));
         assay_strbuf_printf(&b, ", \"format\": \"%s\"", is_gguf ? "gguf" : "hf");
-        if (g) assay_strbuf_printf(&b, ", \"gguf_version\": %u, \"metadata_count\": %lld", assay_gguf_version(g),
-                                   (long long)assay_gguf_kv_count(g));
+        if (g) assay_strbuf_printf(&b, ", \"gguf_version\": %u, \"metadata_count\": %lld, \"file_type\": %lld",
+                                   assay_gguf_version(g), (long long)assay_gguf_kv_count(g),
+                                   (long long)assay_gguf_get_int(g, "general.file_type", -1));
         assay_strbuf_printf(&b, ", \"architecture\": \"%s\", \"config\": {", c->arch);
         assay_strbuf_printf(&b,
                             "\"n_layer\": %lld, \"n_embd\": %lld, \"n_head\": %lld, \"n_head_kv\": %lld, \"head_dim\": %lld, "
@@ -208,8 +210,13 @@ int assay_cmd_inspect(int argc, char **argv) {
         char n1[32], n2[32];
         assay_strbuf_printf(&b, "model:        %s (%s)\n", args.positional[0],
                             is_gguf ? "GGUF" : "Hugging Face safetensors directory");
-        if (g) assay_strbuf_printf(&b, "gguf:         version %u, %lld metadata keys, alignment %llu\n", assay_gguf_version(g),
-                                   (long long)assay_gguf_kv_count(g), (unsigned long long)assay_gguf_alignment(g));
+        if (g) {
+            assay_strbuf_printf(&b, "gguf:         version %u, %lld metadata keys, alignment %llu", assay_gguf_version(g),
+                                (long long)assay_gguf_kv_count(g), (unsigned long long)assay_gguf_alignment(g));
+            int64_t ft = assay_gguf_get_int(g, "general.file_type", -1);
+            if (ft >= 0) assay_strbuf_printf(&b, ", file type %lld (%s)", (long long)ft, assay_ggml_ftype_name((assay_ggml_ftype)ft));
+            assay_strbuf_putc(&b, '\n');
+        }
         assay_strbuf_printf(&b, "architecture: %s\n", c->arch);
         assay_strbuf_printf(&b, "  layers %lld, hidden %lld, heads %lld/%lld (q/kv), head_dim %lld, ffn %lld, vocab %lld, "
                                 "context %lld\n",
@@ -221,7 +228,7 @@ int assay_cmd_inspect(int argc, char **argv) {
         assay_strbuf_printf(&b, ", embeddings %s%s%s\n", c->tied_embeddings ? "tied" : "untied",
                             c->has_qkv_bias ? ", qkv bias" : "", c->has_qk_norm ? ", q/k norm" : "");
         if (c->sliding_window)
-            assay_strbuf_printf(&b, "  sliding window %lld every layer but each %lld-th, local rope theta %g\n",
+            assay_strbuf_printf(&b, "  sliding window %lld (every %lld-th layer global), local rope theta %g\n",
                                 (long long)c->sliding_window, (long long)c->sliding_window_pattern, c->rope_theta_local);
         assay_strbuf_printf(&b, "parameters:   %s (%.1fM), %s bytes, dtype %s\n", commas(params, n1), params / 1e6,
                             commas((int64_t)total_bytes, n2), main_type >= 0 ? assay_type_name((assay_type)main_type) : "none");

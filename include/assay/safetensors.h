@@ -21,7 +21,9 @@
  * dtype known, shape x element size == end - begin, no duplicate names, and the tensors tiling the data
  * section exactly (sorted by offset, each begins where the previous ended, the last ends at the end of the
  * file): so no overlap, no gap, nothing out of range. Shapes here are safetensors' (outermost first), not
- * ggml's: model_file.h does the reversal.
+ * ggml's: model_file.h does the reversal. Data pointers are as aligned as the file makes them: writers that
+ * pad the header (the reference, ours) give 8-byte aligned data sections, but nothing forces it, so typed
+ * access to an arbitrary file's tensor should check alignment or copy.
  */
 #ifndef ASSAY_SAFETENSORS_H
 #define ASSAY_SAFETENSORS_H

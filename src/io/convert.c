@@ -14,14 +14,14 @@
 
 #include "assay/dtype.h"
 #include "assay/file.h"
+#include "assay/ggml_quant.h"
 #include "assay/hf_config.h"
 #include "assay/json.h"
 #include "assay/safetensors.h"
 #include "assay/strbuf.h"
 
-/* gguf-py's TokenType and llama_ftype values. */
+/* gguf-py's TokenType values. */
 enum { TOKEN_NORMAL = 1, TOKEN_UNKNOWN = 2, TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4, TOKEN_UNUSED = 5, TOKEN_BYTE = 6 };
-enum { FTYPE_ALL_F32 = 0, FTYPE_MOSTLY_F16 = 1, FTYPE_MOSTLY_BF16 = 32 };
 
 static int is_float_type(assay_type t) { return t == ASSAY_TYPE_F32 || t == ASSAY_TYPE_F16 || t == ASSAY_TYPE_BF16; }
 
@@ -349,9 +349,9 @@ assay_status assay_convert_hf_to_gguf(const assay_model_file *mf, const char *ou
     }
     if (rc == ASSAY_OK) {
         /* general.file_type names the type holding most bytes, as llama.cpp's --outtype does. */
-        int ft = FTYPE_ALL_F32;
-        if (bytes_by[1] > bytes_by[0] && bytes_by[1] >= bytes_by[2]) ft = FTYPE_MOSTLY_F16;
-        if (bytes_by[2] > bytes_by[0] && bytes_by[2] > bytes_by[1]) ft = FTYPE_MOSTLY_BF16;
+        int ft = ASSAY_GGML_FTYPE_ALL_F32;
+        if (bytes_by[1] > bytes_by[0] && bytes_by[1] >= bytes_by[2]) ft = ASSAY_GGML_FTYPE_F16;
+        if (bytes_by[2] > bytes_by[0] && bytes_by[2] > bytes_by[1]) ft = ASSAY_GGML_FTYPE_BF16;
         rc = assay_convert_gguf_metadata(w, mf, ft);
     }
     if (rc == ASSAY_OK) rc = assay_gguf_writer_write(w, out_path, o->overwrite);

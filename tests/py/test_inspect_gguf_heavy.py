@@ -60,6 +60,9 @@ for path in models:
     check(j["format"] == "gguf" and j["architecture"] == arch, f"{name}: architecture {j['architecture']} vs {arch}")
     check(j["gguf_version"] == field(r, "GGUF.version"), f"{name}: version")
     check(j["metadata_count"] == field(r, "GGUF.kv_count"), f"{name}: metadata count {j['metadata_count']}")
+    check(j["file_type"] == field(r, "general.file_type", -1), f"{name}: file type {j['file_type']}")
+    sw = field(r, f"{arch}.attention.sliding_window")
+    check(sw is None or j["config"].get("sliding_window") == sw, f"{name}: sliding window")
     check(len(j["tensors"]) == len(r.tensors), f"{name}: {len(j['tensors'])} tensors vs {len(r.tensors)}")
     for ours, ref in zip(j["tensors"], r.tensors):
         check(ours["name"] == ref.name, f"{name}: tensor {ours['name']} vs {ref.name}")
