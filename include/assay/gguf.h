@@ -10,7 +10,9 @@
  *   assay_gguf_close(g);
  *
  * Every length, count, offset and type read from the file is checked against the file size before use: a
- * truncated or corrupt file gives ASSAY_ERR_FORMAT with a message naming the file and what is wrong.
+ * truncated or corrupt file gives ASSAY_ERR_FORMAT with a message naming the file and what is wrong (GGUF v1 and
+ * big-endian files: ASSAY_ERR_UNSUPPORTED). Keys and tensor names must be unique; tensor offsets must be
+ * multiples of the alignment (general.alignment, u32 power of two, default 32) and lie inside the file.
  * Strings point into the mapping (not NUL-terminated); they stay valid until assay_gguf_close.
  * Tensor shapes are in ggml order: ne[0] is the innermost dimension.
  */
