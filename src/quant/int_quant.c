@@ -194,6 +194,82 @@ static int iq_cmp_desc(const void *a, const void *b) {
     return *(const int64_t *)a < *(const int64_t *)b ? -1 : 1; /* stable on ties */
 }
 
+static int iq_threads(void);
+
+typedef struct {
+    double *W;
+    const double *U;
+    const int64_t *perm;
+    assay_int4_result *out;
+    int64_t r0, r1, n, n_in, gs, B;
+    int maxq, sym;
+} iq_gptq_job;
+
+/* GPTQ's column loop for rows [r0, r1): quantize a column, spread its error over the rest of the block through
+ * U's row, then apply the block's errors to the later columns at once (lazy batch). */
+static void *iq_gptq_worker(void *arg) {
+    iq_gptq_job *j = arg;
+    double *W = j->W;
+    const double *U = j->U;
+    const int64_t *perm = j->perm;
+    assay_int4_result *out = j->out;
+    int64_t n = j->n, n_in = j->n_in, gs = j->gs, B = j->B, n_out = j->r1;
+    int maxq = j->maxq;
+    struct { int sym; } pp = {j->sym}, *p = &pp;
+    double *E = assay_xmalloc(sizeof(double) * (size_t)(n_out * B));
+    float *cur_s = assay_xmalloc(sizeof(float) * (size_t)n_out);
+    int *cur_z = assay_xmalloc(sizeof(int) * (size_t)n_out);
+    float *col = assay_xmalloc(sizeof(float) * (size_t)(n_out * gs));
+    float *snap = assay_xmalloc(sizeof(float) * (size_t)(n_out * (B + gs)));
+    for (int64_t i1 = 0; i1 < n; i1 += B) {
+        int64_t i2 = i1 + B < n ? i1 + B : n;
+        /* gptq.py takes group parameters from W as it stands when the block starts (earlier blocks' updates in,
+         * this block's not): keep that state of every column a group starting here can reach */
+        int64_t s_end = i2 + gs - 1 < n ? i2 + gs - 1 : n, sw = s_end - i1;
+        for (int64_t o = j->r0; o < j->r1; o++)
+            for (int64_t k = 0; k < sw; k++) snap[o * sw + k] = (float)W[o * n + i1 + k];
+        for (int64_t c = i1; c < i2; c++) {
+            if (c % gs == 0) {
+                int64_t g = c / gs;
+                for (int64_t o = j->r0; o < j->r1; o++) {
+                    for (int64_t k = 0; k < gs; k++) col[o * gs + k] = snap[o * sw + (c - i1) + k];
+                    iq_find_params(col + o * gs, gs, 1, maxq, p->sym, 1, &cur_s[o], &cur_z[o]);
+                    out->scales[o * out->n_groups + g] = cur_s[o];
+                    out->zeros[o * out->n_groups + g] = cur_z[o];
+                }
+            }
+            double d = U[c * n + c];
+            for (int64_t o = j->r0; o < j->r1; o++) {
+                double wv = W[o * n + c];
+                int q = iq_code((float)wv, cur_s[o], cur_z[o], maxq);
+                out->q[o * n_in + perm[c]] = (uint8_t)q;
+                double qv = (double)cur_s[o] * (q - cur_z[o]);
+                double err = (wv - qv) / d;
+                double *wr = W + o * n;
+                const double *ur = U + c * n;
+                for (int64_t j = c + 1; j < i2; j++) wr[j] -= err * ur[j];
+                E[o * B + (c - i1)] = err;
+            }
+        }
+        /* lazy batch update of the columns after this block */
+        for (int64_t o = j->r0; o < j->r1; o++) {
+            double *wr = W + o * n;
+            for (int64_t k = 0; k < i2 - i1; k++) {
+                double e = E[o * B + k];
+                if (e == 0) continue;
+                const double *ur = U + (i1 + k) * n;
+                for (int64_t j = i2; j < n; j++) wr[j] -= e * ur[j];
+            }
+        }
+    }
+    free(E);
+    free(cur_s);
+    free(cur_z);
+    free(col);
+    free(snap);
+    return NULL;
+}
+
 assay_status assay_int4_gptq(const float *w, int64_t n_out, int64_t n_in, const double *h_in,
                              const assay_int4_params *p, assay_int4_result *out) {
     assay_status st = iq_alloc(out, n_out, n_in, p);
@@ -204,13 +280,8 @@ assay_status assay_int4_gptq(const float *w, int64_t n_out, int64_t n_in, const 
     double *H = assay_xmalloc(sizeof(double) * (size_t)(n * n));
     double *U = assay_xmalloc(sizeof(double) * (size_t)(n * n));
     double *W = assay_xmalloc(sizeof(double) * (size_t)(n_out * n));
-    double *E = assay_xmalloc(sizeof(double) * (size_t)(n_out * B));
     double *diag = assay_xmalloc(sizeof(double) * (size_t)n);
     int64_t *perm = assay_xmalloc(sizeof(int64_t) * (size_t)n);
-    float *cur_s = assay_xmalloc(sizeof(float) * (size_t)n_out);
-    int *cur_z = assay_xmalloc(sizeof(int) * (size_t)n_out);
-    float *col = assay_xmalloc(sizeof(float) * (size_t)(n_out * gs));
-    float *snap = assay_xmalloc(sizeof(float) * (size_t)(n_out * (B + gs)));
 
     for (int64_t i = 0; i < n; i++) diag[i] = h_in[i * n + i];
     for (int64_t i = 0; i < n; i++) perm[i] = i;
@@ -244,59 +315,26 @@ assay_status assay_int4_gptq(const float *w, int64_t n_out, int64_t n_in, const 
         goto done;
     }
 
-    for (int64_t i1 = 0; i1 < n; i1 += B) {
-        int64_t i2 = i1 + B < n ? i1 + B : n;
-        /* gptq.py takes group parameters from W as it stands when the block starts (earlier blocks' updates in,
-         * this block's not): keep that state of every column a group starting here can reach */
-        int64_t s_end = i2 + gs - 1 < n ? i2 + gs - 1 : n, sw = s_end - i1;
-        for (int64_t o = 0; o < n_out; o++)
-            for (int64_t k = 0; k < sw; k++) snap[o * sw + k] = (float)W[o * n + i1 + k];
-        for (int64_t c = i1; c < i2; c++) {
-            if (c % gs == 0) {
-                int64_t g = c / gs;
-                for (int64_t o = 0; o < n_out; o++) {
-                    for (int64_t k = 0; k < gs; k++) col[o * gs + k] = snap[o * sw + (c - i1) + k];
-                    iq_find_params(col + o * gs, gs, 1, maxq, p->sym, 1, &cur_s[o], &cur_z[o]);
-                    out->scales[o * out->n_groups + g] = cur_s[o];
-                    out->zeros[o * out->n_groups + g] = cur_z[o];
-                }
-            }
-            double d = U[c * n + c];
-            for (int64_t o = 0; o < n_out; o++) {
-                double wv = W[o * n + c];
-                int q = iq_code((float)wv, cur_s[o], cur_z[o], maxq);
-                out->q[o * n_in + perm[c]] = (uint8_t)q;
-                double qv = (double)cur_s[o] * (q - cur_z[o]);
-                double err = (wv - qv) / d;
-                double *wr = W + o * n;
-                const double *ur = U + c * n;
-                for (int64_t j = c + 1; j < i2; j++) wr[j] -= err * ur[j];
-                E[o * B + (c - i1)] = err;
-            }
+    {
+        /* rows are independent once U is known: split them over threads */
+        int nt = iq_threads();
+        if (nt > n_out) nt = (int)n_out;
+        iq_gptq_job jobs[64];
+        pthread_t th[64];
+        for (int k = 0; k < nt; k++) {
+            jobs[k] = (iq_gptq_job){W, U, perm, out, n_out * k / nt, n_out * (k + 1) / nt, n, n_in, gs, B, maxq, p->sym};
+            if (k) pthread_create(&th[k], NULL, iq_gptq_worker, &jobs[k]);
         }
-        /* lazy batch update of the columns after this block */
-        for (int64_t o = 0; o < n_out; o++) {
-            double *wr = W + o * n;
-            for (int64_t k = 0; k < i2 - i1; k++) {
-                double e = E[o * B + k];
-                if (e == 0) continue;
-                const double *ur = U + (i1 + k) * n;
-                for (int64_t j = i2; j < n; j++) wr[j] -= e * ur[j];
-            }
-        }
+        iq_gptq_worker(&jobs[0]);
+        for (int k = 1; k < nt; k++) pthread_join(th[k], NULL);
     }
     for (int64_t c = 0; c < n; c++) out->g_idx[perm[c]] = (int32_t)(c / gs);
 done:
     free(H);
     free(U);
     free(W);
-    free(E);
     free(diag);
     free(perm);
-    free(cur_s);
-    free(cur_z);
-    free(col);
-    free(snap);
     if (st != ASSAY_OK) assay_int4_result_free(out);
     return st;
 }

@@ -1,0 +1,53 @@
+/* quantize_int.h — a whole HF model to INT4 (RTN / GPTQ / AWQ) or W8A8 INT8 (SmoothQuant) checkpoints.
+ *
+ *   assay_intq_options o;
+ *   assay_intq_options_default(&o, ASSAY_INTQ_GPTQ);     // g128, asymmetric, act-order, damp 0.01, 32 x 512 tokens
+ *   o.calib_path = "../shared/data/calibration";
+ *   assay_intq_quantize_model("../shared/models/house", "out-dir", &o, NULL);   // out-dir must exist
+ *
+ * Writes into out_dir: model.safetensors, config.json with "quantization_config", quantize_config.json (GPTQ),
+ * and the tokenizer files of the source. Layouts (int_quant.h has the bit-level description):
+ *   GPTQ: <prefix>.qweight / .qzeros / .scales / .g_idx, quant_method "gptq", checkpoint_format "gptq";
+ *   AWQ:  <prefix>.qweight / .qzeros / .scales, quant_method "awq", version "gemm";
+ *   W8A8: <prefix>.weight (I8 [out, in]) and .weight_scale (F32 [out, 1]), compressed-tensors "int-quantized"
+ *         with per-channel weights and per-token dynamic activations.
+ * The int4-rtn scheme uses the GPTQ layout (desc_act false). lm_head, embeddings and norms stay in the source
+ * dtype (norms carry the folded AWQ/SmoothQuant scales). With fake_quant the linears are instead written back
+ * as f32 dequantized weights in an ordinary HF checkpoint (for measuring quality with any float engine).
+ */
+#ifndef ASSAY_QUANTIZE_INT_H
+#define ASSAY_QUANTIZE_INT_H
+
+#include <stdint.h>
+
+#include "assay/status.h"
+
+typedef enum assay_intq_method { ASSAY_INTQ_RTN, ASSAY_INTQ_GPTQ, ASSAY_INTQ_AWQ, ASSAY_INTQ_W8A8 } assay_intq_method;
+
+typedef struct assay_intq_options {
+    assay_intq_method method;
+    int64_t group_size;     /* int4 groups along the input (default 128) */
+    int act_order;          /* GPTQ desc_act with g_idx (default on) */
+    int sym;                /* GPTQ symmetric grid (default off) */
+    double damp;            /* GPTQ dampening (0.01) */
+    float alpha;            /* SmoothQuant migration strength (0.5) */
+    const char *calib_path; /* text file or directory; NULL: $ASSAY_SHARED/data/calibration */
+    int64_t calib_chunks;   /* calibration chunks (32) */
+    int64_t calib_seq_len;  /* tokens per chunk (512) */
+    int64_t awq_tokens;     /* rows AWQ keeps per input for its searches (512) */
+    int awq_grid;           /* AWQ scale grid points in [0, 1) (20) */
+    int keep_lm_head;       /* lm_head stays unquantized (always, for now) */
+    int threads;            /* <= 0: every core */
+    int fake_quant;         /* write dequantized f32 linears instead of packed ones */
+} assay_intq_options;
+
+typedef struct assay_intq_report {
+    double seconds, calib_seconds;
+    float awq_alpha[64][3]; /* chosen alpha per layer for (qkv, gate/up, down) */
+} assay_intq_report;
+
+void assay_intq_options_default(assay_intq_options *o, assay_intq_method method);
+assay_status assay_intq_quantize_model(const char *model_path, const char *out_dir, const assay_intq_options *o,
+                                       assay_intq_report *rep);
+
+#endif

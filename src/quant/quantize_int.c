@@ -1,0 +1,558 @@
+/* quantize_int.c — whole-model INT4 (RTN / GPTQ / AWQ) and W8A8 INT8 (SmoothQuant) into the safetensors layouts
+ * transformers and vLLM load: GPTQ ("gptq" checkpoint format), AWQ GEMM, compressed-tensors int-quantized.
+ *
+ * One calibration pass over the full-precision model (calib.h) gathers what each method needs per decoder layer:
+ * GPTQ the input Gram matrices (one per distinct input: q/k/v share one, gate/up share one), AWQ a subsample of
+ * the input rows, SmoothQuant the per-channel max |x|. Layers are then quantized independently from those FP
+ * statistics. AWQ's reference also takes every layer's inputs from the FP model; GPTQ's reference re-runs each
+ * quantized layer to feed the next (error propagation), which this single pass does not do.
+ * Scales that AWQ and SmoothQuant fold into the previous operation go into the RMSNorm weights
+ * (input_layernorm for q/k/v, post_attention_layernorm for gate/up) and, for AWQ's down_proj, into up_proj's
+ * output rows; the v_proj -> o_proj pair is skipped under GQA as in AWQ's auto_scale.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/calib.h"
+#include "assay/dequant.h"
+#include "assay/dtype.h"
+#include "assay/file.h"
+#include "assay/int_quant.h"
+#include "assay/json.h"
+#include "assay/model.h"
+#include "assay/model_file.h"
+#include "assay/progress.h"
+#include "assay/quantize_int.h"
+#include "assay/safetensors.h"
+#include "assay/strbuf.h"
+#include "assay/tokenizer.h"
+#include "quantize_gguf_internal.h"
+
+/* the four distinct linear inputs of a llama decoder layer */
+enum { IN_QKV, IN_O, IN_GATEUP, IN_DOWN, IN_COUNT };
+static const char *const kLinears[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+static const int kLinearInput[] = {IN_QKV, IN_QKV, IN_QKV, IN_O, IN_GATEUP, IN_GATEUP, IN_DOWN};
+#define N_LINEARS 7
+
+typedef struct {
+    int64_t n_in;
+    float *gram;     /* GPTQ: Σ x xᵀ (lower triangle filled as we go) */
+    float *buf;      /* GPTQ: rows waiting to be added to gram */
+    int64_t n_buf;
+    float *sample;   /* AWQ: up to max_sample rows */
+    int64_t n_sample, max_sample, seen;
+    float *absmax;   /* SmoothQuant */
+} iq_input;
+
+typedef struct {
+    const assay_intq_options *o;
+    int64_t n_layer;
+    iq_input *in;   /* [n_layer][IN_COUNT] */
+    int64_t stride; /* AWQ subsampling stride over tokens */
+} iq_calib;
+
+#define GRAM_BATCH 256
+
+static void iq_gram_flush(iq_input *in) {
+    int64_t n = in->n_in;
+    for (int64_t i = 0; i < n; i++) {
+        float *gi = in->gram + i * n;
+        for (int64_t t = 0; t < in->n_buf; t++) {
+            const float *x = in->buf + t * n;
+            float xi = x[i];
+            if (xi == 0) continue;
+            for (int64_t j = 0; j <= i; j++) gi[j] += xi * x[j];
+        }
+    }
+    in->n_buf = 0;
+}
+
+static int iq_parse(const char *name, int *layer, int *which) {
+    int l;
+    char kind[32];
+    if (sscanf(name, "blk.%d.%31[a-z_].weight", &l, kind) != 2) return 0;
+    for (int k = 0; k < N_LINEARS; k++)
+        if (!strcmp(kind, kLinears[k])) {
+            *layer = l;
+            *which = kLinearInput[k];
+            /* q, k, v share one input and gate/up another: record each input once */
+            return k == 0 || k == 3 || k == 4 || k == 6;
+        }
+    return 0;
+}
+
+static void iq_hook(void *user, const char *name, const float *x, int64_t n_tok, int64_t n_in) {
+    iq_calib *c = user;
+    int l, w;
+    if (!iq_parse(name, &l, &w) || l < 0 || l >= c->n_layer) return;
+    iq_input *in = &c->in[l * IN_COUNT + w];
+    if (!in->n_in) in->n_in = n_in;
+    ASSAY_ASSERT(in->n_in == n_in);
+    switch (c->o->method) {
+    case ASSAY_INTQ_GPTQ:
+        if (!in->gram) {
+            in->gram = calloc((size_t)(n_in * n_in), sizeof(float));
+            in->buf = assay_xmalloc(sizeof(float) * (size_t)(GRAM_BATCH * n_in));
+            ASSAY_ASSERT(in->gram);
+        }
+        for (int64_t t = 0; t < n_tok; t++) {
+            memcpy(in->buf + in->n_buf * n_in, x + t * n_in, sizeof(float) * (size_t)n_in);
+            if (++in->n_buf == GRAM_BATCH) iq_gram_flush(in);
+        }
+        break;
+    case ASSAY_INTQ_AWQ:
+        if (!in->sample) {
+            in->max_sample = c->o->awq_tokens > 0 ? c->o->awq_tokens : 512;
+            in->sample = assay_xmalloc(sizeof(float) * (size_t)(in->max_sample * n_in));
+        }
+        for (int64_t t = 0; t < n_tok; t++, in->seen++)
+            if (in->seen % c->stride == 0 && in->n_sample < in->max_sample)
+                memcpy(in->sample + (in->n_sample++) * n_in, x + t * n_in, sizeof(float) * (size_t)n_in);
+        break;
+    case ASSAY_INTQ_W8A8:
+        if (!in->absmax) in->absmax = calloc((size_t)n_in, sizeof(float));
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t i = 0; i < n_in; i++) {
+                float a = fabsf(x[t * n_in + i]);
+                if (a > in->absmax[i]) in->absmax[i] = a;
+            }
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- output tensors --------------------------------------------------------------------------------------- */
+
+typedef struct {
+    assay_safetensors_writer *w;
+    void **bufs;
+    int64_t n, cap;
+} iq_out;
+
+static void *iq_keep(iq_out *o, void *p) {
+    if (o->n == o->cap) {
+        o->cap = o->cap ? 2 * o->cap : 256;
+        o->bufs = realloc(o->bufs, sizeof(void *) * (size_t)o->cap);
+        ASSAY_ASSERT(o->bufs);
+    }
+    o->bufs[o->n++] = p;
+    return p;
+}
+
+static assay_status iq_add(iq_out *o, const char *name, const char *dtype, int nd, int64_t d0, int64_t d1,
+                           void *data, size_t bytes) {
+    int64_t shape[2] = {d0, d1};
+    return assay_safetensors_writer_add(o->w, name, dtype, nd, shape, iq_keep(o, data), bytes);
+}
+
+/* f32 values back into the source dtype (bf16/f16/f32) for tensors we modify but do not quantize */
+static assay_status iq_add_float(iq_out *o, const char *name, assay_type type, int nd, const int64_t *ne,
+                                 const float *v, int64_t n) {
+    int64_t shape[2] = {nd == 2 ? ne[1] : ne[0], ne[0]};
+    if (type == ASSAY_TYPE_BF16 || type == ASSAY_TYPE_F16) {
+        uint16_t *h = assay_xmalloc(sizeof(uint16_t) * (size_t)n);
+        if (type == ASSAY_TYPE_BF16) assay_f32_to_bf16_row(v, h, n);
+        else assay_f32_to_f16_row(v, h, n);
+        return assay_safetensors_writer_add(o->w, name, type == ASSAY_TYPE_BF16 ? "BF16" : "F16", nd, shape,
+                                            iq_keep(o, h), sizeof(uint16_t) * (size_t)n);
+    }
+    float *c = assay_xmalloc(sizeof(float) * (size_t)n);
+    memcpy(c, v, sizeof(float) * (size_t)n);
+    return assay_safetensors_writer_add(o->w, name, "F32", nd, shape, iq_keep(o, c), sizeof(float) * (size_t)n);
+}
+
+/* HF prefix of a weight: "model.layers.0.self_attn.q_proj" from its source name */
+static void iq_prefix(const assay_tensor *t, char *out, size_t cap) {
+    snprintf(out, cap, "%s", t->source_name);
+    size_t l = strlen(out);
+    if (l > 7 && !strcmp(out + l - 7, ".weight")) out[l - 7] = 0;
+}
+
+/* Reads a tensor as float [rows][cols] in the file's row order (HF layout, no GGUF permutation). */
+static float *iq_read_raw(const assay_tensor *t) {
+    int64_t n = assay_tensor_nelements(t);
+    float *v = assay_xmalloc(sizeof(float) * (size_t)n);
+    if (assay_dequantize(t->type, t->data, v, n) != ASSAY_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static assay_status iq_write_int4(iq_out *o, const char *prefix, const assay_int4_result *r, int awq) {
+    char name[512];
+    int64_t ng = r->n_groups;
+    int32_t *qw = assay_xmalloc(sizeof(int32_t) * (size_t)(r->n_in * r->n_out / 8));
+    int32_t *qz = assay_xmalloc(sizeof(int32_t) * (size_t)(ng * r->n_out / 8));
+    uint16_t *sc = assay_xmalloc(sizeof(uint16_t) * (size_t)(ng * r->n_out));
+    assay_status st;
+    if (awq) {
+        assay_int4_pack_awq(r, qw, qz, sc);
+        snprintf(name, sizeof name, "%s.qweight", prefix);
+        st = iq_add(o, name, "I32", 2, r->n_in, r->n_out / 8, qw, sizeof(int32_t) * (size_t)(r->n_in * r->n_out / 8));
+    } else {
+        assay_int4_pack_gptq(r, qw, qz, sc);
+        snprintf(name, sizeof name, "%s.qweight", prefix);
+        st = iq_add(o, name, "I32", 2, r->n_in / 8, r->n_out, qw, sizeof(int32_t) * (size_t)(r->n_in * r->n_out / 8));
+    }
+    snprintf(name, sizeof name, "%s.qzeros", prefix);
+    if (st == ASSAY_OK) st = iq_add(o, name, "I32", 2, ng, r->n_out / 8, qz, sizeof(int32_t) * (size_t)(ng * r->n_out / 8));
+    snprintf(name, sizeof name, "%s.scales", prefix);
+    if (st == ASSAY_OK) st = iq_add(o, name, "F16", 2, ng, r->n_out, sc, sizeof(uint16_t) * (size_t)(ng * r->n_out));
+    if (!awq && st == ASSAY_OK) {
+        int32_t *gi = assay_xmalloc(sizeof(int32_t) * (size_t)r->n_in);
+        memcpy(gi, r->g_idx, sizeof(int32_t) * (size_t)r->n_in);
+        snprintf(name, sizeof name, "%s.g_idx", prefix);
+        st = iq_add(o, name, "I32", 1, r->n_in, 0, gi, sizeof(int32_t) * (size_t)r->n_in);
+    }
+    return st;
+}
+
+static assay_status iq_write_w8(iq_out *o, const char *prefix, const float *w, int64_t n_out, int64_t n_in) {
+    char name[512];
+    int8_t *q = assay_xmalloc((size_t)(n_out * n_in));
+    float *s = assay_xmalloc(sizeof(float) * (size_t)n_out);
+    assay_int8_quantize_rows(w, n_out, n_in, q, s);
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    assay_status st = iq_add(o, name, "I8", 2, n_out, n_in, q, (size_t)(n_out * n_in));
+    snprintf(name, sizeof name, "%s.weight_scale", prefix);
+    if (st == ASSAY_OK) st = iq_add(o, name, "F32", 2, n_out, 1, s, sizeof(float) * (size_t)n_out);
+    return st;
+}
+
+/* ---- config.json ------------------------------------------------------------------------------------------ */
+
+static void iq_quant_config(assay_strbuf *b, const assay_intq_options *o, int64_t gs) {
+    char tmp[256];
+    if (o->method == ASSAY_INTQ_AWQ) {
+        snprintf(tmp, sizeof tmp, "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": %lld, \"zero_point\": true, "
+                 "\"version\": \"gemm\", \"modules_to_not_convert\": null}", (long long)gs);
+        assay_strbuf_append(b, tmp, strlen(tmp));
+    } else if (o->method == ASSAY_INTQ_W8A8) {
+        const char *s = "{\"quant_method\": \"compressed-tensors\", \"format\": \"int-quantized\", "
+                        "\"quantization_status\": \"compressed\", \"ignore\": [\"lm_head\"], \"config_groups\": "
+                        "{\"group_0\": {\"targets\": [\"Linear\"], "
+                        "\"weights\": {\"num_bits\": 8, \"type\": \"int\", \"symmetric\": true, \"strategy\": \"channel\", "
+                        "\"dynamic\": false, \"group_size\": null, \"block_structure\": null, \"observer\": \"minmax\"}, "
+                        "\"input_activations\": {\"num_bits\": 8, \"type\": \"int\", \"symmetric\": true, "
+                        "\"strategy\": \"token\", \"dynamic\": true, \"group_size\": null, \"block_structure\": null, "
+                        "\"observer\": null}, \"output_activations\": null}}, \"kv_cache_scheme\": null}";
+        assay_strbuf_append(b, s, strlen(s));
+    } else {
+        snprintf(tmp, sizeof tmp, "{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": %lld, \"desc_act\": %s, "
+                 "\"sym\": %s, \"damp_percent\": %g, \"true_sequential\": false, \"static_groups\": false, "
+                 "\"checkpoint_format\": \"gptq\"}", (long long)gs,
+                 o->method == ASSAY_INTQ_GPTQ && o->act_order ? "true" : "false", o->sym ? "true" : "false", o->damp);
+        assay_strbuf_append(b, tmp, strlen(tmp));
+    }
+}
+
+/* Copies the source config.json with "quantization_config" inserted before the final '}'. */
+static assay_status iq_write_config(const char *src_dir, const char *dst_dir, const assay_intq_options *o, int64_t gs) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", src_dir);
+    char *data = NULL;
+    size_t size = 0;
+    assay_status st = assay_read_file(path, &data, &size);
+    if (st != ASSAY_OK) return st;
+    while (size && data[size - 1] != '}') size--;
+    if (!size) {
+        free(data);
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    assay_strbuf b = {0};
+    size_t body = size - 1;
+    while (body && (data[body - 1] == ' ' || data[body - 1] == '\n' || data[body - 1] == '\r')) body--;
+    assay_strbuf_append(&b, data, body);
+    assay_strbuf_append(&b, ",\n  \"quantization_config\": ", 27);
+    iq_quant_config(&b, o, gs);
+    assay_strbuf_append(&b, "\n}\n", 3);
+    free(data);
+    snprintf(path, sizeof path, "%s/config.json", dst_dir);
+    assay_output_file f;
+    st = assay_output_file_open(&f, path, 1);
+    if (st == ASSAY_OK) {
+        if (fwrite(b.data, 1, b.len, f.fp) != b.len) st = assay_fail(ASSAY_ERR_IO, "%s: write failed", path);
+        st = st == ASSAY_OK ? assay_output_file_commit(&f) : (assay_output_file_abort(&f), st);
+    }
+    if (st == ASSAY_OK && o->method != ASSAY_INTQ_AWQ && o->method != ASSAY_INTQ_W8A8) {
+        /* AutoGPTQ also reads quantize_config.json */
+        assay_strbuf q = {0};
+        iq_quant_config(&q, o, gs);
+        snprintf(path, sizeof path, "%s/quantize_config.json", dst_dir);
+        st = assay_output_file_open(&f, path, 1);
+        if (st == ASSAY_OK) {
+            if (fwrite(q.data, 1, q.len, f.fp) != q.len) st = assay_fail(ASSAY_ERR_IO, "%s: write failed", path);
+            st = st == ASSAY_OK ? assay_output_file_commit(&f) : (assay_output_file_abort(&f), st);
+        }
+        assay_strbuf_free(&q);
+    }
+    assay_strbuf_free(&b);
+    return st;
+}
+
+static assay_status iq_copy_file(const char *src_dir, const char *dst_dir, const char *name) {
+    char src[4096], dst[4096];
+    snprintf(src, sizeof src, "%s/%s", src_dir, name);
+    FILE *f = fopen(src, "rb");
+    if (!f) return ASSAY_OK; /* optional file */
+    fclose(f);
+    char *data = NULL;
+    size_t size = 0;
+    assay_status st = assay_read_file(src, &data, &size);
+    if (st != ASSAY_OK) return st;
+    snprintf(dst, sizeof dst, "%s/%s", dst_dir, name);
+    assay_output_file out;
+    st = assay_output_file_open(&out, dst, 1);
+    if (st == ASSAY_OK) {
+        if (fwrite(data, 1, size, out.fp) != size) st = assay_fail(ASSAY_ERR_IO, "%s: write failed", dst);
+        st = st == ASSAY_OK ? assay_output_file_commit(&out) : (assay_output_file_abort(&out), st);
+    }
+    free(data);
+    return st;
+}
+
+static const assay_tensor *iq_find(const assay_model_file *mf, const char *fmt, int64_t l) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, (int)l);
+    return assay_model_file_find(mf, name);
+}
+
+void assay_intq_options_default(assay_intq_options *o, assay_intq_method method) {
+    memset(o, 0, sizeof *o);
+    o->method = method;
+    o->group_size = 128;
+    o->act_order = 1;
+    o->damp = 0.01;
+    o->alpha = 0.5f;
+    o->calib_chunks = 32;
+    o->calib_seq_len = 512;
+    o->awq_tokens = 512;
+    o->awq_grid = 20;
+    o->keep_lm_head = 1;
+}
+
+assay_status assay_intq_quantize_model(const char *model_path, const char *out_dir, const assay_intq_options *o,
+                                       assay_intq_report *rep) {
+    double t0 = assay_now_seconds();
+    assay_model_options mo;
+    assay_model_options_default(&mo);
+    mo.n_threads = o->threads;
+    assay_model *m = NULL;
+    assay_status st = assay_model_load(&m, model_path, &mo);
+    if (st != ASSAY_OK) return st;
+    const assay_model_file *mf = assay_model_get_file(m);
+    const assay_model_config *cfg = assay_model_get_config(m);
+    if (assay_model_file_format(mf) != ASSAY_MODEL_FORMAT_HF) {
+        assay_model_free(m);
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the int4/int8 schemes write HF checkpoints and need an HF "
+                          "safetensors directory as the source (assay convert turns a GGUF into one)", model_path);
+    }
+    int64_t L = cfg->n_layer;
+    iq_calib cal = {.o = o, .n_layer = L, .stride = 1};
+    cal.in = calloc((size_t)(L * IN_COUNT), sizeof(iq_input));
+    ASSAY_ASSERT(cal.in);
+    if (o->method != ASSAY_INTQ_RTN) {
+        assay_tokenizer *tok = NULL;
+        assay_calib_text text = {0};
+        const char *calib = o->calib_path;
+        char defpath[4096];
+        if (!calib) {
+            const char *sh = getenv("ASSAY_SHARED");
+            snprintf(defpath, sizeof defpath, "%s/data/calibration", sh ? sh : "../shared");
+            calib = defpath;
+        }
+        st = assay_tokenizer_load(&tok, model_path);
+        if (st == ASSAY_OK) st = assay_calib_text_load(&text, tok, calib);
+        if (st == ASSAY_OK) {
+            int64_t total = o->calib_chunks * o->calib_seq_len;
+            int64_t want = o->awq_tokens > 0 ? o->awq_tokens : 512;
+            cal.stride = total / want > 1 ? total / want : 1;
+            st = assay_calib_run(m, &text, o->calib_chunks, o->calib_seq_len, iq_hook, &cal, NULL, NULL);
+        }
+        assay_calib_text_free(&text);
+        assay_tokenizer_free(tok);
+        for (int64_t i = 0; i < L * IN_COUNT; i++)
+            if (cal.in[i].gram && cal.in[i].n_buf) iq_gram_flush(&cal.in[i]);
+    }
+    double t_calib = assay_now_seconds() - t0;
+
+    iq_out out = {.w = assay_safetensors_writer_new()};
+    int64_t gs_used = o->group_size;
+    char prefix[512];
+    int64_t nt = assay_model_file_tensor_count(mf);
+    /* float copies of everything we write, modified in place by AWQ / SmoothQuant folding */
+    float **val = calloc((size_t)nt, sizeof(float *));
+    for (int64_t i = 0; i < nt && st == ASSAY_OK; i++) {
+        val[i] = iq_read_raw(assay_model_file_tensor(mf, i));
+        if (!val[i]) st = assay_fail(ASSAY_ERR_UNSUPPORTED, "tensor %s cannot be read as float", assay_model_file_tensor(mf, i)->name);
+    }
+#define IDX(t) ((t) - assay_model_file_tensor(mf, 0))
+    char *is_linear = calloc((size_t)nt, 1);
+    assay_progress bar;
+    assay_progress_begin(&bar, "quantize", L, "layer");
+    for (int64_t l = 0; l < L && st == ASSAY_OK; l++) {
+        const assay_tensor *lin[N_LINEARS];
+        for (int k = 0; k < N_LINEARS; k++) {
+            char fmt[64];
+            snprintf(fmt, sizeof fmt, "blk.%%d.%s.weight", kLinears[k]);
+            lin[k] = iq_find(mf, fmt, l);
+            if (!lin[k]) {
+                st = assay_fail(ASSAY_ERR_UNSUPPORTED, "layer %lld has no %s: not a llama-family model", (long long)l, kLinears[k]);
+                break;
+            }
+            is_linear[IDX(lin[k])] = 1;
+        }
+        if (st != ASSAY_OK) break;
+        const assay_tensor *attn_norm = iq_find(mf, "blk.%d.attn_norm.weight", l);
+        const assay_tensor *ffn_norm = iq_find(mf, "blk.%d.ffn_norm.weight", l);
+        if (o->method == ASSAY_INTQ_W8A8) {
+            /* SmoothQuant on the two norm-fed groups; o_proj and down_proj inputs are not smoothed */
+            for (int g = 0; g < 2 && attn_norm && ffn_norm; g++) {
+                const assay_tensor *norm = g ? ffn_norm : attn_norm;
+                int k0 = g ? 4 : 0, nk = g ? 2 : 3;
+                iq_input *in = &cal.in[l * IN_COUNT + (g ? IN_GATEUP : IN_QKV)];
+                if (!in->absmax) continue;
+                const float *ws[3];
+                int64_t no[3];
+                for (int k = 0; k < nk; k++) {
+                    ws[k] = val[IDX(lin[k0 + k])];
+                    no[k] = lin[k0 + k]->ne[1];
+                }
+                int64_t n_in = lin[k0]->ne[0];
+                float *s = assay_xmalloc(sizeof(float) * (size_t)n_in);
+                assay_smoothquant_scales(in->absmax, n_in, ws, no, nk, o->alpha, s);
+                float *nv = val[IDX(norm)];
+                for (int64_t j = 0; j < n_in; j++) nv[j] /= s[j];
+                for (int k = 0; k < nk; k++) {
+                    float *w = val[IDX(lin[k0 + k])];
+                    for (int64_t r = 0; r < no[k]; r++)
+                        for (int64_t j = 0; j < n_in; j++) w[r * n_in + j] *= s[j];
+                }
+                free(s);
+            }
+            for (int k = 0; k < N_LINEARS && st == ASSAY_OK; k++) {
+                iq_prefix(lin[k], prefix, sizeof prefix);
+                st = iq_write_w8(&out, prefix, val[IDX(lin[k])], lin[k]->ne[1], lin[k]->ne[0]);
+            }
+        } else {
+            assay_int4_params p = assay_int4_params_default();
+            p.group_size = o->group_size > 0 ? o->group_size : 128;
+            p.sym = o->sym;
+            p.damp = o->damp > 0 ? o->damp : 0.01;
+            p.act_order = o->method == ASSAY_INTQ_GPTQ && o->act_order;
+            gs_used = p.group_size;
+            if (o->method == ASSAY_INTQ_AWQ) {
+                /* groups: (norm -> q,k,v), (norm -> gate,up), (up rows -> down); o_proj only clipped (GQA) */
+                for (int g = 0; g < 3 && st == ASSAY_OK; g++) {
+                    int k0 = g == 0 ? 0 : g == 1 ? 4 : 6, nk = g == 0 ? 3 : g == 1 ? 2 : 1;
+                    iq_input *in = &cal.in[l * IN_COUNT + (g == 0 ? IN_QKV : g == 1 ? IN_GATEUP : IN_DOWN)];
+                    if (!in->n_sample) continue;
+                    if (g == 0 && cfg->n_head_kv != cfg->n_head) { /* fine: q,k,v scaling does not need v==o */ }
+                    const float *ws[3];
+                    int64_t no[3];
+                    for (int k = 0; k < nk; k++) {
+                        ws[k] = val[IDX(lin[k0 + k])];
+                        no[k] = lin[k0 + k]->ne[1];
+                    }
+                    int64_t n_in = lin[k0]->ne[0];
+                    float *s = assay_xmalloc(sizeof(float) * (size_t)n_in), alpha = 0;
+                    st = assay_awq_search_scale(in->sample, in->n_sample, n_in, ws, no, nk, &p, o->awq_grid, s, &alpha);
+                    if (st == ASSAY_OK) {
+                        /* fold 1/s into the producer of the input */
+                        if (g < 2) {
+                            float *nv = val[IDX(g == 0 ? attn_norm : ffn_norm)];
+                            for (int64_t j = 0; j < n_in; j++) nv[j] /= s[j];
+                        } else {
+                            float *up = val[IDX(lin[5])];
+                            for (int64_t r = 0; r < n_in; r++)
+                                for (int64_t j = 0; j < lin[5]->ne[0]; j++) up[r * lin[5]->ne[0] + j] /= s[r];
+                        }
+                        for (int k = 0; k < nk; k++) {
+                            float *w = val[IDX(lin[k0 + k])];
+                            for (int64_t r = 0; r < no[k]; r++)
+                                for (int64_t j = 0; j < n_in; j++) w[r * n_in + j] *= s[j];
+                        }
+                        for (int64_t t = 0; t < in->n_sample; t++)
+                            for (int64_t j = 0; j < n_in; j++) in->sample[t * n_in + j] /= s[j];
+                        if (rep && l < 64) rep->awq_alpha[l][g] = alpha;
+                    }
+                    free(s);
+                }
+                /* clipping (not for q/k: their error is judged through q·k, AWQ skips them) */
+                for (int k = 2; k < N_LINEARS && st == ASSAY_OK; k++) {
+                    iq_input *in = &cal.in[l * IN_COUNT + kLinearInput[k]];
+                    if (!in->n_sample) continue;
+                    assay_awq_clip(val[IDX(lin[k])], lin[k]->ne[1], lin[k]->ne[0], in->sample, in->n_sample, &p);
+                }
+            }
+            for (int k = 0; k < N_LINEARS && st == ASSAY_OK; k++) {
+                const assay_tensor *t = lin[k];
+                int64_t n_out = t->ne[1], n_in = t->ne[0];
+                assay_int4_result r;
+                if (o->method == ASSAY_INTQ_GPTQ) {
+                    iq_input *in = &cal.in[l * IN_COUNT + kLinearInput[k]];
+                    if (!in->gram) {
+                        st = assay_fail(ASSAY_ERR_ARG, "no calibration activations reached %s", t->name);
+                        break;
+                    }
+                    double *h = assay_xmalloc(sizeof(double) * (size_t)(n_in * n_in));
+                    for (int64_t i = 0; i < n_in; i++)
+                        for (int64_t j = 0; j <= i; j++) h[i * n_in + j] = h[j * n_in + i] = in->gram[i * n_in + j];
+                    st = assay_int4_gptq(val[IDX(t)], n_out, n_in, h, &p, &r);
+                    free(h);
+                } else {
+                    /* RTN; AWQ's final quantization is RTN of the scaled, clipped weights */
+                    st = assay_int4_rtn(val[IDX(t)], n_out, n_in, &p, &r);
+                }
+                if (st != ASSAY_OK) break;
+                if (o->fake_quant) assay_int4_dequantize(&r, val[IDX(t)]);
+                else {
+                    iq_prefix(t, prefix, sizeof prefix);
+                    st = iq_write_int4(&out, prefix, &r, o->method == ASSAY_INTQ_AWQ);
+                }
+                assay_int4_result_free(&r);
+            }
+        }
+        assay_progress_update(&bar, l + 1);
+    }
+    assay_progress_end(&bar);
+    /* everything else (and, with fake_quant, the dequantized linears) in its source dtype */
+    for (int64_t i = 0; i < nt && st == ASSAY_OK; i++) {
+        const assay_tensor *t = assay_model_file_tensor(mf, i);
+        if (is_linear[i] && !o->fake_quant) continue;
+        assay_type ty = t->type;
+        if (o->fake_quant && is_linear[i]) ty = ASSAY_TYPE_F32; /* keep the dequantized values exact */
+        st = iq_add_float(&out, t->source_name, ty, t->n_dims, t->ne, val[i], assay_tensor_nelements(t));
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    if (st == ASSAY_OK) st = assay_safetensors_writer_write(out.w, path, 1);
+    if (st == ASSAY_OK && !o->fake_quant) st = iq_write_config(assay_model_file_path(mf), out_dir, o, gs_used);
+    if (st == ASSAY_OK && o->fake_quant) st = iq_copy_file(assay_model_file_path(mf), out_dir, "config.json");
+    const char *extras[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json"};
+    for (size_t i = 0; i < sizeof extras / sizeof extras[0] && st == ASSAY_OK; i++)
+        st = iq_copy_file(assay_model_file_path(mf), out_dir, extras[i]);
+    if (rep) {
+        rep->seconds = assay_now_seconds() - t0;
+        rep->calib_seconds = t_calib;
+    }
+    assay_safetensors_writer_free(out.w);
+    for (int64_t i = 0; i < out.n; i++) free(out.bufs[i]);
+    free(out.bufs);
+    for (int64_t i = 0; i < nt; i++) free(val[i]);
+    free(val);
+    free(is_linear);
+    for (int64_t i = 0; i < L * IN_COUNT; i++) {
+        free(cal.in[i].gram);
+        free(cal.in[i].buf);
+        free(cal.in[i].sample);
+        free(cal.in[i].absmax);
+    }
+    free(cal.in);
+    assay_model_free(m);
+    return st;
+}
