@@ -18,6 +18,8 @@ int assay_cmd_detokenize(int argc, char **argv);
 int assay_cmd_inspect(int argc, char **argv);
 int assay_cmd_convert(int argc, char **argv);
 int assay_cmd_imatrix(int argc, char **argv);
+int assay_cmd_run(int argc, char **argv);
+int assay_cmd_perplexity(int argc, char **argv);
 
 
 #endif

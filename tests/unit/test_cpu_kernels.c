@@ -6,7 +6,8 @@
  *     avx2  = AVX2 kernel.
  *     |ref - spec| <= sum_i |w_i| * (activation quantization step of x_i) * 0.6 + 2e-3 * sum |w_i x_i|
  *       (half a step of rounding, the step itself rounded to fp16, and the fp16-rounded block sums of Q8_1);
- *     |avx2 - ref| <= 1e-5 * sum |w_i x_i| (same integers, different float summation order).
+ *     |avx2 - ref| <= 1e-5 * sum |w_i x_i| (same integers, different float summation order);
+ *     the four-token kernels (prefill) equal four single-token AVX2 dot products within the same bound.
  *  2. AVX2 activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
  *  3. Attention (online softmax over a paged cache with a shuffled block table) against a naive two-pass
  *     softmax in double: f32 cache 1e-5, f16 cache 2e-3, fp8/int8 caches 0.1 (relative to max |v|).
@@ -94,6 +95,22 @@ static void test_vec_dot(const assay_cpu_kernels *ref, const assay_cpu_kernels *
                 avx->type[T->t].vec_dot(n, &sa, w, xa);
                 if (fabs(sa - sr) > 1e-5 * mag + 1e-6) fprintf(stderr, "type %d avx2 %g ref %g\n", T->t, sa, sr);
                 CHECK(fabs(sa - sr) <= 1e-5 * mag + 1e-6);
+                if (avx->type[T->t].vec_dot4) { /* rows 0..3: x, then x scaled and shifted (distinct rows) */
+                    size_t rb = act_bytes(vt, n);
+                    uint8_t *x4 = malloc(4 * rb);
+                    float *xs = malloc(n * 4), s4[4], s1;
+                    for (int j = 0; j < 4; j++) {
+                        for (int64_t i = 0; i < n; i++) xs[i] = x[(i + 37 * j) % n] * (1.0f + 0.5f * j);
+                        avx->from_float[vt](xs, x4 + j * rb, n);
+                    }
+                    avx->type[T->t].vec_dot4(n, s4, w, x4, rb);
+                    for (int j = 0; j < 4; j++) {
+                        avx->type[T->t].vec_dot(n, &s1, w, x4 + j * rb);
+                        CHECK(fabs(s4[j] - s1) <= 1e-5 * mag * (1 + j) + 1e-5);
+                    }
+                    free(x4);
+                    free(xs);
+                }
             }
         }
     }

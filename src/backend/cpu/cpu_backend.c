@@ -86,6 +86,7 @@ typedef struct matmul_job {
     size_t xq_row;
     int64_t n_tok, rows_per_task;
     assay_cpu_vec_dot_fn dot;
+    assay_cpu_vec_dot4_fn dot4;
 } matmul_job;
 
 enum { MATMUL_TOK_TILE = 4 };
@@ -101,6 +102,12 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
         int64_t t1 = t0 + MATMUL_TOK_TILE < j->n_tok ? t0 + MATMUL_TOK_TILE : j->n_tok;
         for (int64_t r = r0; r < r1; r++) {
             const void *wr = wd + (size_t)r * w->row_bytes;
+            if (j->dot4 && t1 - t0 == 4) {
+                float s4[4];
+                j->dot4(w->n_in, s4, wr, j->xq + (size_t)t0 * j->xq_row, j->xq_row);
+                for (int u = 0; u < 4; u++) j->y[(t0 + u) * w->n_out + r] = s4[u];
+                continue;
+            }
             for (int64_t t = t0; t < t1; t++) j->dot(w->n_in, &j->y[t * w->n_out + r], wr, j->xq + (size_t)t * j->xq_row);
         }
     }
@@ -123,7 +130,7 @@ static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const
     cpu_backend *cb = cpu_of(be);
     const assay_cpu_type_kernels *tk = &cb->k->type[w->type];
     ASSAY_ASSERT((int)w->type < ASSAY_TYPE_GGML_COUNT && tk->vec_dot);
-    matmul_job j = {.y = y, .w = w, .n_tok = n_tok, .dot = tk->vec_dot};
+    matmul_job j = {.y = y, .w = w, .n_tok = n_tok, .dot = tk->vec_dot, .dot4 = tk->vec_dot4};
     if (tk->vec_dot_type == ASSAY_TYPE_F32) {
         j.xq = (const uint8_t *)x;
         j.xq_row = (size_t)w->n_in * sizeof(float);

@@ -16,9 +16,14 @@ typedef void (*assay_cpu_from_float_fn)(const float *x, void *dst, int64_t n);
 /* *s = dot(weight row w, converted activation row x), n elements. */
 typedef void (*assay_cpu_vec_dot_fn)(int64_t n, float *s, const void *w, const void *x);
 
+/* s[j] = dot(w, activation row j) for j < 4, rows x_stride bytes apart: one weight row decoded once for four
+ * tokens (prefill). */
+typedef void (*assay_cpu_vec_dot4_fn)(int64_t n, float *s, const void *w, const void *x, size_t x_stride);
+
 typedef struct assay_cpu_type_kernels {
     assay_type vec_dot_type;        /* ASSAY_TYPE_F32, _Q8_0, _Q8_1 or _Q8_K */
     assay_cpu_vec_dot_fn vec_dot;   /* NULL: no kernel for this weight type */
+    assay_cpu_vec_dot4_fn vec_dot4; /* optional */
 } assay_cpu_type_kernels;
 
 typedef struct assay_cpu_kernels {

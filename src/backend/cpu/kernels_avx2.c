@@ -173,6 +173,81 @@ static void vd_q8_0(int64_t n, float *s, const void *w, const void *x) {
     *s = hsum256(acc);
 }
 
+/* ---- one weight row x four activation rows (prefill) ------------------------------------------------------ */
+
+#define VD4_FLOAT(fn, T, LOAD, SCALAR)                                                             \
+    static void fn(int64_t n, float *s, const void *w, const void *x, size_t xs) {                 \
+        const T *a = w;                                                                            \
+        const float *b0 = x, *b1 = (const float *)((const char *)x + xs),                          \
+                    *b2 = (const float *)((const char *)x + 2 * xs), *b3 = (const float *)((const char *)x + 3 * xs); \
+        __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps(); \
+        __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps(), d2 = _mm256_setzero_ps(), d3 = _mm256_setzero_ps(); \
+        int64_t i = 0;                                                                             \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256 wv = LOAD(a + i), wu = LOAD(a + i + 8);                                         \
+            c0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b0 + i), c0);                                 \
+            c1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b1 + i), c1);                                 \
+            c2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b2 + i), c2);                                 \
+            c3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b3 + i), c3);                                 \
+            d0 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b0 + i + 8), d0);                             \
+            d1 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b1 + i + 8), d1);                             \
+            d2 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b2 + i + 8), d2);                             \
+            d3 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b3 + i + 8), d3);                             \
+        }                                                                                          \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 wv = LOAD(a + i);                                                               \
+            c0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b0 + i), c0);                                 \
+            c1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b1 + i), c1);                                 \
+            c2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b2 + i), c2);                                 \
+            c3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b3 + i), c3);                                 \
+        }                                                                                          \
+        float r0 = hsum256(_mm256_add_ps(c0, d0)), r1 = hsum256(_mm256_add_ps(c1, d1));            \
+        float r2 = hsum256(_mm256_add_ps(c2, d2)), r3 = hsum256(_mm256_add_ps(c3, d3));            \
+        for (; i < n; i++) {                                                                       \
+            float wf = SCALAR(a[i]);                                                               \
+            r0 += wf * b0[i]; r1 += wf * b1[i]; r2 += wf * b2[i]; r3 += wf * b3[i];                \
+        }                                                                                          \
+        s[0] = r0; s[1] = r1; s[2] = r2; s[3] = r3;                                                \
+    }
+
+static inline float id_f32(float v) { return v; }
+VD4_FLOAT(vd4_f32, float, _mm256_loadu_ps, id_f32)
+VD4_FLOAT(vd4_f16, uint16_t, load_f16, assay_half_to_float)
+VD4_FLOAT(vd4_bf16, uint16_t, load_bf16, assay_bf16_to_float)
+
+/* Quantized weight blocks decoded to 32 int8 once, then multiplied with four Q8 activation rows. */
+#define VD4_Q(fn, WT, AT, DECODE, SIGNED, MINF)                                                 \
+    static void fn(int64_t n, float *s, const void *w, const void *x, size_t xs) {                 \
+        const WT *b = w;                                                                           \
+        const AT *a[4];                                                                            \
+        for (int j = 0; j < 4; j++) a[j] = (const AT *)((const char *)x + j * xs);                  \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        float summ[4] = {0, 0, 0, 0};                                                              \
+        for (int64_t i = 0; i < n / 32; i++) {                                                     \
+            __m256i q = DECODE(&b[i]);                                                             \
+            float wd = _cvtsh_ss(b[i].d);                                                          \
+            __m256i aq = SIGNED ? _mm256_sign_epi8(q, q) : q;                                      \
+            for (int j = 0; j < 4; j++) {                                                          \
+                __m256i y = _mm256_loadu_si256((const __m256i *)a[j][i].qs);                       \
+                if (SIGNED) y = _mm256_sign_epi8(y, q);                                            \
+                __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), _mm256_set1_epi16(1))); \
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(wd * _cvtsh_ss(a[j][i].d)), dot, acc[j]);  \
+                summ[j] += MINF(&b[i], &a[j][i]);                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int j = 0; j < 4; j++) s[j] = hsum256(acc[j]) + summ[j];                              \
+    }
+
+static inline __m256i dec_q4_0(const assay_block_q4_0 *b) { return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8)); }
+static inline __m256i dec_q4_1(const assay_block_q4_1 *b) { return unpack_nibbles(b->qs); }
+static inline __m256i dec_q8_0(const assay_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
+static inline float min_q4_1(const assay_block_q4_1 *b, const assay_block_q8_1 *a) { return _cvtsh_ss(b->m) * _cvtsh_ss(a->s); }
+#define NO_MIN(b, a) 0.0f
+VD4_Q(vd4_q4_0, assay_block_q4_0, assay_block_q8_0, dec_q4_0, 1, NO_MIN)
+VD4_Q(vd4_q4_1, assay_block_q4_1, assay_block_q8_1, dec_q4_1, 0, min_q4_1)
+VD4_Q(vd4_q8_0, assay_block_q8_0, assay_block_q8_0, dec_q8_0, 1, NO_MIN)
+#undef NO_MIN
+
 KQ_DEFINE_VEC_DOT(vd_q2_K, assay_block_q2_K, kq_unpack_q2_K)
 KQ_DEFINE_VEC_DOT(vd_q3_K, assay_block_q3_K, kq_unpack_q3_K)
 KQ_DEFINE_VEC_DOT(vd_q4_K, assay_block_q4_K, kq_unpack_q4_K)
@@ -264,14 +339,14 @@ static const assay_cpu_kernels kernels_avx2 = {
     .name = "avx2",
     .type =
         {
-            [ASSAY_TYPE_F32] = {ASSAY_TYPE_F32, vd_f32},
-            [ASSAY_TYPE_F16] = {ASSAY_TYPE_F32, vd_f16},
-            [ASSAY_TYPE_BF16] = {ASSAY_TYPE_F32, vd_bf16},
-            [ASSAY_TYPE_Q4_0] = {ASSAY_TYPE_Q8_0, vd_q4_0},
-            [ASSAY_TYPE_Q4_1] = {ASSAY_TYPE_Q8_1, vd_q4_1},
+            [ASSAY_TYPE_F32] = {ASSAY_TYPE_F32, vd_f32, vd4_f32},
+            [ASSAY_TYPE_F16] = {ASSAY_TYPE_F32, vd_f16, vd4_f16},
+            [ASSAY_TYPE_BF16] = {ASSAY_TYPE_F32, vd_bf16, vd4_bf16},
+            [ASSAY_TYPE_Q4_0] = {ASSAY_TYPE_Q8_0, vd_q4_0, vd4_q4_0},
+            [ASSAY_TYPE_Q4_1] = {ASSAY_TYPE_Q8_1, vd_q4_1, vd4_q4_1},
             [ASSAY_TYPE_Q5_0] = {ASSAY_TYPE_Q8_0, vd_q5_0},
             [ASSAY_TYPE_Q5_1] = {ASSAY_TYPE_Q8_1, vd_q5_1},
-            [ASSAY_TYPE_Q8_0] = {ASSAY_TYPE_Q8_0, vd_q8_0},
+            [ASSAY_TYPE_Q8_0] = {ASSAY_TYPE_Q8_0, vd_q8_0, vd4_q8_0},
             [ASSAY_TYPE_Q2_K] = {ASSAY_TYPE_Q8_K, vd_q2_K},
             [ASSAY_TYPE_Q3_K] = {ASSAY_TYPE_Q8_K, vd_q3_K},
             [ASSAY_TYPE_Q4_K] = {ASSAY_TYPE_Q8_K, vd_q4_K},

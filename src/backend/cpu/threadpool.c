@@ -2,6 +2,7 @@
 #include "backend/cpu/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "assay/status.h"
@@ -13,7 +14,10 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_ITERS 20000
+/* Spin briefly, then yield the core, then sleep: on an oversubscribed machine a pure spin would burn the
+ * time slice the thread we wait for needs. */
+#define SPIN_ITERS 2000
+#define YIELD_ITERS 200
 
 struct assay_threadpool {
     int n;
@@ -55,6 +59,10 @@ static void *worker_main(void *p) {
         while ((g = atomic_load(&tp->generation)) == seen && !atomic_load(&tp->stop)) {
             if (++spins < SPIN_ITERS) {
                 CPU_RELAX();
+                continue;
+            }
+            if (spins < SPIN_ITERS + YIELD_ITERS) {
+                sched_yield();
                 continue;
             }
             pthread_mutex_lock(&tp->mu);
@@ -116,5 +124,8 @@ void assay_threadpool_run(assay_threadpool *tp, assay_task_fn fn, void *ctx, int
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
     run_tasks(tp, 0);
-    while (atomic_load(&tp->active) > 0) CPU_RELAX();
+    for (int spins = 0; atomic_load(&tp->active) > 0; spins++) {
+        if (spins < SPIN_ITERS) CPU_RELAX();
+        else sched_yield();
+    }
 }
