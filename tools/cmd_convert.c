@@ -16,12 +16,13 @@
 
 int assay_cmd_convert(int argc, char **argv) {
     const char *out = NULL, *dtype = NULL;
-    int force = 0, quiet = 0, keep = 0;
+    int force = 0, quiet = 0, keep = 0, vocab_only = 0;
     const cli_option opts[] = {
         {"-o", "--output", CLI_STRING, &out, "OUT", "output: a .gguf file (from an HF directory) or a directory (from GGUF)"},
         {NULL, "--dtype", CLI_STRING, &dtype, "f32|f16|bf16", "convert float tensors to this type (default: keep)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "overwrite existing outputs"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no notes on stderr"},
+        {NULL, "--vocab-only", CLI_FLAG, &vocab_only, NULL, "GGUF -> HF: write only tokenizer.json and tokenizer_config.json"},
         {NULL, "--keep-types", CLI_FLAG, &keep, NULL,
          "HF -> GGUF: keep norms/biases in their stored type, byte for byte (default: f32 like llama.cpp; its CPU "
          "backend cannot run bf16 norms)"},
@@ -31,7 +32,7 @@ int assay_cmd_convert(int argc, char **argv) {
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
-    assay_convert_options o = {.dtype = ASSAY_TYPE_COUNT, .overwrite = force, .quiet = quiet, .keep_types = keep};
+    assay_convert_options o = {.dtype = ASSAY_TYPE_COUNT, .overwrite = force, .quiet = quiet, .keep_types = keep, .vocab_only = vocab_only};
     if (!out) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "missing -o OUT");

@@ -214,7 +214,10 @@ int assay_cmd_inspect(int argc, char **argv) {
             assay_strbuf_printf(&b, "gguf:         version %u, %lld metadata keys, alignment %llu", assay_gguf_version(g),
                                 (long long)assay_gguf_kv_count(g), (unsigned long long)assay_gguf_alignment(g));
             int64_t ft = assay_gguf_get_int(g, "general.file_type", -1);
-            if (ft >= 0) assay_strbuf_printf(&b, ", file type %lld (%s)", (long long)ft, assay_ggml_ftype_name((assay_ggml_ftype)ft));
+            /* The float file types are not quantization mixes, so ggml_quant's table leaves them out. */
+            const char *ftn = ft == 0 ? "all f32" : ft == 1 ? "mostly f16" : ft == 32 ? "mostly bf16"
+                                                                                     : assay_ggml_ftype_name((assay_ggml_ftype)ft);
+            if (ft >= 0) assay_strbuf_printf(&b, ", file type %lld (%s)", (long long)ft, ftn);
             assay_strbuf_putc(&b, '\n');
         }
         assay_strbuf_printf(&b, "architecture: %s\n", c->arch);

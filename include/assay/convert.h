@@ -31,6 +31,7 @@ typedef struct assay_convert_options {
     assay_type dtype; /* ASSAY_TYPE_F32/F16/BF16 to convert float tensors; ASSAY_TYPE_COUNT keeps them */
     int overwrite;    /* replace existing outputs */
     int quiet;        /* no notes on stderr */
+    int vocab_only;   /* GGUF -> HF: only tokenizer.json + tokenizer_config.json */
     int keep_types;   /* HF -> GGUF: keep vectors in their stored type (byte-identical, but llama.cpp's CPU
                          backend cannot run bf16 norms); default: vectors become f32, as llama.cpp writes */
 } assay_convert_options;

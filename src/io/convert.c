@@ -56,10 +56,12 @@ static int json_is_string_eq(const assay_json *v, const char *s) {
     return assay_json_is(v, ASSAY_JSON_STRING) && strcmp(v->str, s) == 0;
 }
 
+/* The Split regexes of Llama 3 ("llama-bpe") and Qwen2 ("qwen2") tokenizer.json files. */
+static const char *const LLAMA3_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const QWEN2_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 /* llama.cpp identifies pre-tokenizers by hashing a tokenization; we recognise the structures instead. */
 static const char *detect_pre(const assay_json *pre) {
-    static const char *LLAMA3_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-    static const char *QWEN2_RE = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
     const char *type = assay_json_string(assay_json_get(pre, "type"), "");
     if (strcmp(type, "ByteLevel") == 0) return assay_json_bool(assay_json_get(pre, "use_regex"), 1) ? "gpt-2" : NULL;
     if (strcmp(type, "Sequence") != 0) return NULL;
@@ -442,7 +444,8 @@ static assay_status write_config_json(const assay_model_file *mf, const char *di
 static assay_gguf_str token_at(const assay_gguf_kv *kv, uint64_t i) { return assay_gguf_array_str(kv, i); }
 
 /* tokenizer.json (+ tokenizer_config.json) from tokenizer.ggml.*: byte-level BPE with a pre-tokenizer we know. */
-static assay_status write_tokenizer_files(const assay_model_file *mf, const char *dir, int overwrite, int quiet) {
+static assay_status write_tokenizer_files(const assay_model_file *mf, const char *dir, int overwrite, int quiet,
+                                          int required) {
     const assay_gguf *g = assay_model_file_gguf(mf);
     assay_gguf_str model = {0}, pre = {0};
     assay_gguf_get_string(g, "tokenizer.ggml.model", &model);
@@ -457,8 +460,30 @@ static assay_status write_tokenizer_files(const assay_model_file *mf, const char
     else if (pre.len == 6 && memcmp(pre.ptr, "smollm", 6) == 0)
         pre_json = "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, "
                    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}]}";
+    /* llama.cpp's "llama-bpe" and "qwen2" are the Split regexes of Llama 3 and Qwen2 (see detect_pre). */
+    static char split_json[1024];
+    const char *re = NULL;
+    if ((pre.len == 9 && memcmp(pre.ptr, "llama-bpe", 9) == 0) || (pre.len == 6 && memcmp(pre.ptr, "llama3", 6) == 0))
+        re = LLAMA3_RE;
+    else if (pre.len == 5 && memcmp(pre.ptr, "qwen2", 5) == 0)
+        re = QWEN2_RE;
+    if (re) {
+        assay_strbuf sb = {0};
+        assay_strbuf_puts(&sb, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": ");
+        assay_strbuf_json_string(&sb, re, strlen(re));
+        assay_strbuf_puts(&sb, "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+                               "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]}");
+        snprintf(split_json, sizeof split_json, "%s", sb.data);
+        assay_strbuf_free(&sb);
+        pre_json = split_json;
+    }
     if (!gpt2 || !pre_json || !toks || toks->type != ASSAY_GGUF_ARRAY || toks->array_type != ASSAY_GGUF_STRING ||
         !merges || merges->type != ASSAY_GGUF_ARRAY || merges->array_type != ASSAY_GGUF_STRING) {
+        if (required)
+            return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tokenizer '%.*s' with pre-tokenizer '%.*s' cannot be rebuilt as "
+                              "tokenizer.json yet (gpt2 with gpt-2, llama-bpe, qwen2 or smollm can)",
+                              assay_model_file_path(mf), (int)model.len, model.ptr ? model.ptr : "", (int)pre.len,
+                              pre.ptr ? pre.ptr : "");
         if (!quiet)
             fprintf(stderr, "assay convert: note: tokenizer.json not written (tokenizer '%.*s', pre-tokenizer '%.*s' cannot be "
                             "rebuilt yet)\n",
@@ -559,6 +584,13 @@ assay_status assay_convert_gguf_to_hf(const assay_model_file *mf, const char *ou
         return assay_fail(ASSAY_ERR_ARG, "%s is an HF directory already (convert it to GGUF with -o FILE.gguf)",
                           assay_model_file_path(mf));
     const assay_model_config *c = assay_model_file_config(mf);
+    if (o->vocab_only) {
+        if (assay_path_exists(out_dir) && !assay_path_is_dir(out_dir))
+            return assay_fail(ASSAY_ERR_IO, "%s exists and is not a directory", out_dir);
+        if (!assay_path_exists(out_dir) && mkdir(out_dir, 0777) != 0)
+            return assay_fail(ASSAY_ERR_IO, "cannot create directory %s: %s", out_dir, strerror(errno));
+        return write_tokenizer_files(mf, out_dir, o->overwrite, o->quiet, 1);
+    }
     if (strcmp(c->arch, "llama") && strcmp(c->arch, "qwen2") && strcmp(c->arch, "qwen3"))
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: converting architecture '%s' to an HF directory is not supported",
                           assay_model_file_path(mf), c->arch);
@@ -645,6 +677,6 @@ assay_status assay_convert_gguf_to_hf(const assay_model_file *mf, const char *ou
     free(bufs);
     free(st_path);
     if (rc == ASSAY_OK) rc = write_config_json(mf, out_dir, main_type, o->overwrite);
-    if (rc == ASSAY_OK) rc = write_tokenizer_files(mf, out_dir, o->overwrite, o->quiet);
+    if (rc == ASSAY_OK) rc = write_tokenizer_files(mf, out_dir, o->overwrite, o->quiet, 0);
     return rc;
 }
