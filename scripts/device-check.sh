@@ -28,13 +28,14 @@ for f in src/backend/cuda/*.cu; do
         -o "build-dev/$(basename "$f").o" & pids+=($!)
 done
 gcc -std=c11 -O2 -Wall -Iinclude -c src/backend/cuda/cuda_pack.c -o build-dev/cuda_pack.o & pids+=($!)
-gcc -std=c11 -O2 -Wall -Wno-unused-parameter -Iinclude -Idev/cuda -I"$CUDA_HOME/include" -c dev/cuda/kernel_check.c \
+gcc -std=c11 -O2 -Wall -Wno-unused-parameter -Iinclude -Idev/cuda -Isrc/backend/cuda -I"$CUDA_HOME/include" -c dev/cuda/kernel_check.c \
     -o build-dev/kernel_check.o & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 if [ $fail -ne 0 ]; then echo "device-check: BUILD FAILED"; exit 1; fi
 $NVCC -o build-dev/kernel_check build-dev/*.o -lm || { echo "device-check: LINK FAILED"; exit 1; }
 echo "device-check: built in $(( $(date +%s) - T0 )) s"
+[ -n "${BUILD_ONLY:-}" ] && exit 0
 
 # Peers get a fixed share at the end; the kernels get the rest.
 PEER_S=${PEER_BUDGET:-120}

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "lab_util.h"
+#include "cuda_lab.h"
 
 typedef void (*lab_fn)(void *ctx, int iter);
 
@@ -430,6 +431,25 @@ static void section_decode_bench(lab_out *o) {
         char name[64];
         snprintf(name, sizeof name, "attn_decode_%s", dtype_name(dts[i]));
         lab_bench(o, name, shape, us, flops, bytes);
+        if (!g_quick && (dts[i] == ASSAY_CUDA_BF16 || dts[i] == ASSAY_CUDA_FP8_E4M3)) {
+            /* exploration: the same cache read through an identity block table (pages in address order) */
+            int32_t *ident = malloc(sizeof(int32_t) * 32 * p.max_pages);
+            for (int j = 0; j < 32 * p.max_pages; ++j) ident[j] = j;
+            CK(cudaMemcpy(p.dbt, ident, sizeof(int32_t) * 32 * p.max_pages, cudaMemcpyHostToDevice));
+            double us2 = lab_time_us(decode_bench_fn, &p, 10, 9);
+            snprintf(shape, sizeof shape, "b32 ctx8192 hq32 hkv8 d128 page16 splits%d (pages in order)", p.a.num_splits);
+            snprintf(name, sizeof name, "attn_decode_%s_x", dtype_name(dts[i]));
+            lab_bench(o, name, shape, us2, flops, bytes);
+            free(ident);
+            CK(cudaMemcpy(p.dbt, p.bt, sizeof(int32_t) * 32 * p.max_pages, cudaMemcpyHostToDevice));
+            assay_cuda_lab_set_decode_variant(2);
+            decode_validate(o, &c32, &p, 1, "b32 ctx8192 hq32 hkv8 d128 page16 (page prefetch)");
+            us2 = lab_time_us(decode_bench_fn, &p, 10, 9);
+            snprintf(shape, sizeof shape, "b32 ctx8192 hq32 hkv8 d128 page16 splits%d (page prefetch)", p.a.num_splits);
+            snprintf(name, sizeof name, "attn_decode_%s_v2", dtype_name(dts[i]));
+            lab_bench(o, name, shape, us2, flops, bytes);
+            assay_cuda_lab_set_decode_variant(1);
+        }
         decode_free(&p);
     }
 }
@@ -489,10 +509,14 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     }
     g.dx = lab_upload(x, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);
+    uint16_t *y = malloc((size_t)m * n * 2);
+    static const int variants[3] = {3, 1, 2}; /* the default first; the others recorded with a _vN suffix */
+    for (int vi = 0; vi < 3; ++vi) {
+    int variant = variants[vi];
+    assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);
     CK(cudaDeviceSynchronize());
-    uint16_t *y = malloc((size_t)m * n * 2);
     CK(cudaMemcpy(y, g.dy, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
     lab_err e = {0};
     int ncheck = bench ? 96 : n;
@@ -509,7 +533,9 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         }
     }
     for (size_t i = 0; i < (size_t)m * n; ++i) if ((y[i] & 0x7FFF) > 0x7F80) e.nan++;
-    const char *name = which == 0 ? "gemm_fp8w_e4m3" : "gemm_int4_g128";
+    char name[64];
+    snprintf(name, sizeof name, "%s", which == 0 ? "gemm_fp8w_e4m3" : "gemm_int4_g128");
+    if (vi) snprintf(name + strlen(name), sizeof name - strlen(name), "_v%d", variant);
     char shape[96];
     snprintf(shape, sizeof shape, "m%d n%d k%d", m, n, k);
     lab_validate(o, name, shape, &e, 1e-2);
@@ -518,6 +544,8 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         double bytes = (double)wbytes + (which == 0 ? 4.0 * n : 2.0 * n * (k / 128)) + 2.0 * m * k + 2.0 * m * n;
         lab_bench(o, name, shape, us, 2.0 * m * n * k, bytes);
     }
+    }
+    assay_cuda_lab_set_gemm_variant(3);
     for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dy);
     free(x); free(w); free(scale); free(gs); free(packed); free(y);
@@ -591,11 +619,53 @@ static void copy_fn(void *ctx, int it) {
     CK(cudaMemcpyAsync(c->b, c->a, c->n, cudaMemcpyDeviceToDevice, 0));
 }
 
+/* =============================== profiling mode ========================================================== */
+/* --profile: one launch of each bench-shape kernel, nothing else (for Nsight Compute). */
+static void section_profile(void) {
+    int dts[2] = {ASSAY_CUDA_BF16, ASSAY_CUDA_FP8_E4M3};
+    for (int i = 0; i < 2; ++i) {
+        decode_case c;
+        memset(&c, 0, sizeof c);
+        c.batch = 32; c.hq = 32; c.hkv = 8; c.d = 128; c.page = 16; c.dtype = dts[i];
+        for (int b = 0; b < 32; ++b) c.lens[b] = 8192;
+        decode_data p;
+        decode_alloc(&p, &c, 1);
+        decode_bench_fn(&p, 0);
+        CK(cudaDeviceSynchronize());
+        decode_free(&p);
+    }
+    for (int which = 0; which < 2; ++which) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.m = 16; g.n = 8192; g.k = 8192; g.which = which; g.copies = 1;
+        size_t wbytes = which == 0 ? (size_t)g.n * g.k : (size_t)g.n * g.k / 2;
+        g.dw[0] = lab_dmalloc(wbytes);
+        CK(cudaMemset(g.dw[0], 0x11, wbytes));
+        g.dscale[0] = lab_dmalloc(sizeof(float) * g.n);
+        g.dgs[0] = lab_dmalloc(2 * (size_t)g.n * (g.k / 128));
+        CK(cudaMemset(g.dscale[0], 0, sizeof(float) * g.n));
+        CK(cudaMemset(g.dgs[0], 0, 2 * (size_t)g.n * (g.k / 128)));
+        g.dx = lab_dmalloc((size_t)g.m * g.k * 2);
+        CK(cudaMemset(g.dx, 0x3c, (size_t)g.m * g.k * 2));
+        g.dy = lab_dmalloc((size_t)g.m * g.n * 2);
+        gemm_fn(&g, 0);
+        CK(cudaDeviceSynchronize());
+        cudaFree(g.dw[0]); cudaFree(g.dscale[0]); cudaFree(g.dgs[0]); cudaFree(g.dx); cudaFree(g.dy);
+    }
+    prefill_case c = {4, 32, 32, 128, 0, {4096, 4096, 4096, 4096}, {4096, 4096, 4096, 4096}};
+    prefill_data p;
+    prefill_alloc(&p, &c);
+    prefill_run(&c, &p, 2);
+    CK(cudaDeviceSynchronize());
+    prefill_free(&p);
+}
+
 int main(int argc, char **argv) {
     const char *json = NULL, *only = NULL;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--quick")) g_quick = 1;
+        else if (!strcmp(argv[i], "--profile")) { section_profile(); return 0; }
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else { fprintf(stderr, "usage: kernel_check [--json out.json] [--quick] [--only section]\n"); return 2; }
     }

@@ -4,19 +4,31 @@
 // One CTA owns (sequence, kv head, split) and serves all G = Hq/Hkv query heads of that kv head, so each K/V
 // byte is read from memory once. The G query heads are the M rows of an m16n8k16 tensor-core tile (rows >= G
 // are zero), which keeps the arithmetic far below the byte rate even for 8-bit caches. Tiles of 128 tokens
-// (K rows and the transposed V block) stream through a 3-stage cp.async pipeline that gathers pages through
-// the block table; each of the 4 warps takes 32 tokens of a tile and keeps its own online-softmax state, and
-// the warps are merged through shared memory at the end. 8-bit caches are converted to f16 in registers
+// (K rows and the transposed V block) stream through a 3-stage cp.async pipeline that gathers whole pages
+// through the block table; each of 8 warps takes 16 tokens of a tile and keeps its own online-softmax state;
+// the warps are merged through shared memory at the end. (DSPLIT = 2, two warps per 16 tokens splitting
+// head_dim in P V, measured no faster: bench/results.) 8-bit caches are converted to f16 in registers
 // (exact for e4m3, e5m2 and int8) and use f16 mma; the per-head K scale is folded into the softmax scale and
 // the V scale into the output.
 #include "common.cuh"
 #include <math.h>
 
+// Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued (default), 2 = one tile ahead.
+static int g_decode_variant = 1;
+extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
+
 namespace {
 
-constexpr int DNW = 4;              // warps per CTA
-constexpr int TILE = DNW * 32;      // tokens per pipeline stage
-constexpr int STAGES = 3;
+constexpr int TG = 8;               // token groups: 16 tokens of each tile per group
+constexpr int DSPLIT = 1;           // warps per token group, each owning head_dim / DSPLIT of P V (lab: 1 or 2)
+constexpr int DNW = DSPLIT * TG;    // warps per CTA
+constexpr int NT = DNW * 32;        // threads per CTA
+constexpr int TILE = TG * 16;       // tokens per pipeline stage
+template <int DT>
+struct Stages { static constexpr int N = 3; };
+// One CTA per SM for bf16 d128 (its 3 stages fill shared memory); two otherwise (registers capped at 128).
+template <int D, int DT>
+struct MinBlocks { static constexpr int N = (DSPLIT == 1 && !(DT == ASSAY_CUDA_BF16 && D == 128)) ? 2 : 1; };
 
 struct DecodeParams {
     const __nv_bfloat16 *q;
@@ -25,7 +37,8 @@ struct DecodeParams {
     const int32_t *bt, *seq_lens;
     const float *k_scale, *v_scale;
     float *opart, *lse;  // [B][Hq][splits][D], [B][Hq][splits] (log2 domain)
-    int hq, hkv, ps, max_pages, splits, tiles_per_split;
+    int hq, hkv, ps, lps, max_pages, splits, tiles_per_split;  // lps = log2(page_size)
+    int prefetch_page;  // 1: block-table entry fetched one tile ahead; 0: at the tile's issue
     float scale_log2;
 };
 
@@ -35,6 +48,7 @@ struct DecodeCfg {
     static constexpr int KP = D * ES + 16;     // K row pitch in bytes (16-byte pad spreads banks)
     static constexpr int VP = TILE * ES + 16;  // V^T row pitch in bytes
     static constexpr int STAGE = TILE * KP + D * VP;
+    static constexpr int STAGES = Stages<DT>::N;
     static constexpr size_t SMEM = (size_t)STAGES * STAGE;
 };
 
@@ -51,41 +65,53 @@ __device__ __forceinline__ uint32_t frag2(const uint8_t *p) {
     return pack_f16((float)(int8_t)(w & 0xFF), (float)(int8_t)(w >> 8));
 }
 
+// Loads tokens [tok0, tok0 + TILE) of one kv head: K rows into Ks[TILE][KP], V^T into Vs[D][VP]. The tile
+// holds TILE/ps whole pages; 2*ps threads share a page, read its block table entry once, and copy the page's
+// contiguous K block and V block in 16-byte chunks (consecutive lanes, consecutive addresses). Tokens at or past
+// seq_len are zero-filled.
+// Block-table entry of the page this thread copies for the tile starting at tok0 (-1 past the sequence). It is
+// fetched one tile before its use, so the table lookup never sits in front of the data loads.
+__device__ __forceinline__ int tile_page(const DecodeParams &p, int b, int tok0, int seq_len) {
+    const int tpp = (NT / TILE) << p.lps;
+    const int ptok = tok0 + ((threadIdx.x / tpp) << p.lps);
+    return ptok < seq_len ? p.bt[(size_t)b * p.max_pages + (ptok >> p.lps)] : -1;
+}
+
 template <int D, int DT>
-__device__ __forceinline__ void load_tile(uint8_t *Ks, uint8_t *Vs, const DecodeParams &p, int b, int kvh, int tok0,
-                                          int seq_len) {
+__device__ __forceinline__ void load_tile(uint8_t *Ks, uint8_t *Vs, const DecodeParams &p, int kvh, int tok0,
+                                          int seq_len, int page_id) {
     using C = DecodeCfg<D, DT>;
-    constexpr int KCH = D * C::ES / 16;    // 16-byte chunks per K row
-    constexpr int VCH = TILE * C::ES / 16; // 16-byte chunks per V^T row of the tile
-    constexpr int VTOK = 16 / C::ES;       // tokens per V chunk (stays inside one page: page_size >= 16)
-    const int32_t *bt = p.bt + (size_t)b * p.max_pages;
-    for (int i = threadIdx.x; i < TILE * KCH; i += TILE) {
-        int r = i / KCH, c = i % KCH;
-        int tok = tok0 + r;
-        bool ok = tok < seq_len;
-        const uint8_t *src = p.kp;
-        if (ok) {
-            int page = bt[tok / p.ps];
-            src = p.kp + ((((size_t)page * p.hkv + kvh) * p.ps + tok % p.ps) * D) * C::ES + c * 16;
-        }
-        cp_async16(Ks + r * C::KP + c * 16, src, ok ? 16 : 0);
+    constexpr int KCH = D * C::ES / 16;  // 16-byte chunks per K row
+    const int lps = p.lps;
+    const int tpp = (NT / TILE) << lps;  // threads per page
+    const int slot = threadIdx.x / tpp, u = threadIdx.x - slot * tpp;
+    const int ptok = tok0 + (slot << lps);  // first token of this thread's page
+    const uint8_t *kblk = p.kp, *vblk = p.vp;
+    const bool page_ok = ptok < seq_len;
+    if (page_ok) {
+        size_t page = (size_t)page_id;
+        size_t blk = (page * p.hkv + kvh) * (size_t)(D * C::ES) << lps;  // K and V blocks have the same size
+        kblk += blk;
+        vblk += blk;
     }
-    for (int i = threadIdx.x; i < D * VCH; i += TILE) {
-        int d = i / VCH, c = i % VCH;
-        int tok = tok0 + c * VTOK;
-        bool ok = tok < seq_len;
-        const uint8_t *src = p.vp;
-        if (ok) {
-            int page = bt[tok / p.ps];
-            src = p.vp + ((((size_t)page * p.hkv + kvh) * D + d) * p.ps + tok % p.ps) * C::ES;
-        }
-        cp_async16(Vs + d * C::VP + c * 16, src, ok ? 16 : 0);
+    const int vrow_sh = lps + (C::ES == 2 ? 1 : 0) - 4;  // log2 of 16-byte chunks per V^T row of a page
+    const int per_thread = KCH / (NT / TILE);             // chunks per thread for each of K and V
+#pragma unroll
+    for (int j = 0; j < per_thread; ++j) {
+        int lin = u + tpp * j;
+        int rip = lin / KCH, c = lin % KCH;  // K: row inside the page, chunk inside the row
+        bool ok = page_ok && ptok + rip < seq_len;
+        cp_async16(Ks + ((slot << lps) + rip) * C::KP + c * 16, ok ? kblk + lin * 16 : p.kp, ok ? 16 : 0);
+        int d = lin >> vrow_sh, cc = lin & ((1 << vrow_sh) - 1);  // V^T: dim row, chunk along tokens
+        bool okv = page_ok && ptok + cc * (16 / C::ES) < seq_len;
+        cp_async16(Vs + d * C::VP + (slot << lps) * C::ES + cc * 16, okv ? vblk + lin * 16 : p.vp, okv ? 16 : 0);
     }
 }
 
 template <int D, int DT>
-__global__ void __launch_bounds__(TILE) paged_decode(DecodeParams p) {
+__global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode(DecodeParams p) {
     using C = DecodeCfg<D, DT>;
+    constexpr int STAGES = C::STAGES;
     constexpr bool F16 = DT != ASSAY_CUDA_BF16;
     extern __shared__ __align__(16) uint8_t smem[];
     const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -99,10 +125,12 @@ __global__ void __launch_bounds__(TILE) paged_decode(DecodeParams p) {
     const int ntile = max(0, it1 - it0);
 
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < ntile) load_tile<D, DT>(smem + s * C::STAGE, smem + s * C::STAGE + TILE * C::KP, p, b, kvh,
-                                        (it0 + s) * TILE, seq_len);
+        if (s < ntile)
+            load_tile<D, DT>(smem + s * C::STAGE, smem + s * C::STAGE + TILE * C::KP, p, kvh, (it0 + s) * TILE,
+                             seq_len, tile_page(p, b, (it0 + s) * TILE, seq_len));
         cp_async_commit();
     }
+    int page_next = STAGES - 1 < ntile ? tile_page(p, b, (it0 + STAGES - 1) * TILE, seq_len) : -1;
 
     // Query fragments for all k16 steps (rows = the G query heads of this kv head).
     uint32_t qa[D / 16][4];
@@ -120,9 +148,11 @@ __global__ void __launch_bounds__(TILE) paged_decode(DecodeParams p) {
     const float ks = p.k_scale ? p.k_scale[kvh] : 1.f;
     const float sl2 = p.scale_log2 * ks;
 
-    float o[D / 8][4];
+    const int dh = warp / TG;  // which half of head_dim this warp accumulates
+    constexpr int DW = D / DSPLIT;  // head_dim columns of P V per warp
+    float o[DW / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+    for (int nt = 0; nt < DW / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     for (int it = 0; it < ntile; ++it) {
@@ -130,9 +160,11 @@ __global__ void __launch_bounds__(TILE) paged_decode(DecodeParams p) {
             int nx = it + STAGES - 1;
             if (nx < ntile) {
                 uint8_t *base = smem + (nx % STAGES) * C::STAGE;
-                load_tile<D, DT>(base, base + TILE * C::KP, p, b, kvh, (it0 + nx) * TILE, seq_len);
+                int pg = p.prefetch_page ? page_next : tile_page(p, b, (it0 + nx) * TILE, seq_len);
+                load_tile<D, DT>(base, base + TILE * C::KP, p, kvh, (it0 + nx) * TILE, seq_len, pg);
             }
             cp_async_commit();
+            if (p.prefetch_page && nx + 1 < ntile) page_next = tile_page(p, b, (it0 + nx + 1) * TILE, seq_len);
         }
         cp_async_wait<STAGES - 1>();
         __syncthreads();
@@ -142,42 +174,43 @@ __global__ void __launch_bounds__(TILE) paged_decode(DecodeParams p) {
         if (tok0 + TILE > seq_len) {
             // The last V chunk may hold cache bytes past the sequence end (maybe NaN): P = 0 there, so zero them.
             int valid = seq_len - tok0, n = TILE - valid;
-            for (int i = threadIdx.x; i < D * n; i += TILE) {
+            for (int i = threadIdx.x; i < D * n; i += NT) {
                 int d = i / n, tk = valid + i % n;
                 for (int e = 0; e < C::ES; ++e) Vs[d * C::VP + tk * C::ES + e] = 0;
             }
             __syncthreads();
         }
 
-        float s[4][4];
+        // Each warp: 16 tokens of the tile (two n8 tiles of S, one k16 step of P V) and half of head_dim in P V.
+        // The two warps of a token group compute the same S and softmax state (cheap) and split the P V work.
+        const int wt = (warp % TG) * 16;
+        float s[2][4];
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+        for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-                const uint8_t *kr = Ks + (warp * 32 + nt * 8 + g) * C::KP + (kk * 16 + 2 * t) * C::ES;
+            for (int nt = 0; nt < 2; ++nt) {
+                const uint8_t *kr = Ks + (wt + nt * 8 + g) * C::KP + (kk * 16 + 2 * t) * C::ES;
                 mma_16816<F16>(s[nt], qa[kk], frag2<DT>(kr), frag2<DT>(kr + 8 * C::ES));
             }
-        if (tok0 + warp * 32 + 32 > seq_len) {
+        if (tok0 + wt + 16 > seq_len) {
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
+            for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
-                    if (tok0 + warp * 32 + nt * 8 + 2 * t + (e & 1) >= seq_len) s[nt][e] = -INFINITY;
+                    if (tok0 + wt + nt * 8 + 2 * t + (e & 1) >= seq_len) s[nt][e] = -INFINITY;
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+            float mx = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
             mx = warp_max_quad(mx);
             float m_new = fmaxf(m[r], mx);
             float m_sc = m_new == -INFINITY ? 0.f : m_new * sl2;
             float alpha = exp2f(m[r] * sl2 - m_sc);
             float sum = 0.f;
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
+            for (int nt = 0; nt < 2; ++nt) {
                 float p0 = exp2f(fmaf(s[nt][2 * r], sl2, -m_sc));
                 float p1 = exp2f(fmaf(s[nt][2 * r + 1], sl2, -m_sc));
                 s[nt][2 * r] = p0;
@@ -186,20 +219,20 @@ __global__ void __launch_bounds__(TILE) paged_decode(DecodeParams p) {
             }
             l[r] = l[r] * alpha + sum;
             m[r] = m_new;
+            if (__any_sync(0xffffffffu, alpha != 1.f)) {  // the running max rarely moves after the first tiles
 #pragma unroll
-            for (int nt = 0; nt < D / 8; ++nt) {
-                o[nt][2 * r] *= alpha;
-                o[nt][2 * r + 1] *= alpha;
+                for (int nt = 0; nt < DW / 8; ++nt) {
+                    o[nt][2 * r] *= alpha;
+                    o[nt][2 * r + 1] *= alpha;
+                }
             }
         }
+        {
+            uint32_t a[4] = {pack2<F16>(s[0][0], s[0][1]), pack2<F16>(s[0][2], s[0][3]), pack2<F16>(s[1][0], s[1][1]),
+                             pack2<F16>(s[1][2], s[1][3])};
 #pragma unroll
-        for (int kc = 0; kc < 2; ++kc) {
-            uint32_t a[4] = {pack2<F16>(s[2 * kc][0], s[2 * kc][1]), pack2<F16>(s[2 * kc][2], s[2 * kc][3]),
-                             pack2<F16>(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                             pack2<F16>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-#pragma unroll
-            for (int nt = 0; nt < D / 8; ++nt) {
-                const uint8_t *vr = Vs + (nt * 8 + g) * C::VP + (warp * 32 + kc * 16 + 2 * t) * C::ES;
+            for (int nt = 0; nt < DW / 8; ++nt) {
+                const uint8_t *vr = Vs + (dh * DW + nt * 8 + g) * C::VP + (wt + 2 * t) * C::ES;
                 mma_16816<F16>(o[nt], a, frag2<DT>(vr), frag2<DT>(vr + 8 * C::ES));
             }
         }
@@ -209,34 +242,35 @@ __global__ void __launch_bounds__(TILE) paged_decode(DecodeParams p) {
     __syncthreads();
 
     // Merge the warps' states through shared memory (reusing the pipeline buffers).
-    float *Mw = reinterpret_cast<float *>(smem);  // [DNW][16]
-    float *Lw = Mw + DNW * 16;                     // [DNW][16]
-    float *Ow = Lw + DNW * 16;                     // [DNW][16][D]
+    float *Mw = reinterpret_cast<float *>(smem);  // [TG][16]
+    float *Lw = Mw + TG * 16;                      // [TG][16]
+    float *Ow = Lw + TG * 16;                      // [TG][16][D]
+    const int tg = warp % TG;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float lsum = warp_sum_quad(l[r]);
         int row = g + r * 8;
-        if (t == 0) {
-            Mw[warp * 16 + row] = m[r] == -INFINITY ? -INFINITY : m[r] * sl2;
-            Lw[warp * 16 + row] = lsum;
+        if (t == 0 && dh == 0) {
+            Mw[tg * 16 + row] = m[r] == -INFINITY ? -INFINITY : m[r] * sl2;
+            Lw[tg * 16 + row] = lsum;
         }
 #pragma unroll
-        for (int nt = 0; nt < D / 8; ++nt) {
-            Ow[(warp * 16 + row) * D + nt * 8 + 2 * t] = o[nt][2 * r];
-            Ow[(warp * 16 + row) * D + nt * 8 + 2 * t + 1] = o[nt][2 * r + 1];
+        for (int nt = 0; nt < DW / 8; ++nt) {
+            Ow[(tg * 16 + row) * D + dh * DW + nt * 8 + 2 * t] = o[nt][2 * r];
+            Ow[(tg * 16 + row) * D + dh * DW + nt * 8 + 2 * t + 1] = o[nt][2 * r + 1];
         }
     }
     __syncthreads();
     const float vs = p.v_scale ? p.v_scale[kvh] : 1.f;
-    for (int i = threadIdx.x; i < G * D; i += TILE) {
+    for (int i = threadIdx.x; i < G * D; i += NT) {
         int row = i / D, d = i % D;
         float mx = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < DNW; ++w) mx = fmaxf(mx, Mw[w * 16 + row]);
+        for (int w = 0; w < TG; ++w) mx = fmaxf(mx, Mw[w * 16 + row]);
         float L = 0.f, O = 0.f;
         if (mx != -INFINITY) {
 #pragma unroll
-            for (int w = 0; w < DNW; ++w) {
+            for (int w = 0; w < TG; ++w) {
                 float f = exp2f(Mw[w * 16 + row] - mx);
                 L += f * Lw[w * 16 + row];
                 O += f * Ow[(w * 16 + row) * D + d];
@@ -291,6 +325,9 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.hq = a->n_heads_q;
     p.hkv = a->n_heads_kv;
     p.ps = a->page_size;
+    p.prefetch_page = g_decode_variant == 2;
+    p.lps = 0;
+    while ((1 << p.lps) < a->page_size) ++p.lps;
     p.max_pages = a->max_pages_per_seq;
     p.splits = a->num_splits;
     int tiles = (a->max_seq_len + TILE - 1) / TILE;
@@ -301,7 +338,7 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.opart = (float *)a->workspace;
     p.lse = p.opart + nbh * a->num_splits * D;
     dim3 grid(a->num_splits, a->n_heads_kv, a->batch);
-    paged_decode<D, DT><<<grid, TILE, C::SMEM, stream>>>(p);
+    paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
     ASSAY_CUDA_LAUNCHED();
     if (a->num_splits > 1) {
         decode_combine<D><<<(unsigned)nbh, D, 0, stream>>>(p.opart, p.lse, p.o, a->num_splits);
@@ -323,7 +360,7 @@ int dispatch_dtype(const assay_cuda_attn_decode_args *a, cudaStream_t s) {
 
 size_t smem_bytes(int d, assay_cuda_dtype dt) {
     int es = dt == ASSAY_CUDA_BF16 ? 2 : 1;
-    return (size_t)STAGES * (TILE * (d * es + 16) + d * (TILE * es + 16));
+    return (size_t)3 * (TILE * (d * es + 16) + d * (TILE * es + 16));
 }
 
 }  // namespace
@@ -334,7 +371,7 @@ extern "C" size_t assay_cuda_attn_decode_workspace(assay_cuda_attn_decode_args *
         // (fewer partial outputs to combine). Short contexts stay unsplit.
         int sms = assay_cuda_sm_count();
         if (sms <= 0) sms = 132;
-        int per_sm = smem_bytes(a->head_dim, a->kv_dtype) <= 113 * 1024 ? 2 : 1;
+        int per_sm = (DSPLIT == 1 && !(a->kv_dtype == ASSAY_CUDA_BF16 && a->head_dim == 128)) ? 2 : 1;
         int slots = sms * per_sm;
         int tiles = (a->max_seq_len + TILE - 1) / TILE;
         long base = (long)a->batch * a->n_heads_kv;

@@ -3,8 +3,8 @@
 // Both kernels put the (up to) 16 activation rows in the M dimension of m16n8k16 f16 tensor-core tiles, so the
 // arithmetic per weight byte stays far below what the tensor cores can do and the kernels run at the weight
 // byte rate. A CTA of 8 warps owns 64 output channels (8 n8 tiles); the warps split K and are summed through
-// shared memory at the end. Each lane fetches its weights with one 16-byte streaming load per n-tile and
-// K step. The dot product along K is order-free, so the k index of each fragment is permuted: lane t owns a
+// shared memory at the end. Each lane fetches its weights with one 16-byte cp.async per n-tile and K step
+// into a private ring of shared-memory slots several steps ahead. The dot product along K is order-free, so the k index of each fragment is permuted: lane t owns a
 // contiguous slice of K (16 fp8 or 32 int4 values), and its activation fragments are read as contiguous
 // 16-byte vectors too. Weights convert to f16 exactly (e4m3) or as (q - 8) * scale (int4; the Marlin
 // magic-number trick: OR the nibble into the mantissa of 1024.0 and subtract).
@@ -15,85 +15,100 @@ namespace {
 constexpr int GW = 8;        // warps per CTA
 constexpr int BN = 64;       // output channels per CTA
 
-__device__ __forceinline__ uint4 ld_stream(const void *p) {
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
-    return r;
-}
-
-// Loads NW words (2*NW bf16) of activation row `row` starting at column k, converted to f16x2; zeros past M.
-template <int NW>
-__device__ __forceinline__ void load_x(uint32_t *dst, const __nv_bfloat16 *x, int row, int m, int kdim, int k) {
-    if (row < m) {
-        const uint4 *src = reinterpret_cast<const uint4 *>(x + (size_t)row * kdim + k);
-#pragma unroll
-        for (int i = 0; i < NW / 4; ++i) {
-            uint4 v = __ldg(src + i);
-            dst[4 * i + 0] = bf16x2_to_f16x2(v.x);
-            dst[4 * i + 1] = bf16x2_to_f16x2(v.y);
-            dst[4 * i + 2] = bf16x2_to_f16x2(v.z);
-            dst[4 * i + 3] = bf16x2_to_f16x2(v.w);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < NW; ++i) dst[i] = 0u;
-    }
-}
-
 // Sums the warps' accumulators (rows g, g+8; cols 2t, 2t+1 of each n-tile) and writes bf16 outputs.
+template <int BNT = BN>
 __device__ __forceinline__ void reduce_store(float (*acc)[4], float *red, const float *col_scale,
                                              __nv_bfloat16 *y, int m, int n, int n0) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt)
+    for (int nt = 0; nt < BNT / 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) red[(warp * 16 + g + (e >> 1) * 8) * BN + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+        for (int e = 0; e < 4; ++e) red[(warp * 16 + g + (e >> 1) * 8) * BNT + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
     __syncthreads();
-    for (int i = threadIdx.x; i < 16 * BN; i += GW * 32) {
-        int row = i / BN, c = i % BN;
+    for (int i = threadIdx.x; i < 16 * BNT; i += GW * 32) {
+        int row = i / BNT, c = i % BNT;
         if (row >= m) continue;
         float s = 0.f;
 #pragma unroll
-        for (int w = 0; w < GW; ++w) s += red[(w * 16 + row) * BN + c];
+        for (int w = 0; w < GW; ++w) s += red[(w * 16 + row) * BNT + c];
         if (col_scale) s *= col_scale[n0 + c];
         y[(size_t)row * n + n0 + c] = __float2bfloat16(s);
     }
 }
 
+// Per-lane prefetch ring: each lane cp.asyncs its own 16-byte pieces (weights, activations) for the steps
+// STG-1 ahead into its own shared-memory slots and reads back only those, so no block barrier is needed; the
+// ring keeps about 3 steps x 32 KB of weights in flight per CTA.
+template <int WCH, int XCH>
+struct Ring {
+    static constexpr int STEP = (WCH + XCH) * 32 * 16 + 128;  // per warp per stage: W, X, 64 fp16 group scales
+};
+
 template <bool M16>
 __global__ void __launch_bounds__(GW * 32) gemm_fp8w_kernel(const __nv_bfloat16 *x, const uint8_t *w,
                                                               const float *scale, __nv_bfloat16 *y, int m, int n,
                                                               int k) {
-    __shared__ float red[GW * 16 * BN];
+    constexpr int STG = 4, WCH = BN / 8, XCH = M16 ? 4 : 2;
+    using R = Ring<WCH, XCH>;
+    extern __shared__ __align__(16) uint8_t ring[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * BN;
+    uint8_t *wring = ring + warp * STG * R::STEP;
+    const int nchunk = k / 64;
+    const int nsteps = nchunk > warp ? (nchunk - warp + GW - 1) / GW : 0;
+    auto issue = [&](int i) {  // step i of this warp = k chunk warp + GW*i (64 columns)
+        uint8_t *st = wring + (i % STG) * R::STEP;
+        const int kb = (warp + GW * i) * 64 + 16 * t;  // this lane's 16 columns
+#pragma unroll
+        for (int nt = 0; nt < WCH; ++nt) cp_async16(st + (nt * 32 + lane) * 16, w + (size_t)(n0 + nt * 8 + g) * k + kb, 16);
+#pragma unroll
+        for (int xc = 0; xc < XCH; ++xc) {
+            int row = g + (xc >> 1) * 8;
+            bool ok = row < m;
+            cp_async16(st + ((WCH + xc) * 32 + lane) * 16, ok ? x + (size_t)row * k + kb + (xc & 1) * 8 : x, ok ? 16 : 0);
+        }
+    };
     float acc[BN / 8][4];
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    const int nchunk = k / 64;
-    for (int c = warp; c < nchunk; c += GW) {
-        const int kb = c * 64 + 16 * t;  // this lane's 16 columns
-        uint4 wv[BN / 8];
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) wv[nt] = ld_stream(w + (size_t)(n0 + nt * 8 + g) * k + kb);
+    for (int i = 0; i < STG - 1; ++i) {
+        if (i < nsteps) issue(i);
+        cp_async_commit();
+    }
+    for (int i = 0; i < nsteps; ++i) {
+        if (i + STG - 1 < nsteps) issue(i + STG - 1);
+        cp_async_commit();
+        cp_async_wait<STG - 1>();
+        const uint8_t *st = wring + (i % STG) * R::STEP;
         uint32_t xa[8], xb[8];
-        load_x<8>(xa, x, g, m, k, kb);
-        if (M16) load_x<8>(xb, x, g + 8, m, k, kb);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
+        for (int h = 0; h < 2; ++h) {
+            uint4 v = *reinterpret_cast<const uint4 *>(st + ((WCH + h) * 32 + lane) * 16);
+            xa[4 * h] = bf16x2_to_f16x2(v.x); xa[4 * h + 1] = bf16x2_to_f16x2(v.y);
+            xa[4 * h + 2] = bf16x2_to_f16x2(v.z); xa[4 * h + 3] = bf16x2_to_f16x2(v.w);
+            if (M16) {
+                uint4 u = *reinterpret_cast<const uint4 *>(st + ((WCH + 2 + h) * 32 + lane) * 16);
+                xb[4 * h] = bf16x2_to_f16x2(u.x); xb[4 * h + 1] = bf16x2_to_f16x2(u.y);
+                xb[4 * h + 2] = bf16x2_to_f16x2(u.z); xb[4 * h + 3] = bf16x2_to_f16x2(u.w);
+            }
+        }
 #pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt) {
-                uint32_t word = j == 0 ? wv[nt].x : j == 1 ? wv[nt].y : j == 2 ? wv[nt].z : wv[nt].w;
+        for (int nt = 0; nt < WCH; ++nt) {
+            uint4 wv = *reinterpret_cast<const uint4 *>(st + (nt * 32 + lane) * 16);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
+                uint32_t word = j == 0 ? wv.x : j == 1 ? wv.y : j == 2 ? wv.z : wv.w;
                 uint32_t b0, b1;
                 byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(word, b0, b1);
                 mma_f16_16816(acc[nt], a, b0, b1);
             }
         }
     }
-    reduce_store(acc, red, scale, y, m, n, n0);
+    cp_async_wait<0>();
+    __syncthreads();  // the reduction below reuses the ring
+    reduce_store(acc, reinterpret_cast<float *>(ring), scale, y, m, n, n0);
 }
 
 // Two int4 nibbles (bits 0-3 and 16-19 of v) -> f16x2 (q - 8); and the pair at bits 4-7 / 20-23.
@@ -120,43 +135,217 @@ template <bool M16>
 __global__ void __launch_bounds__(GW * 32) gemm_int4_kernel(const __nv_bfloat16 *x, const uint8_t *wp,
                                                               const __half *scales, __nv_bfloat16 *y, int m, int n,
                                                               int k) {
-    __shared__ float red[GW * 16 * BN];
+    constexpr int STG = 3, WCH = BN / 8, XCH = M16 ? 8 : 4;
+    using R = Ring<WCH, XCH>;
+    extern __shared__ __align__(16) uint8_t ring[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * BN;
     const int ngroup = k / 128;
+    uint8_t *wring = ring + warp * STG * R::STEP;
+    const int nsteps = ngroup > warp ? (ngroup - warp + GW - 1) / GW : 0;
+    auto issue = [&](int i) {  // step i of this warp = group warp + GW*i (128 columns)
+        uint8_t *st = wring + (i % STG) * R::STEP;
+        const int gr = warp + GW * i;
+#pragma unroll
+        for (int nt = 0; nt < WCH; ++nt)
+            cp_async16(st + (nt * 32 + lane) * 16, wp + ((size_t)(n0 / 8 + nt) * ngroup + gr) * 512 + lane * 16, 16);
+        const int kb = gr * 128 + 32 * t;  // this lane's 32 columns
+#pragma unroll
+        for (int xc = 0; xc < XCH; ++xc) {
+            int row = g + (xc >> 2) * 8;
+            bool ok = row < m;
+            cp_async16(st + ((WCH + xc) * 32 + lane) * 16, ok ? x + (size_t)row * k + kb + (xc & 3) * 8 : x, ok ? 16 : 0);
+        }
+        if (lane < 8)  // the 64 group scales of this CTA's columns: 8 lanes x 16 bytes
+            cp_async16(st + (WCH + XCH) * 32 * 16 + lane * 16, scales + (size_t)gr * n + n0 + lane * 8, 16);
+    };
     float acc[BN / 8][4];
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    for (int gr = warp; gr < ngroup; gr += GW) {
-        uint4 wv[BN / 8];
-        __half2 sc[BN / 8];
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) {
-            size_t tile = (size_t)(n0 / 8 + nt) * ngroup + gr;
-            wv[nt] = ld_stream(wp + tile * 512 + lane * 16);
-            sc[nt] = __half2half2(scales[(size_t)gr * n + n0 + nt * 8 + g]);
-        }
-        const int kb = gr * 128 + 32 * t;  // this lane's 32 columns
+    for (int i = 0; i < STG - 1; ++i) {
+        if (i < nsteps) issue(i);
+        cp_async_commit();
+    }
+    for (int i = 0; i < nsteps; ++i) {
+        if (i + STG - 1 < nsteps) issue(i + STG - 1);
+        cp_async_commit();
+        cp_async_wait<STG - 1>();
+        __syncwarp();  // the scales were fetched by lanes 0-7 and are read by all
+        const uint8_t *st = wring + (i % STG) * R::STEP;
+        const __half *sc = reinterpret_cast<const __half *>(st + (WCH + XCH) * 32 * 16);
         uint32_t xa[16], xb[16];
-        load_x<16>(xa, x, g, m, k, kb);
-        if (M16) load_x<16>(xb, x, g + 8, m, k, kb);
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) {
+        for (int h = 0; h < 4; ++h) {
+            uint4 v = *reinterpret_cast<const uint4 *>(st + ((WCH + h) * 32 + lane) * 16);
+            xa[4 * h] = bf16x2_to_f16x2(v.x); xa[4 * h + 1] = bf16x2_to_f16x2(v.y);
+            xa[4 * h + 2] = bf16x2_to_f16x2(v.z); xa[4 * h + 3] = bf16x2_to_f16x2(v.w);
+            if (M16) {
+                uint4 u = *reinterpret_cast<const uint4 *>(st + ((WCH + 4 + h) * 32 + lane) * 16);
+                xb[4 * h] = bf16x2_to_f16x2(u.x); xb[4 * h + 1] = bf16x2_to_f16x2(u.y);
+                xb[4 * h + 2] = bf16x2_to_f16x2(u.z); xb[4 * h + 3] = bf16x2_to_f16x2(u.w);
+            }
+        }
 #pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt) {
-                uint32_t word = wd == 0 ? wv[nt].x : wd == 1 ? wv[nt].y : wd == 2 ? wv[nt].z : wv[nt].w;
+        for (int nt = 0; nt < WCH; ++nt) {
+            uint4 wv = *reinterpret_cast<const uint4 *>(st + (nt * 32 + lane) * 16);
+            __half2 s2 = __half2half2(sc[nt * 8 + g]);
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                uint32_t word = wd == 0 ? wv.x : wd == 1 ? wv.y : wd == 2 ? wv.z : wv.w;
                 uint32_t b0, b1, b2, b3;
                 int4_dequant(word, b0, b1);
                 int4_dequant(word >> 8, b2, b3);
                 const int c0 = 2 * wd, c1 = 2 * wd + 1;  // virtual k16 steps held by this word
                 uint32_t a0[4] = {xa[2 * c0], M16 ? xb[2 * c0] : 0u, xa[2 * c0 + 1], M16 ? xb[2 * c0 + 1] : 0u};
                 uint32_t a1[4] = {xa[2 * c1], M16 ? xb[2 * c1] : 0u, xa[2 * c1 + 1], M16 ? xb[2 * c1 + 1] : 0u};
-                mma_f16_16816(acc[nt], a0, hmul2_u32(b0, sc[nt]), hmul2_u32(b1, sc[nt]));
-                mma_f16_16816(acc[nt], a1, hmul2_u32(b2, sc[nt]), hmul2_u32(b3, sc[nt]));
+                mma_f16_16816(acc[nt], a0, hmul2_u32(b0, s2), hmul2_u32(b1, s2));
+                mma_f16_16816(acc[nt], a1, hmul2_u32(b2, s2), hmul2_u32(b3, s2));
             }
         }
+        __syncwarp();  // all lanes done with this stage's scales before lanes 0-7 refill it
     }
-    reduce_store(acc, red, nullptr, y, m, n, n0);
+    cp_async_wait<0>();
+    __syncthreads();
+    reduce_store(acc, reinterpret_cast<float *>(ring), nullptr, y, m, n, n0);
+}
+
+template <bool M16>
+constexpr size_t fp8_smem() { return (size_t)GW * 4 * Ring<BN / 8, M16 ? 4 : 2>::STEP; }
+template <bool M16>
+constexpr size_t int4_smem() { return (size_t)GW * 3 * Ring<BN / 8, M16 ? 8 : 4>::STEP; }
+
+template <typename K>
+int set_smem(K kernel, size_t bytes) {
+    ASSAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    return 0;
+}
+
+// ---- variant 1: direct loads into registers, double-buffered (the next step's loads are in flight while the
+// current step computes) -----------------------------------------------------------------------------------
+__device__ __forceinline__ uint4 ld_stream(const void *p) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ void cvt_x(const uint4 &v, uint32_t *d) {
+    d[0] = bf16x2_to_f16x2(v.x); d[1] = bf16x2_to_f16x2(v.y); d[2] = bf16x2_to_f16x2(v.z); d[3] = bf16x2_to_f16x2(v.w);
+}
+
+template <bool M16, int BNT>
+__global__ void __launch_bounds__(GW * 32, BNT == 32 ? 2 : 1) gemm_fp8w_direct(const __nv_bfloat16 *x, const uint8_t *w,
+                                                                 const float *scale, __nv_bfloat16 *y, int m, int n,
+                                                                 int k) {
+    __shared__ float red[GW * 16 * BNT];
+    constexpr int XCH = M16 ? 4 : 2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * BNT;
+    const int nchunk = k / 64;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    auto fetch = [&](int c, uint4 *wv, uint4 *xv) {
+        const int kb = c * 64 + 16 * t;
+#pragma unroll
+        for (int nt = 0; nt < BNT / 8; ++nt) wv[nt] = ld_stream(w + (size_t)(n0 + nt * 8 + g) * k + kb);
+#pragma unroll
+        for (int xc = 0; xc < XCH; ++xc) {
+            int row = g + (xc >> 1) * 8;
+            xv[xc] = row < m ? __ldg(reinterpret_cast<const uint4 *>(x + (size_t)row * k + kb + (xc & 1) * 8)) : zero;
+        }
+    };
+    float acc[BNT / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BNT / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    uint4 wcur[BNT / 8], xcur[XCH];
+    if (warp < nchunk) fetch(warp, wcur, xcur);
+    for (int c = warp; c < nchunk; c += GW) {
+        uint4 wnx[BNT / 8], xnx[XCH];
+        if (c + GW < nchunk) fetch(c + GW, wnx, xnx);
+        uint32_t xa[8], xb[8];
+        cvt_x(xcur[0], xa);
+        cvt_x(xcur[1], xa + 4);
+        if (M16) { cvt_x(xcur[2], xb); cvt_x(xcur[3], xb + 4); }
+#pragma unroll
+        for (int nt = 0; nt < BNT / 8; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
+                uint32_t word = j == 0 ? wcur[nt].x : j == 1 ? wcur[nt].y : j == 2 ? wcur[nt].z : wcur[nt].w;
+                uint32_t b0, b1;
+                byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(word, b0, b1);
+                mma_f16_16816(acc[nt], a, b0, b1);
+            }
+#pragma unroll
+        for (int nt = 0; nt < BNT / 8; ++nt) wcur[nt] = wnx[nt];
+#pragma unroll
+        for (int xc = 0; xc < XCH; ++xc) xcur[xc] = xnx[xc];
+    }
+    reduce_store<BNT>(acc, red, scale, y, m, n, n0);
+}
+
+template <bool M16, int BNT>
+__global__ void __launch_bounds__(GW * 32, BNT == 32 ? 2 : 1) gemm_int4_direct(const __nv_bfloat16 *x, const uint8_t *wp,
+                                                                 const __half *scales, __nv_bfloat16 *y, int m, int n,
+                                                                 int k) {
+    __shared__ float red[GW * 16 * BNT];
+    constexpr int XCH = M16 ? 8 : 4;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * BNT;
+    const int ngroup = k / 128;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    auto fetch = [&](int gr, uint4 *wv, uint4 *xv, __half *sv) {
+#pragma unroll
+        for (int nt = 0; nt < BNT / 8; ++nt) {
+            wv[nt] = ld_stream(wp + ((size_t)(n0 / 8 + nt) * ngroup + gr) * 512 + lane * 16);
+            sv[nt] = scales[(size_t)gr * n + n0 + nt * 8 + g];
+        }
+        const int kb = gr * 128 + 32 * t;
+#pragma unroll
+        for (int xc = 0; xc < XCH; ++xc) {
+            int row = g + (xc >> 2) * 8;
+            xv[xc] = row < m ? __ldg(reinterpret_cast<const uint4 *>(x + (size_t)row * k + kb + (xc & 3) * 8)) : zero;
+        }
+    };
+    float acc[BNT / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BNT / 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    uint4 wcur[BNT / 8], xcur[XCH];
+    __half scur[BNT / 8];
+    if (warp < ngroup) fetch(warp, wcur, xcur, scur);
+    for (int gr = warp; gr < ngroup; gr += GW) {
+        uint4 wnx[BNT / 8], xnx[XCH];
+        __half snx[BNT / 8];
+        if (gr + GW < ngroup) fetch(gr + GW, wnx, xnx, snx);
+        uint32_t xa[16], xb[16];
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            cvt_x(xcur[h], xa + 4 * h);
+            if (M16) cvt_x(xcur[4 + h], xb + 4 * h);
+        }
+#pragma unroll
+        for (int nt = 0; nt < BNT / 8; ++nt) {
+            __half2 s2 = __half2half2(scur[nt]);
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                uint32_t word = wd == 0 ? wcur[nt].x : wd == 1 ? wcur[nt].y : wd == 2 ? wcur[nt].z : wcur[nt].w;
+                uint32_t b0, b1, b2, b3;
+                int4_dequant(word, b0, b1);
+                int4_dequant(word >> 8, b2, b3);
+                const int c0 = 2 * wd, c1 = 2 * wd + 1;
+                uint32_t a0[4] = {xa[2 * c0], M16 ? xb[2 * c0] : 0u, xa[2 * c0 + 1], M16 ? xb[2 * c0 + 1] : 0u};
+                uint32_t a1[4] = {xa[2 * c1], M16 ? xb[2 * c1] : 0u, xa[2 * c1 + 1], M16 ? xb[2 * c1 + 1] : 0u};
+                mma_f16_16816(acc[nt], a0, hmul2_u32(b0, s2), hmul2_u32(b1, s2));
+                mma_f16_16816(acc[nt], a1, hmul2_u32(b2, s2), hmul2_u32(b3, s2));
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < BNT / 8; ++nt) { wcur[nt] = wnx[nt]; scur[nt] = snx[nt]; }
+#pragma unroll
+        for (int xc = 0; xc < XCH; ++xc) xcur[xc] = xnx[xc];
+    }
+    reduce_store<BNT>(acc, red, nullptr, y, m, n, n0);
 }
 
 __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, float *scale, int k) {
@@ -184,18 +373,49 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 
 }  // namespace
 
+// Kernel variant for the lab (cuda_lab.h): 1 = direct double-buffered loads, 64 columns per CTA; 2 = per-lane
+// cp.async ring; 3 = direct loads, 32 columns per CTA and two CTAs per SM (default).
+static int g_gemm_variant = 3;
+extern "C" void assay_cuda_lab_set_gemm_variant(int v) { g_gemm_variant = v; }
+
 extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float *w_scale, void *y, int32_t m,
                                     int32_t n, int32_t k, assay_cuda_stream stream) {
     if (!x || !w || !w_scale || !y) return assay_cuda_fail("gemm_fp8w: null pointer argument");
     if (m < 1 || m > 16 || n % BN || k % 64 || n <= 0 || k <= 0)
         return assay_cuda_fail("gemm_fp8w: shape m=%d n=%d k=%d (need 1<=m<=16, n%%64==0, k%%64==0)", m, n, k);
     cudaStream_t s = (cudaStream_t)stream;
+    if (g_gemm_variant == 3) {
+        if (m > 8)
+            gemm_fp8w_direct<true, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale,
+                                                                 (__nv_bfloat16 *)y, m, n, k);
+        else
+            gemm_fp8w_direct<false, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale,
+                                                                  (__nv_bfloat16 *)y, m, n, k);
+        ASSAY_CUDA_LAUNCHED();
+        return 0;
+    }
+    if (g_gemm_variant == 1) {
+        if (m > 8)
+            gemm_fp8w_direct<true, 64><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale,
+                                                                 (__nv_bfloat16 *)y, m, n, k);
+        else
+            gemm_fp8w_direct<false, 64><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale,
+                                                                  (__nv_bfloat16 *)y, m, n, k);
+        ASSAY_CUDA_LAUNCHED();
+        return 0;
+    }
+    static bool configured = false;
+    if (!configured) {
+        if (set_smem(gemm_fp8w_kernel<true>, fp8_smem<true>()) || set_smem(gemm_fp8w_kernel<false>, fp8_smem<false>()))
+            return -1;
+        configured = true;
+    }
     if (m > 8)
-        gemm_fp8w_kernel<true><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale, (__nv_bfloat16 *)y,
-                                                         m, n, k);
+        gemm_fp8w_kernel<true><<<n / BN, GW * 32, fp8_smem<true>(), s>>>((const __nv_bfloat16 *)x, w, w_scale,
+                                                                        (__nv_bfloat16 *)y, m, n, k);
     else
-        gemm_fp8w_kernel<false><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale,
-                                                          (__nv_bfloat16 *)y, m, n, k);
+        gemm_fp8w_kernel<false><<<n / BN, GW * 32, fp8_smem<false>(), s>>>((const __nv_bfloat16 *)x, w, w_scale,
+                                                                          (__nv_bfloat16 *)y, m, n, k);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }
@@ -207,12 +427,38 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
         return assay_cuda_fail("gemm_int4g128: shape m=%d n=%d k=%d (need 1<=m<=16, n%%64==0, k%%128==0)", m, n,
                                k);
     cudaStream_t s = (cudaStream_t)stream;
+    if (g_gemm_variant == 3) {
+        if (m > 8)
+            gemm_int4_direct<true, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
+                                                                 (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
+        else
+            gemm_int4_direct<false, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
+                                                                  (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
+        ASSAY_CUDA_LAUNCHED();
+        return 0;
+    }
+    if (g_gemm_variant == 1) {
+        if (m > 8)
+            gemm_int4_direct<true, 64><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
+                                                                 (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
+        else
+            gemm_int4_direct<false, 64><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
+                                                                  (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
+        ASSAY_CUDA_LAUNCHED();
+        return 0;
+    }
+    static bool configured = false;
+    if (!configured) {
+        if (set_smem(gemm_int4_kernel<true>, int4_smem<true>()) || set_smem(gemm_int4_kernel<false>, int4_smem<false>()))
+            return -1;
+        configured = true;
+    }
     if (m > 8)
-        gemm_int4_kernel<true><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp, (const __half *)scales,
-                                                         (__nv_bfloat16 *)y, m, n, k);
+        gemm_int4_kernel<true><<<n / BN, GW * 32, int4_smem<true>(), s>>>((const __nv_bfloat16 *)x, wp,
+                                                                         (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
     else
-        gemm_int4_kernel<false><<<n / BN, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp, (const __half *)scales,
-                                                          (__nv_bfloat16 *)y, m, n, k);
+        gemm_int4_kernel<false><<<n / BN, GW * 32, int4_smem<false>(), s>>>((const __nv_bfloat16 *)x, wp,
+                                                                           (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }

@@ -1,0 +1,15 @@
+/* Lab-only switches of the CUDA backend (dev/cuda uses them to time kernel versions side by side). */
+#ifndef ASSAY_CUDA_LAB_H
+#define ASSAY_CUDA_LAB_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Decode GEMM version: 1 = direct double-buffered register loads, 64 columns per CTA; 2 = per-lane cp.async
+ * ring; 3 = direct loads, 32 columns per CTA, two CTAs per SM (default). */
+void assay_cuda_lab_set_gemm_variant(int v);
+/* Decode attention: 1 = block-table entry read when a tile is issued (default), 2 = read one tile ahead. */
+void assay_cuda_lab_set_decode_variant(int v);
+#ifdef __cplusplus
+}
+#endif
+#endif
