@@ -341,8 +341,10 @@ typedef struct pre_family {
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
 static const pre_family pre_families[] = {
-    {" llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 dbrx smaug-bpe chatglm-bpe glm4 ", {LLAMA3_RE}, 1},
-    {" qwen2 deepseek-r1-qwen megrez stablelm2 hunyuan kormo ", {QWEN2_RE}, 0},
+    {" llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano ", {LLAMA3_RE}, 1},
+    {" dbrx smaug-bpe chatglm-bpe glm4 ", {LLAMA3_RE}, 0},
+    {" qwen2 deepseek-r1-qwen megrez stablelm2 hunyuan kormo f2llmv2 ", {QWEN2_RE}, 0},
+    {" qwen35 ", {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, 0},
     {" gpt-2 phi-2 jina-es jina-de jina-v1-en jina-v2-es jina-v2-de jina-v2-code roberta-bpe mpt olmo jais exaone4 "
      "gigachat trillion granite-docling modern-bert mellum a.x-4.0 ", {GPT2_RE}, 0},
     {" starcoder refact command-r smollm codeshell exaone minerva-7b ", {"\\p{N}", GPT2_RE}, 0},
@@ -357,7 +359,7 @@ static const pre_family pre_families[] = {
      {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
      0},
-    {" gpt-4o llama4 ",
+    {" gpt-4o llama4 kanana2 minimax-m2 talkie ",
      {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
      0},
     {" tekken ",
