@@ -6,7 +6,7 @@
 const assay_command assay_commands[] = {
     {"inspect", "architecture, parameters, tensor table, bytes by type, tokenizer, chat template", assay_cmd_inspect},
     {"convert", "HF safetensors directory <-> GGUF, dtype changes (f32/f16/bf16)", assay_cmd_convert},
-    {"quantize", "post-training quantization: fp8, int8, int4 gptq/awq, GGUF k-quants, mxfp4/nvfp4", NULL},
+    {"quantize", "post-training quantization: fp8, int8, int4 gptq/awq, GGUF k-quants, mxfp4/nvfp4", assay_cmd_quantize},
     {"tokenize", "text -> token ids or pieces with the model's tokenizer", assay_cmd_tokenize},
     {"detokenize", "token ids -> text", assay_cmd_detokenize},
     {"run", "generate text, streaming, with tok/s at the end", assay_cmd_run},

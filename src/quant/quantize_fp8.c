@@ -1,0 +1,316 @@
+/* quantize_fp8.c — the fp8 / fp8-dynamic / fp8-block schemes (and their E5M2 variants): an HF safetensors model
+ * in, a compressed-tensors "float-quantized" directory out, the layout vLLM's CompressedTensorsW8A8Fp8 loads:
+ *
+ *   <module>.weight        F8_E4M3 [out, in]
+ *   <module>.weight_scale  BF16    [1] (tensor) | [out, 1] (channel) | [ceil(out/128), ceil(in/128)] (block)
+ *   <module>.input_scale   BF16    [1]          (static per-tensor activations only)
+ *   config.json            the source config + quantization_config (quant_method "compressed-tensors")
+ *
+ * Only the Linear layers of the decoder blocks are quantized (q/k/v/o, gate/up/down), minus any --ignore match;
+ * embeddings, norms and the lm_head are copied unchanged (llm-compressor's ignore ["lm_head"]), and every Linear
+ * left alone is named in the config's ignore list. Tensors keep their HF names and HF row order (no llama.cpp Q/K permutation: that is a
+ * loader's business), so per-channel and block scales line up with the rows vLLM sees.
+ * Scales are stored in bf16, as compressed-tensors does for a bf16 model; codes are computed from the bf16-rounded
+ * scale so that code * stored_scale is exactly the dequantized weight. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/dtype.h"
+#include "assay/file.h"
+#include "assay/json.h"
+#include "assay/progress.h"
+#include "assay/quant_fp8.h"
+#include "assay/safetensors.h"
+#include "assay/strbuf.h"
+#include "quant/quantize_schemes.h"
+
+#define FP8_BLOCK 128
+
+/* ---- JSON re-emission of the source config.json (numbers keep their literal spelling) ---- */
+static void json_indent(assay_strbuf *b, int depth) {
+    assay_strbuf_putc(b, '\n');
+    for (int i = 0; i < depth; i++) assay_strbuf_puts(b, "  ");
+}
+
+static void json_emit(assay_strbuf *b, const assay_json *v, int depth) {
+    switch (v->type) {
+    case ASSAY_JSON_NULL: assay_strbuf_puts(b, "null"); break;
+    case ASSAY_JSON_TRUE: assay_strbuf_puts(b, "true"); break;
+    case ASSAY_JSON_FALSE: assay_strbuf_puts(b, "false"); break;
+    case ASSAY_JSON_NUMBER: assay_strbuf_append(b, v->str, v->str_len); break;
+    case ASSAY_JSON_STRING: assay_strbuf_json_string(b, v->str, v->str_len); break;
+    case ASSAY_JSON_ARRAY:
+    case ASSAY_JSON_OBJECT: {
+        int obj = v->type == ASSAY_JSON_OBJECT;
+        assay_strbuf_putc(b, obj ? '{' : '[');
+        for (const assay_json *c = v->first; c; c = c->next) {
+            json_indent(b, depth + 1);
+            if (obj) {
+                assay_strbuf_json_string(b, c->key, c->key_len);
+                assay_strbuf_puts(b, ": ");
+            }
+            json_emit(b, c, depth + 1);
+            if (c->next) assay_strbuf_putc(b, ',');
+        }
+        if (v->count) json_indent(b, depth);
+        assay_strbuf_putc(b, obj ? '}' : ']');
+        break;
+    }
+    }
+}
+
+/* One QuantizationArgs object, every field compressed-tensors defines, in its order. */
+static void quant_args(assay_strbuf *b, const char *ind, const char *strategy, int dynamic, int64_t group_size,
+                       int block, const char *observer) {
+    assay_strbuf_printf(b, "{\n%s  \"num_bits\": 8,\n%s  \"type\": \"float\",\n%s  \"symmetric\": true,\n", ind, ind, ind);
+    if (group_size) assay_strbuf_printf(b, "%s  \"group_size\": %lld,\n", ind, (long long)group_size);
+    else assay_strbuf_printf(b, "%s  \"group_size\": null,\n", ind);
+    assay_strbuf_printf(b, "%s  \"strategy\": \"%s\",\n", ind, strategy);
+    if (block) assay_strbuf_printf(b, "%s  \"block_structure\": [%d, %d],\n", ind, FP8_BLOCK, FP8_BLOCK);
+    else assay_strbuf_printf(b, "%s  \"block_structure\": null,\n", ind);
+    assay_strbuf_printf(b, "%s  \"dynamic\": %s,\n%s  \"actorder\": null,\n", ind, dynamic ? "true" : "false", ind);
+    if (observer) assay_strbuf_printf(b, "%s  \"observer\": \"%s\",\n", ind, observer);
+    else assay_strbuf_printf(b, "%s  \"observer\": null,\n", ind);
+    assay_strbuf_printf(b, "%s  \"observer_kwargs\": {}\n%s}", ind, ind);
+}
+
+static void quantization_config(assay_strbuf *b, int gran, const assay_quantize_options *opt, char **ignored,
+                                int n_ignored) {
+    const char *ind = "        ";
+    assay_strbuf_puts(b, "{\n    \"quant_method\": \"compressed-tensors\",\n    \"format\": \"float-quantized\",\n"
+                         "    \"quantization_status\": \"compressed\",\n    \"global_compression_ratio\": null,\n"
+                         "    \"config_groups\": {\n      \"group_0\": {\n        \"targets\": [\"Linear\"],\n"
+                         "        \"weights\": ");
+    if (gran == ASSAY_FP8_SCHEME_TENSOR) quant_args(b, ind, "tensor", 0, 0, 0, "minmax");
+    else if (gran == ASSAY_FP8_SCHEME_CHANNEL) quant_args(b, ind, "channel", 0, 0, 0, "minmax");
+    else quant_args(b, ind, "block", 0, 0, 1, "minmax");
+    assay_strbuf_puts(b, ",\n        \"input_activations\": ");
+    if (gran == ASSAY_FP8_SCHEME_TENSOR) quant_args(b, ind, "tensor", 0, 0, 0, "minmax");
+    else if (gran == ASSAY_FP8_SCHEME_CHANNEL) quant_args(b, ind, "token", 1, 0, 0, NULL);
+    else quant_args(b, ind, "group", 1, FP8_BLOCK, 0, NULL);
+    assay_strbuf_puts(b, ",\n        \"output_activations\": null,\n        \"format\": \"float-quantized\"\n      }\n"
+                         "    },\n    \"ignore\": [");
+    for (int i = 0; i < n_ignored; i++) {
+        if (i) assay_strbuf_puts(b, ", ");
+        assay_strbuf_json_string(b, ignored[i], strlen(ignored[i]));
+    }
+    assay_strbuf_puts(b, "],\n    \"kv_cache_scheme\": null,\n    \"sparsity_config\": {}\n  }");
+    (void)opt;
+}
+
+static assay_status write_config(const char *src_dir, const char *dst_path, int gran, const assay_quantize_options *opt,
+                                 char **ignored, int n_ignored) {
+    char *src = assay_path_join(src_dir, "config.json");
+    assay_json_doc *doc = NULL;
+    assay_status rc = assay_json_parse_file(src, &doc);
+    free(src);
+    if (rc != ASSAY_OK) return rc;
+    const assay_json *root = assay_json_root(doc);
+    if (!assay_json_is(root, ASSAY_JSON_OBJECT)) {
+        assay_json_doc_free(doc);
+        return assay_fail(ASSAY_ERR_FORMAT, "%s/config.json: not a JSON object", src_dir);
+    }
+    if (assay_json_get(root, "quantization_config")) {
+        assay_json_doc_free(doc);
+        return assay_fail(ASSAY_ERR_ARG, "%s is already quantized (config.json has a quantization_config)", src_dir);
+    }
+    assay_strbuf b = {0};
+    assay_strbuf_putc(&b, '{');
+    for (const assay_json *c = root->first; c; c = c->next) {
+        json_indent(&b, 1);
+        assay_strbuf_json_string(&b, c->key, c->key_len);
+        assay_strbuf_puts(&b, ": ");
+        json_emit(&b, c, 1);
+        assay_strbuf_putc(&b, ',');
+    }
+    assay_strbuf_puts(&b, "\n  \"quantization_config\": ");
+    quantization_config(&b, gran, opt, ignored, n_ignored);
+    assay_strbuf_puts(&b, "\n}\n");
+    assay_json_doc_free(doc);
+    FILE *f = fopen(dst_path, "wb");
+    int ok = f && fwrite(b.data, 1, b.len, f) == b.len;
+    if (f && fclose(f) != 0) ok = 0;
+    assay_strbuf_free(&b);
+    return ok ? ASSAY_OK : assay_fail(ASSAY_ERR_IO, "cannot write %s", dst_path);
+}
+
+/* ---- tensors ---- */
+
+static int is_block_linear(const char *name) {
+    static const char *const kinds[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                                        ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight", NULL};
+    if (strncmp(name, "blk.", 4) != 0) return 0;
+    size_t n = strlen(name);
+    for (int i = 0; kinds[i]; i++) {
+        size_t k = strlen(kinds[i]);
+        if (n > k && strcmp(name + n - k, kinds[i]) == 0) return 1;
+    }
+    return 0;
+}
+
+static int64_t layer_of(const char *name) {
+    return strncmp(name, "blk.", 4) == 0 ? strtoll(name + 4, NULL, 10) : -1;
+}
+
+static const char *type_label(assay_type type) {
+    const char *s = assay_safetensors_dtype_name(type);
+    return s ? s : "a quantized block type";
+}
+
+/* The tensor as f32 (rows x cols, row-major), or an error for element types we cannot read. */
+static assay_status tensor_to_f32(const assay_tensor *t, float *dst) {
+    int64_t n = assay_tensor_nelements(t);
+    switch (t->type) {
+    case ASSAY_TYPE_F32: memcpy(dst, t->data, (size_t)n * 4); return ASSAY_OK;
+    case ASSAY_TYPE_BF16: assay_bf16_to_f32_row(t->data, dst, n); return ASSAY_OK;
+    case ASSAY_TYPE_F16: assay_f16_to_f32_row(t->data, dst, n); return ASSAY_OK;
+    default:
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s is %s; fp8 quantization reads f32/f16/bf16 weights",
+                          t->source_file, t->source_name, type_label(t->type));
+    }
+}
+
+typedef struct owned_list {
+    void **p;
+    int n, cap;
+} owned_list;
+
+static void *own(owned_list *l, void *p) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->p = assay_xrealloc(l->p, (size_t)l->cap * sizeof *l->p);
+    }
+    l->p[l->n++] = p;
+    return p;
+}
+
+static char *name_with(owned_list *l, const char *weight_name, const char *suffix) {
+    /* "model.layers.0.mlp.up_proj.weight" -> "model.layers.0.mlp.up_proj" + suffix */
+    size_t n = strlen(weight_name);
+    if (n > 7 && strcmp(weight_name + n - 7, ".weight") == 0) n -= 7;
+    char *s = assay_xmalloc(n + strlen(suffix) + 1);
+    memcpy(s, weight_name, n);
+    strcpy(s + n, suffix);
+    return own(l, s);
+}
+
+static assay_status add_bf16(assay_safetensors_writer *w, owned_list *l, const char *name, int n_dims,
+                             const int64_t *shape, const float *v, int64_t n) {
+    uint16_t *b = own(l, assay_xmalloc((size_t)n * 2));
+    assay_f32_to_bf16_row(v, b, n);
+    return assay_safetensors_writer_add(w, name, "BF16", n_dims, shape, b, (size_t)n * 2);
+}
+
+static assay_status quantize_linear(assay_safetensors_writer *w, owned_list *l, const assay_tensor *t, int gran,
+                                    assay_fp8_format fmt, const float *input_amax) {
+    const int64_t cols = t->ne[0], rows = t->ne[1];
+    float *x = assay_xmalloc((size_t)(rows * cols) * sizeof(float));
+    assay_status rc = tensor_to_f32(t, x);
+    if (rc != ASSAY_OK) {
+        free(x);
+        return rc;
+    }
+    assay_fp8_granularity g = gran == ASSAY_FP8_SCHEME_TENSOR    ? ASSAY_FP8_GRAN_TENSOR
+                              : gran == ASSAY_FP8_SCHEME_CHANNEL ? ASSAY_FP8_GRAN_CHANNEL
+                                                                 : ASSAY_FP8_GRAN_BLOCK;
+    int64_t ns = assay_fp8_weight_scale_count(g, FP8_BLOCK, FP8_BLOCK, rows, cols);
+    uint8_t *q = own(l, assay_xmalloc((size_t)(rows * cols)));
+    float *s = assay_xmalloc((size_t)ns * sizeof(float));
+    assay_fp8_quantize_weight(fmt, g, FP8_BLOCK, FP8_BLOCK, 1, x, rows, cols, q, s);
+    free(x);
+    int64_t wshape[2] = {rows, cols};
+    rc = assay_safetensors_writer_add(w, t->source_name, fmt == ASSAY_FP8_E5M2 ? "F8_E5M2" : "F8_E4M3", 2, wshape, q,
+                                      (size_t)(rows * cols));
+    int64_t sshape[2];
+    int sdims;
+    if (g == ASSAY_FP8_GRAN_TENSOR) sdims = 1, sshape[0] = 1;
+    else if (g == ASSAY_FP8_GRAN_CHANNEL) sdims = 2, sshape[0] = rows, sshape[1] = 1;
+    else sdims = 2, sshape[0] = (rows + FP8_BLOCK - 1) / FP8_BLOCK, sshape[1] = (cols + FP8_BLOCK - 1) / FP8_BLOCK;
+    if (rc == ASSAY_OK) rc = add_bf16(w, l, name_with(l, t->source_name, ".weight_scale"), sdims, sshape, s, ns);
+    free(s);
+    if (rc == ASSAY_OK && input_amax) {
+        float is = assay_fp8_act_static_scale(fmt, *input_amax);
+        int64_t one = 1;
+        rc = add_bf16(w, l, name_with(l, t->source_name, ".input_scale"), 1, &one, &is, 1);
+    }
+    return rc;
+}
+
+assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay_model_file *mf,
+                                const assay_quantize_options *opt, const char *out_path) {
+    const int gran = (int)(scheme->param & 0xf);
+    const assay_fp8_format fmt = (scheme->param & ASSAY_FP8_SCHEME_E5M2) ? ASSAY_FP8_E5M2 : ASSAY_FP8_E4M3;
+    if (assay_model_file_format(mf) != ASSAY_MODEL_FORMAT_HF)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED,
+                          "%s: the %s scheme writes a compressed-tensors directory from an HF safetensors model; "
+                          "convert the GGUF first (assay convert MODEL -o DIR)",
+                          assay_model_file_path(mf), scheme->name);
+    if (gran == ASSAY_FP8_SCHEME_TENSOR)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED,
+                          "scheme %s needs calibrated activation scales from the CPU engine, which is not built "
+                          "yet; use fp8-dynamic or fp8-block",
+                          scheme->name);
+    const assay_model_config *cfg = assay_model_file_config(mf);
+
+    assay_quantize_outdir od;
+    assay_status rc = assay_quantize_outdir_begin(&od, out_path, opt->force);
+    if (rc != ASSAY_OK) return rc;
+
+    assay_safetensors_writer *w = assay_safetensors_writer_new();
+    assay_safetensors_writer_set_metadata(w, "format", "pt");
+    owned_list owned = {0};
+    char **ignored = NULL; /* module names left unquantized, for the config's ignore list */
+    int n_ignored = 0;
+    const int64_t nt = assay_model_file_tensor_count(mf);
+    assay_progress bar;
+    assay_progress_begin(&bar, "quantize", cfg->n_layer, "layer");
+    /* Layers in order (then everything outside the blocks), so the progress bar moves one layer at a time. */
+    for (int64_t layer = 0; layer <= cfg->n_layer && rc == ASSAY_OK; layer++) {
+        int64_t want = layer < cfg->n_layer ? layer : -1;
+        for (int64_t i = 0; i < nt && rc == ASSAY_OK; i++) {
+            const assay_tensor *t = assay_model_file_tensor(mf, i);
+            if (layer_of(t->name) != want) continue;
+            int linear = is_block_linear(t->name) || strcmp(t->name, "output.weight") == 0;
+            if (linear && t->n_dims == 2 && !assay_quantize_is_ignored(opt, t) && is_block_linear(t->name)) {
+                rc = quantize_linear(w, &owned, t, gran, fmt, NULL);
+            } else {
+                if (linear) { /* a Linear we leave alone: name its module in the ignore list */
+                    ignored = assay_xrealloc(ignored, (size_t)(n_ignored + 1) * sizeof *ignored);
+                    ignored[n_ignored++] = name_with(&owned, t->source_name, "");
+                }
+                int64_t shape[4];
+                for (int d = 0; d < t->n_dims; d++) shape[d] = t->ne[t->n_dims - 1 - d];
+                const char *dt = assay_safetensors_dtype_name(t->type);
+                if (!dt) rc = assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, not a safetensors dtype",
+                                         t->source_file, t->source_name, type_label(t->type));
+                else rc = assay_safetensors_writer_add(w, t->source_name, dt, t->n_dims, shape, t->data, t->bytes);
+            }
+        }
+        if (layer < cfg->n_layer) assay_progress_update(&bar, layer + 1);
+    }
+    assay_progress_end(&bar);
+
+    if (rc == ASSAY_OK) {
+        char *p = assay_quantize_outdir_file(&od, "model.safetensors");
+        rc = assay_safetensors_writer_write(w, p, 0);
+        free(p);
+    }
+    if (n_ignored == 0) { /* tied embeddings: no lm_head tensor, but the module exists and stays unquantized */
+        ignored = assay_xrealloc(ignored, sizeof *ignored);
+        ignored[n_ignored++] = "lm_head";
+    }
+    if (rc == ASSAY_OK) {
+        char *p = assay_quantize_outdir_file(&od, "config.json");
+        rc = write_config(assay_model_file_path(mf), p, gran, opt, ignored, n_ignored);
+        free(p);
+    }
+    if (rc == ASSAY_OK) rc = assay_quantize_copy_hf_extras(assay_model_file_path(mf), od.temp_path);
+    assay_safetensors_writer_free(w);
+    for (int i = 0; i < owned.n; i++) free(owned.p[i]);
+    free(owned.p);
+    free(ignored);
+    if (rc == ASSAY_OK) rc = assay_quantize_outdir_commit(&od);
+    else assay_quantize_outdir_abort(&od);
+    return rc;
+}

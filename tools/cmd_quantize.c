@@ -1,0 +1,106 @@
+/* cmd_quantize.c — `assay quantize MODEL -o OUT --scheme S`: post-training quantization through the scheme table
+ * of quantize.h. The output is written under a temporary name and renamed only when complete. */
+#include <stdio.h>
+#include <string.h>
+
+#include "assay/model_file.h"
+#include "assay/progress.h"
+#include "assay/quantize.h"
+#include "cli.h"
+#include "commands.h"
+
+static void print_schemes(void) {
+    fprintf(stdout, "\nschemes:\n");
+    for (const assay_quantize_scheme *s = assay_quantize_schemes; s->name; s++)
+        fprintf(stdout, "  %-18s %s%s\n", s->name, s->summary, s->needs_calibration ? " [calibrates]" : "");
+}
+
+int assay_cmd_quantize(int argc, char **argv) {
+    const char *out = NULL, *scheme = NULL, *calib = NULL, *rotate = NULL, *ignore = NULL, *kv = NULL, *imatrix = NULL;
+    int64_t samples = 128, seq_len = 512, group = 0, threads = 0, seed = 0;
+    double alpha = 0.5;
+    int force = 0, quant_lm_head = 0;
+    const cli_option opts[] = {
+        {"-o", "--output", CLI_STRING, &out, "OUT", "output directory (HF schemes) or .gguf file (GGUF schemes)"},
+        {"-s", "--scheme", CLI_STRING, &scheme, "S", "quantization scheme (listed below)"},
+        {NULL, "--calib", CLI_STRING, &calib, "FILE", "calibration text: a file or a directory of .txt files"},
+        {NULL, "--calib-samples", CLI_INT, &samples, "N", "calibration sequences (default 128)"},
+        {NULL, "--calib-seq-len", CLI_INT, &seq_len, "N", "tokens per calibration sequence (default 512)"},
+        {NULL, "--group-size", CLI_INT, &group, "G", "quantization group size (default: the scheme's)"},
+        {NULL, "--rotate", CLI_STRING, &rotate, "KIND", "rotate weights first: hadamard"},
+        {NULL, "--ignore", CLI_STRING, &ignore, "PATTERNS", "comma-separated tensor name patterns to leave unquantized"},
+        {NULL, "--quantize-lm-head", CLI_FLAG, &quant_lm_head, NULL, "quantize the lm_head too (kept by default)"},
+        {NULL, "--kv-cache-scheme", CLI_STRING, &kv, "S", "calibrate KV-cache scales: fp8"},
+        {NULL, "--imatrix", CLI_STRING, &imatrix, "FILE", "importance matrix (GGUF and int4 schemes)"},
+        {NULL, "--alpha", CLI_FLOAT, &alpha, "A", "SmoothQuant migration strength (default 0.5)"},
+        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {NULL, "--seed", CLI_INT, &seed, "N", "seed for calibration sampling and rotations (default 0)"},
+        {NULL, "--force", CLI_FLAG, &force, NULL, "replace an existing output"},
+        {0}};
+    const cli_spec spec = {"quantize", "MODEL -o OUT --scheme S [options]",
+                           "post-training quantization of a GGUF file or HF safetensors directory", opts, 1, 1};
+    cli_args args;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            cli_print_help(&spec);
+            print_schemes();
+            return CLI_EXIT_OK;
+        }
+    int rc = cli_parse(&spec, argc, argv, &args);
+    if (rc != CLI_CONTINUE) return rc;
+    if (!out || !scheme) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "both -o OUT and --scheme S are required");
+    }
+    if (!assay_quantize_scheme_find(scheme)) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "unknown scheme '%s' (see --help for the list)", scheme);
+    }
+    if (samples <= 0 || seq_len <= 1 || group < 0 || threads < 0) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--calib-samples, --calib-seq-len, --group-size and --threads must be positive");
+    }
+
+    assay_quantize_options opt;
+    assay_quantize_options_init(&opt);
+    opt.calib_path = calib;
+    opt.calib_samples = samples;
+    opt.calib_seq_len = seq_len;
+    opt.group_size = group;
+    opt.rotate = rotate;
+    opt.kv_cache_scheme = kv;
+    opt.imatrix_path = imatrix;
+    opt.smoothquant_alpha = alpha;
+    opt.keep_lm_head = !quant_lm_head;
+    opt.force = force;
+    opt.threads = (int)threads;
+    opt.seed = (uint64_t)seed;
+    char ignore_buf[4096];
+    if (ignore) {
+        if (strlen(ignore) >= sizeof ignore_buf) {
+            cli_args_free(&args);
+            return cli_usage_error(&spec, "--ignore list too long");
+        }
+        strcpy(ignore_buf, ignore);
+        for (char *tok = strtok(ignore_buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (opt.n_ignore == ASSAY_QUANTIZE_MAX_IGNORE) {
+                cli_args_free(&args);
+                return cli_usage_error(&spec, "at most %d --ignore patterns", ASSAY_QUANTIZE_MAX_IGNORE);
+            }
+            if (*tok) opt.ignore[opt.n_ignore++] = tok;
+        }
+    }
+
+    assay_model_file *mf = NULL;
+    if (assay_model_file_open(&mf, args.positional[0]) != ASSAY_OK) {
+        cli_args_free(&args);
+        return cli_report_error("quantize");
+    }
+    double t0 = assay_now_seconds();
+    assay_status st = assay_quantize(mf, scheme, &opt, out);
+    assay_model_file_close(mf);
+    cli_args_free(&args);
+    if (st != ASSAY_OK) return cli_report_error("quantize");
+    fprintf(stderr, "assay quantize: %s written to %s in %.1f s\n", scheme, out, assay_now_seconds() - t0);
+    return CLI_EXIT_OK;
+}
