@@ -101,6 +101,9 @@ typedef struct assay_ggml_model_options {
     const char *imatrix_path;     /* recorded as quantize.imatrix.file */
     int threads;                  /* <= 0: every core */
     int overwrite;
+    /* optional: tensors for which this returns nonzero keep their float type (--ignore) */
+    int (*is_ignored)(void *ctx, const char *canonical_name, const char *source_name);
+    void *ignore_ctx;
 } assay_ggml_model_options;
 
 typedef struct assay_ggml_model_report {

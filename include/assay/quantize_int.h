@@ -39,6 +39,9 @@ typedef struct assay_intq_options {
     int keep_lm_head;       /* lm_head stays unquantized (always, for now) */
     int threads;            /* <= 0: every core */
     int fake_quant;         /* write dequantized f32 linears instead of packed ones */
+    /* optional: linears for which this returns nonzero stay in the source dtype (--ignore) */
+    int (*is_ignored)(void *ctx, const char *canonical_name, const char *source_name);
+    void *ignore_ctx;
 } assay_intq_options;
 
 typedef struct assay_intq_report {

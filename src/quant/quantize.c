@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "assay/file.h"
+#include "assay/ggml_quant.h"
+#include "assay/quantize_int.h"
 #include "quant/quantize_schemes.h"
 
 const assay_quantize_scheme assay_quantize_schemes[] = {
@@ -29,6 +31,30 @@ const assay_quantize_scheme assay_quantize_schemes[] = {
      ASSAY_FP8_SCHEME_CHANNEL | ASSAY_FP8_SCHEME_E5M2},
     {"fp8-e5m2-block", "as fp8-block, with FP8 E5M2", ASSAY_QUANTIZE_OUT_HF_DIR, 0, assay_quantize_fp8,
      ASSAY_FP8_SCHEME_BLOCK | ASSAY_FP8_SCHEME_E5M2},
+    {"w8a8-int8", "INT8 per-channel weights, dynamic per-token INT8 activations, SmoothQuant (--alpha) (compressed-tensors)",
+     ASSAY_QUANTIZE_OUT_HF_DIR, 1, assay_quantize_int, ASSAY_INTQ_W8A8},
+    {"int4-rtn", "INT4 round-to-nearest, asymmetric, group 128 (--group-size) (GPTQ layout)", ASSAY_QUANTIZE_OUT_HF_DIR, 0,
+     assay_quantize_int, ASSAY_INTQ_RTN},
+    {"int4-gptq", "INT4 GPTQ, asymmetric g128, act-order with g_idx, damp 0.01 (GPTQ layout)", ASSAY_QUANTIZE_OUT_HF_DIR, 1,
+     assay_quantize_int, ASSAY_INTQ_GPTQ},
+    {"int4-awq", "INT4 AWQ: activation-aware scales and clipping, asymmetric g128 (AWQ GEMM layout)",
+     ASSAY_QUANTIZE_OUT_HF_DIR, 1, assay_quantize_int, ASSAY_INTQ_AWQ},
+    {"q8_0", "GGUF q8_0", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q8_0},
+    {"q6_k", "GGUF q6_K", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q6_K},
+    {"q5_k_m", "GGUF q5_K_M mix (llama.cpp's per-tensor rules; --imatrix)", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf,
+     ASSAY_GGML_FTYPE_Q5_K_M},
+    {"q5_k_s", "GGUF q5_K_S mix", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q5_K_S},
+    {"q4_k_m", "GGUF q4_K_M mix (llama.cpp's per-tensor rules; --imatrix)", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf,
+     ASSAY_GGML_FTYPE_Q4_K_M},
+    {"q4_k_s", "GGUF q4_K_S mix", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q4_K_S},
+    {"q3_k_l", "GGUF q3_K_L mix", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q3_K_L},
+    {"q3_k_m", "GGUF q3_K_M mix", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q3_K_M},
+    {"q3_k_s", "GGUF q3_K_S mix", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q3_K_S},
+    {"q2_k", "GGUF q2_K mix", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q2_K},
+    {"q5_1", "GGUF q5_1", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q5_1},
+    {"q5_0", "GGUF q5_0", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q5_0},
+    {"q4_1", "GGUF q4_1", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q4_1},
+    {"q4_0", "GGUF q4_0", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q4_0},
     {NULL, NULL, 0, 0, NULL, 0},
 };
 

@@ -130,6 +130,7 @@ assay_status assay_ggml_quantize_model(const assay_model_file *mf, const char *o
             }
         }
         assay_type type = assay_ggml_mix_tensor_type(&mix, t->name, t->n_dims, t->ne);
+        if (o->is_ignored && o->is_ignored(o->ignore_ctx, t->name, t->source_name)) type = ASSAY_TYPE_F32;
         if (type == ASSAY_TYPE_F32 && t->n_dims >= 2 &&
             (t->type == ASSAY_TYPE_F16 || t->type == ASSAY_TYPE_BF16))
             type = t->type; /* a tensor llama.cpp does not quantize keeps its float type (1-D ones become f32) */

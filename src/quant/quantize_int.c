@@ -391,6 +391,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
         if (!val[i]) st = assay_fail(ASSAY_ERR_UNSUPPORTED, "tensor %s cannot be read as float", assay_model_file_tensor(mf, i)->name);
     }
 #define IDX(t) ((t) - assay_model_file_tensor(mf, 0))
+#define IGNORED(t) (o->is_ignored && o->is_ignored(o->ignore_ctx, (t)->name, (t)->source_name))
     char *is_linear = calloc((size_t)nt, 1);
     assay_progress bar;
     assay_progress_begin(&bar, "quantize", L, "layer");
@@ -435,6 +436,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                 free(s);
             }
             for (int k = 0; k < N_LINEARS && st == ASSAY_OK; k++) {
+                if (IGNORED(lin[k])) continue; /* written in the source dtype with the other tensors */
                 iq_prefix(lin[k], prefix, sizeof prefix);
                 st = iq_write_w8(&out, prefix, val[IDX(lin[k])], lin[k]->ne[1], lin[k]->ne[0]);
             }
@@ -493,6 +495,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                 const assay_tensor *t = lin[k];
                 int64_t n_out = t->ne[1], n_in = t->ne[0];
                 assay_int4_result r;
+                if (IGNORED(t)) continue;
                 if (o->method == ASSAY_INTQ_GPTQ) {
                     iq_input *in = &cal.in[l * IN_COUNT + kLinearInput[k]];
                     if (!in->gram) {
@@ -523,7 +526,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
     /* everything else (and, with fake_quant, the dequantized linears) in its source dtype */
     for (int64_t i = 0; i < nt && st == ASSAY_OK; i++) {
         const assay_tensor *t = assay_model_file_tensor(mf, i);
-        if (is_linear[i] && !o->fake_quant) continue;
+        if (is_linear[i] && !o->fake_quant && !IGNORED(t)) continue;
         assay_type ty = t->type;
         if (o->fake_quant && is_linear[i]) ty = ASSAY_TYPE_F32; /* keep the dequantized values exact */
         st = iq_add_float(&out, t->source_name, ty, t->n_dims, t->ne, val[i], assay_tensor_nelements(t));

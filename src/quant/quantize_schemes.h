@@ -15,4 +15,11 @@ enum assay_fp8_scheme_param {
 assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                 const assay_quantize_options *opt, const char *out_path);
 
+/* GGUF under one of llama.cpp's mixes (quantize_kquant.c). `param` is an assay_ggml_ftype. */
+assay_status assay_quantize_gguf(const assay_quantize_scheme *scheme, const assay_model_file *mf,
+                                 const assay_quantize_options *opt, const char *out_path);
+/* int4-rtn / int4-gptq / int4-awq / w8a8-int8 (quantize_kquant.c). `param` is an assay_intq_method. */
+assay_status assay_quantize_int(const assay_quantize_scheme *scheme, const assay_model_file *mf,
+                                const assay_quantize_options *opt, const char *out_path);
+
 #endif
