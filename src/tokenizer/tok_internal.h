@@ -81,7 +81,8 @@ struct assay_tokenizer {
     int ignore_merges;       /* a word that is itself a token is not merged (Llama-3) */
     /* SentencePiece / Metaspace */
     int add_space_prefix;    /* SPM: prepend ' ' to text after BOS/special (or first); HF: Prepend/Metaspace */
-    int prefix_first_only;   /* HF Metaspace prepend_scheme "first": only the first fragment */
+    int prefix_first_only;   /* HF Metaspace prepend_scheme "first": only the fragment at offset 0 */
+    int prefix_unless_space; /* HF Metaspace: no prefix when the fragment already starts with a space */
     int escape_spaces;       /* ' ' -> U+2581 */
     int metaspace_split;     /* HF Metaspace split: pieces start at each U+2581 */
     int byte_fallback;       /* chars not in the vocabulary become <0xXX> tokens */

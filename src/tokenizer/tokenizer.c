@@ -1014,7 +1014,8 @@ static assay_status encode_fragment(enc_ctx *c, const char *s, size_t n, int pre
     }
     case ASSAY_TOKENIZER_BPE_CHARS: {
         int prefix = t->add_space_prefix && (!t->prefix_first_only || first);
-        if (prefix && n >= 1 && s[0] == ' ' && t->metaspace_split) prefix = 0; /* Metaspace: not when one is there */
+        if (prefix && t->prefix_unless_space && ((n >= 1 && s[0] == ' ') || (n >= 3 && memcmp(s, "\xe2\x96\x81", 3) == 0)))
+            prefix = 0; /* Metaspace: not when the text already starts with the marker */
         size_t m = spm_normalize(c, s, n, prefix);
         char *norm = assay_xmalloc(m + 1);
         memcpy(norm, c->buf, m);
@@ -1058,7 +1059,7 @@ assay_status assay_tokenizer_encode(assay_tokenizer *t, const char *text, size_t
 
     /* Split out special/added tokens first (leftmost, longest), then encode the text between them. */
     size_t frag = 0, i = 0;
-    int prev_special = 1, first = 1;
+    int prev_special = 1;
     while (i < len && st == ASSAY_OK) {
         uint8_t b = (uint8_t)text[i];
         int32_t matched = -1;
@@ -1078,10 +1079,7 @@ assay_status assay_tokenizer_encode(assay_tokenizer *t, const char *text, size_t
         size_t end = i;
         if (k->lstrip)
             while (end > frag && is_space_byte(text[end - 1])) end--;
-        if (end > frag) {
-            st = encode_fragment(&c, text + frag, end - frag, prev_special, first);
-            first = 0;
-        }
+        if (end > frag) st = encode_fragment(&c, text + frag, end - frag, prev_special, frag == 0);
         assay_tokens_push(out, matched);
         prev_special = 1;
         i += k->text_len;
@@ -1089,7 +1087,7 @@ assay_status assay_tokenizer_encode(assay_tokenizer *t, const char *text, size_t
             while (i < len && is_space_byte(text[i])) i++;
         frag = i;
     }
-    if (st == ASSAY_OK && len > frag) st = encode_fragment(&c, text + frag, len - frag, prev_special, first);
+    if (st == ASSAY_OK && len > frag) st = encode_fragment(&c, text + frag, len - frag, prev_special, frag == 0);
     if (st == ASSAY_OK && (flags & ASSAY_TOK_ADD_SPECIAL) && t->add_eos && t->eos >= 0) assay_tokens_push(out, t->eos);
     pthread_mutex_unlock(&t->lock);
 

@@ -66,6 +66,7 @@ static assay_status add_pre_tokenizer(assay_tokenizer *t, const assay_json *p, c
         if (strcmp(rep, "\xe2\x96\x81") != 0) return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: Metaspace replacement other than U+2581", path);
         t->kind = ASSAY_TOKENIZER_BPE_CHARS;
         t->escape_spaces = 1;
+        t->prefix_unless_space = 1;
         const char *scheme = assay_json_string(assay_json_get(p, "prepend_scheme"), NULL);
         if (scheme) {
             t->add_space_prefix = strcmp(scheme, "never") != 0;
@@ -197,6 +198,16 @@ assay_status assay_tokenizer_from_json_file(assay_tokenizer **out, const char *p
     }
     t->byte_fallback = assay_json_bool(assay_json_get(model, "byte_fallback"), 0);
     t->ignore_merges = assay_json_bool(assay_json_get(model, "ignore_merges"), 0);
+    if (t->byte_fallback) {
+        /* <0xXX> pieces are the byte-fallback tokens: they decode to their byte (HF's ByteFallback decoder) */
+        for (int64_t id = 0; id < n_vocab; id++) {
+            tok_token *k = &t->tokens[id];
+            const char *s = t->arena + k->text_off;
+            if (k->type == ASSAY_TOKEN_NORMAL && k->text_len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' &&
+                strchr("0123456789ABCDEF", s[3]) && strchr("0123456789ABCDEF", s[4]))
+                k->type = ASSAY_TOKEN_BYTE;
+        }
+    }
     const assay_json *unk = assay_json_get(model, "unk_token");
     if (unk && unk->type == ASSAY_JSON_STRING) t->unk = assay_tokenizer_find(t, unk->str, unk->str_len);
 
@@ -268,7 +279,6 @@ assay_status assay_tokenizer_from_json_file(assay_tokenizer **out, const char *p
         free(cfg_path);
         free(dir);
     }
-    if (t->byte_fallback || t->kind != ASSAY_TOKENIZER_BPE_BYTES) t->byte_fallback = t->byte_fallback;
     st = tok_finish(t);
 
 done:
