@@ -84,6 +84,7 @@ struct assay_tokenizer {
     int prefix_first_only;   /* HF Metaspace prepend_scheme "first": only the fragment at offset 0 */
     int prefix_unless_space; /* HF Metaspace: no prefix when the fragment already starts with a space */
     int escape_spaces;       /* ' ' -> U+2581 */
+    int nfc;                 /* HF NFC normalizer: compose each text fragment (utf8proc) before pre-tokenizing */
     int metaspace_split;     /* HF Metaspace split: pieces start at each U+2581 */
     int byte_fallback;       /* chars not in the vocabulary become <0xXX> tokens */
     /* SPM: mergeable tokens with a U+2581 after another character ("X▁"), and the byte offset of that

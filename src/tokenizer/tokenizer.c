@@ -3,6 +3,7 @@
  * token score, and decoding. The loaders (tokenizer_json.c, tokenizer_gguf.c) only fill the tables. */
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "assay/file.h"
 #include "assay/status.h"
@@ -1000,7 +1001,51 @@ static size_t spm_normalize(enc_ctx *c, const char *s, size_t n, int prefix) {
     return m;
 }
 
+/* NFC of s[0..n) into a new buffer (HF's NFC normalizer). Runs of valid UTF-8 are composed with utf8proc;
+ * bytes that are not valid UTF-8 are kept as they are. Returns NULL when the text is ASCII (unchanged). */
+static char *nfc_copy(const char *s, size_t n, size_t *out_n) {
+    size_t i = 0;
+    while (i < n && (uint8_t)s[i] < 0x80) i++;
+    if (i == n) return NULL;
+    assay_strbuf b = {0};
+    size_t run = 0;
+    i = 0;
+    while (i <= n) {
+        int l = i < n ? utf8_valid_len((const uint8_t *)s + i, n - i, NULL) : 0;
+        if (l) {
+            i += (size_t)l;
+            continue;
+        }
+        if (i > run) { /* compose the valid run [run, i) */
+            utf8proc_uint8_t *dst = NULL;
+            utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s + run, (utf8proc_ssize_t)(i - run), &dst,
+                                              UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+            if (m >= 0) assay_strbuf_append(&b, (const char *)dst, (size_t)m);
+            else assay_strbuf_append(&b, s + run, i - run);
+            free(dst);
+        }
+        if (i < n) assay_strbuf_putc(&b, s[i]); /* an invalid byte, kept */
+        i++;
+        run = i;
+    }
+    *out_n = b.len;
+    if (!b.data) assay_strbuf_append(&b, "", 0);
+    return b.data;
+}
+
+static assay_status encode_fragment_raw(enc_ctx *c, const char *s, size_t n, int prev_special, int first);
+
 static assay_status encode_fragment(enc_ctx *c, const char *s, size_t n, int prev_special, int first) {
+    if (!c->t->nfc) return encode_fragment_raw(c, s, n, prev_special, first);
+    size_t m;
+    char *norm = nfc_copy(s, n, &m);
+    if (!norm) return encode_fragment_raw(c, s, n, prev_special, first);
+    assay_status st = encode_fragment_raw(c, norm, m, prev_special, first);
+    free(norm);
+    return st;
+}
+
+static assay_status encode_fragment_raw(enc_ctx *c, const char *s, size_t n, int prev_special, int first) {
     assay_tokenizer *t = c->t;
     switch (t->kind) {
     case ASSAY_TOKENIZER_BPE_BYTES:

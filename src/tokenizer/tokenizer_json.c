@@ -1,6 +1,6 @@
 /* tokenizer_json.c — a Hugging Face tokenizer.json (model type BPE) into the tokenizer tables.
  *
- * Supported pieces of the HF pipeline: normalizer null / NFC (see below) / Prepend("▁") / Replace(" ", "▁")
+ * Supported pieces of the HF pipeline: normalizer null / NFC / Prepend("▁") / Replace(" ", "▁")
  * (and Sequence of these); pre_tokenizer ByteLevel, Split (Regex or String pattern), Digits, Punctuation,
  * Metaspace (and Sequence of these); model BPE with merges (strings "a b" or pairs), byte_fallback,
  * ignore_merges, unk_token; added_tokens with special/lstrip/rstrip. Anything else is refused with a
@@ -91,8 +91,7 @@ static assay_status add_normalizer(assay_tokenizer *t, const assay_json *p, cons
         return ASSAY_OK;
     }
     if (strcmp(type, "NFC") == 0) {
-        /* Composition is not implemented: text already in NFC (nearly all text) is unaffected; decomposed
-         * input can tokenize differently from HF. */
+        t->nfc = 1;
         return ASSAY_OK;
     }
     if (strcmp(type, "Prepend") == 0 && str_is(assay_json_get(p, "prepend"), "\xe2\x96\x81")) {

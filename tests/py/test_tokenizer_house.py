@@ -83,5 +83,22 @@ invalid = INVALID
 for i, data in enumerate(invalid):
     check(f"invalid[{i}] {data[:20]!r}", data, reference_from_parts(data))
 
+# 4. The NFC normalizer (Qwen2's tokenizer.json has one): the house vocabulary behind an NFC normalizer must
+#    give HF's ids on decomposed text (e + U+0301 -> é, Hangul jamo -> syllables, ...).
+import json  # noqa: E402
+import tempfile  # noqa: E402
+
+spec = json.load(open(os.path.join(HOUSE, "tokenizer.json")))
+spec["normalizer"] = {"type": "NFC"}
+nfc_dir = tempfile.mkdtemp(prefix="assay_nfc_")
+with open(os.path.join(nfc_dir, "tokenizer.json"), "w") as f:
+    json.dump(spec, f)
+nfc_tok = Tokenizer.from_file(os.path.join(nfc_dir, "tokenizer.json"))
+nfc_assay = Assay(nfc_dir)
+decomposed = ["e\u0301te\u0301", "A\u030angstro\u0308m", "\u1100\u1161\u11a8 \u1112\u1161\u11ab", "n\u0303 o\u0302\u0323",
+              "\u2126 ohm \u212b angstrom", "a\u0301\u0301\u0301", "ﬁ ligature stays", "\u0915\u093c devanagari nukta"]
+for i, s in enumerate(decomposed + adversarial[:60]):
+    fail.compare(f"nfc[{i}] {s[:20]!r}", nfc_assay.ids(s.encode("utf-8")), nfc_tok.encode(s, add_special_tokens=False).ids)
+
 print(f"{len(adversarial)} adversarial, {len(invalid)} invalid-UTF-8 strings; {fail.n} failures")
 sys.exit(1 if fail.n else 0)
