@@ -124,7 +124,9 @@ struct assay_backend {
 };
 
 /* CPU backend: n_threads workers (<= 0: all cores). The kernels (AVX2 or scalar) are picked by cpuid at open;
- * ASSAY_CPU_NO_SIMD=1 in the environment forces the scalar reference kernels. */
+ * ASSAY_CPU_NO_SIMD=1 in the environment forces the scalar kernels; ASSAY_CPU_EXACT=1 makes matmuls dequantize
+ * weight rows to f32 and multiply f32 activations in double (the dequantize-then-dot spec, no activation
+ * quantization; slow, for checking a quantized model against exact math). */
 assay_status assay_backend_cpu_open(assay_backend **out, int n_threads);
 void assay_backend_close(assay_backend *be);
 /* "avx2" or "scalar" for the CPU backend. */

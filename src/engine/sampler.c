@@ -45,8 +45,9 @@ int32_t assay_argmax(const float *x, int64_t n) {
     return (int32_t)best;
 }
 
-static const float *sort_logits;
-static int cmp_desc(const void *a, const void *b) { /* by logit, then by index: a total order, so reproducible */
+/* by logit, then by index: a total order, so reproducible; qsort_r keeps samplers independent across threads */
+static int cmp_desc(const void *a, const void *b, void *ctx) {
+    const float *sort_logits = ctx;
     int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
     if (sort_logits[i] > sort_logits[j]) return -1;
     if (sort_logits[i] < sort_logits[j]) return 1;
@@ -58,8 +59,7 @@ int32_t assay_sampler_sample(assay_sampler *s, const float *logits) {
     int64_t n = s->n_vocab;
     for (int64_t i = 0; i < n; i++) s->idx[i] = (int32_t)i;
     /* Sorting every candidate is simple and fast enough for one token at a time (vocabularies up to ~256k). */
-    sort_logits = logits;
-    qsort(s->idx, (size_t)n, sizeof(int32_t), cmp_desc);
+    qsort_r(s->idx, (size_t)n, sizeof(int32_t), cmp_desc, (void *)logits);
     if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
     float mx = logits[s->idx[0]];
     double sum = 0;

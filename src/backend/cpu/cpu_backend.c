@@ -29,6 +29,7 @@ typedef struct cpu_backend {
     void *act;        /* quantized activations */
     size_t act_cap;
     cpu_thread_scratch *ts;
+    int exact; /* ASSAY_CPU_EXACT=1: weights dequantized to f32 rows, f32 activations (the spec; slow) */
 } cpu_backend;
 
 static cpu_backend *cpu_of(assay_backend *be) { return (cpu_backend *)be; }
@@ -113,6 +114,30 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     }
 }
 
+typedef struct exact_job {
+    float *y;
+    const assay_weight *w;
+    const float *x;
+    int64_t n_tok, rows_per_task;
+    cpu_backend *cb;
+} exact_job;
+
+static void exact_task(void *ctx, int64_t task, int thread) {
+    const exact_job *j = ctx;
+    const assay_weight *w = j->w;
+    float *row = j->cb->ts[thread].buf;
+    assay_dequant_row_fn dq = assay_dequant_row_get(w->type);
+    int64_t r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < w->n_out ? r0 + j->rows_per_task : w->n_out;
+    for (int64_t r = r0; r < r1; r++) {
+        dq((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->n_in);
+        for (int64_t t = 0; t < j->n_tok; t++) {
+            double s = 0;
+            for (int64_t i = 0; i < w->n_in; i++) s += (double)row[i] * j->x[t * w->n_in + i];
+            j->y[t * w->n_out + r] = (float)s;
+        }
+    }
+}
+
 typedef struct quant_job {
     const float *x;
     uint8_t *xq;
@@ -130,6 +155,12 @@ static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const
     cpu_backend *cb = cpu_of(be);
     const assay_cpu_type_kernels *tk = &cb->k->type[w->type];
     ASSAY_ASSERT((int)w->type < ASSAY_TYPE_GGML_COUNT && tk->vec_dot);
+    if (cb->exact) {
+        ensure_thread_scratch(cb, (size_t)w->n_in);
+        exact_job ej = {y, w, x, n_tok, 16, cb};
+        assay_threadpool_run(cb->tp, exact_task, &ej, (w->n_out + 15) / 16);
+        return;
+    }
     matmul_job j = {.y = y, .w = w, .n_tok = n_tok, .dot = tk->vec_dot, .dot4 = tk->vec_dot4};
     if (tk->vec_dot_type == ASSAY_TYPE_F32) {
         j.xq = (const uint8_t *)x;
@@ -380,7 +411,8 @@ assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
     cpu_backend *cb = assay_xcalloc(1, sizeof *cb);
     cb->base.ops = &cpu_ops;
     cb->base.impl = cb;
-    const char *no_simd = getenv("ASSAY_CPU_NO_SIMD");
+    const char *no_simd = getenv("ASSAY_CPU_NO_SIMD"), *exact = getenv("ASSAY_CPU_EXACT");
+    cb->exact = exact && *exact && *exact != '0';
     cb->k = assay_cpu_kernels_ref();
     if (!(no_simd && *no_simd && *no_simd != '0') && assay_cpu_has_avx2() && assay_cpu_kernels_avx2())
         cb->k = assay_cpu_kernels_avx2();
