@@ -182,6 +182,21 @@ static float *iq_read_raw(const assay_tensor *t) {
     return v;
 }
 
+/* rows [r0, r0 + n) of a result as a result of their own (copies) */
+static assay_int4_result iq_rows(const assay_int4_result *a, int64_t r0, int64_t n) {
+    assay_int4_result r = *a;
+    r.n_out = n;
+    r.q = assay_xmalloc((size_t)(n * a->n_in));
+    memcpy(r.q, a->q + r0 * a->n_in, (size_t)(n * a->n_in));
+    r.scales = assay_xmalloc(sizeof(float) * (size_t)(n * a->n_groups));
+    memcpy(r.scales, a->scales + r0 * a->n_groups, sizeof(float) * (size_t)(n * a->n_groups));
+    r.zeros = assay_xmalloc(sizeof(int32_t) * (size_t)(n * a->n_groups));
+    memcpy(r.zeros, a->zeros + r0 * a->n_groups, sizeof(int32_t) * (size_t)(n * a->n_groups));
+    r.g_idx = assay_xmalloc(sizeof(int32_t) * (size_t)a->n_in);
+    memcpy(r.g_idx, a->g_idx, sizeof(int32_t) * (size_t)a->n_in);
+    return r;
+}
+
 static assay_status iq_write_int4(iq_out *o, const char *prefix, const assay_int4_result *r, int awq) {
     char name[512];
     int64_t ng = r->n_groups;
@@ -502,11 +517,34 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                         st = assay_fail(ASSAY_ERR_ARG, "no calibration activations reached %s", t->name);
                         break;
                     }
+                    /* linears sharing this input (q/k/v, gate/up) are stacked into one GPTQ call: the rows are
+                     * independent and share H, so this equals separate calls at a third of the factorisations */
+                    int k1 = k + 1;
+                    while (k1 < N_LINEARS && kLinearInput[k1] == kLinearInput[k] && !IGNORED(lin[k1])) k1++;
+                    int64_t rows = 0;
+                    for (int kk = k; kk < k1; kk++) rows += lin[kk]->ne[1];
+                    float *stack = assay_xmalloc(sizeof(float) * (size_t)(rows * n_in));
+                    for (int64_t kk = k, off = 0; kk < k1; off += lin[kk]->ne[1], kk++)
+                        memcpy(stack + off * n_in, val[IDX(lin[kk])], sizeof(float) * (size_t)(lin[kk]->ne[1] * n_in));
                     double *h = assay_xmalloc(sizeof(double) * (size_t)(n_in * n_in));
                     for (int64_t i = 0; i < n_in; i++)
                         for (int64_t j = 0; j <= i; j++) h[i * n_in + j] = h[j * n_in + i] = in->gram[i * n_in + j];
-                    st = assay_int4_gptq(val[IDX(t)], n_out, n_in, h, &p, &r);
+                    assay_int4_result all;
+                    st = assay_int4_gptq(stack, rows, n_in, h, &p, &all);
                     free(h);
+                    free(stack);
+                    for (int64_t kk = k, off = 0; kk < k1 && st == ASSAY_OK; off += lin[kk]->ne[1], kk++) {
+                        assay_int4_result part = iq_rows(&all, off, lin[kk]->ne[1]);
+                        if (o->fake_quant) assay_int4_dequantize(&part, val[IDX(lin[kk])]);
+                        else {
+                            iq_prefix(lin[kk], prefix, sizeof prefix);
+                            st = iq_write_int4(&out, prefix, &part, 0);
+                        }
+                        assay_int4_result_free(&part);
+                    }
+                    assay_int4_result_free(&all);
+                    k = k1 - 1;
+                    continue;
                 } else {
                     /* RTN; AWQ's final quantization is RTN of the scaled, clipped weights */
                     st = assay_int4_rtn(val[IDX(t)], n_out, n_in, &p, &r);

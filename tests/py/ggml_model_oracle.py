@@ -16,8 +16,8 @@ import numpy as np
 import gguf
 from gguf import quants
 
-FTYPES = {"q8_0": 7, "q4_0": 2, "q4_1": 3, "q5_0": 8, "q5_1": 9, "q2_k": 10, "q3_k_m": 12,
-          "q4_k_s": 14, "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
+FTYPES = {"q8_0": 7, "q4_0": 2, "q4_1": 3, "q5_0": 8, "q5_1": 9, "q2_k": 10, "q3_k_s": 11, "q3_k_m": 12, "q3_k_l": 13,
+          "q4_k_s": 14, "q4_k_m": 15, "q5_k_s": 16, "q5_k_m": 17, "q6_k": 18}
 # llama-quantize stops on stories260K's ffn_down (172 columns) under these: no fallback for 32-element types
 LEGACY = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}
 # relative RMSE bound by type (loose: stories260K is tiny; these catch broken encodings, not small regressions)

@@ -4,7 +4,7 @@ gguf-py reads the GGUF outputs: the mix put llama.cpp's types where llama_tensor
 (7 layers, GQA 4, ffn rows of 1408 -> fallbacks), the metadata is convert's, values decode close to the source.
 With an importance matrix from `assay imatrix`, the file records it (quantize.imatrix.*). An existing output is
 refused without --force. When ASSAY_LLAMACPP_BIN names llama.cpp's binaries, llama-quantize quantizes an f32 GGUF of
-the same weights (assay convert --dtype f32) under Q4_K_M and Q8_0, with and without the same imatrix, and every
+the same weights (assay convert --dtype f32) under Q4_K_M (with and without the same imatrix), Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, and every
 tensor must be byte-identical to ours.
 """
 import json
@@ -65,6 +65,11 @@ def main():
             fails.append("imatrix: quantize.imatrix.file not recorded")
         q8 = os.path.join(d, "house-q8_0.gguf")
         run("quantize", HOUSE, "-o", q8, "--scheme", "q8_0", "-t", "2")
+        legacy = []
+        for mix in ("q4_0", "q4_1", "q5_0", "q5_1"):
+            path = os.path.join(d, f"house-{mix}.gguf")
+            run("quantize", HOUSE, "-o", path, "--scheme", mix, "-t", "2")
+            legacy.append((path, mix.upper(), None))
         rtn = os.path.join(d, "house-int4-rtn")
         run("quantize", HOUSE, "-o", rtn, "--scheme", "int4-rtn")
         qc = json.load(open(os.path.join(rtn, "config.json")))["quantization_config"]
@@ -74,7 +79,7 @@ def main():
         if bindir:
             f32 = os.path.join(d, "house-f32.gguf")
             run("convert", HOUSE, "-o", f32, "--dtype", "f32")
-            for ours, mix, imat in ((q4, "Q4_K_M", None), (q4i, "Q4_K_M", im), (q8, "Q8_0", None)):
+            for ours, mix, imat in [(q4, "Q4_K_M", None), (q4i, "Q4_K_M", im), (q8, "Q8_0", None)] + legacy:
                 ref = os.path.join(d, "ref.gguf")
                 cmd = [os.path.join(bindir, "llama-quantize")] + (["--imatrix", imat] if imat else []) + [f32, ref, mix]
                 subprocess.run(cmd, check=True, capture_output=True)

@@ -14,7 +14,7 @@
 #include "assay/model_file.h"
 #include "check.h"
 
-static const char *kMixes[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_s", "q4_k_m", "q5_k_m", "q6_k"};
+static const char *kMixes[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k"};
 
 int main(void) {
     const char *build = getenv("ASSAY_BUILD_DIR"), *py = getenv("ASSAY_PYTHON"), *srcdir = getenv("ASSAY_SOURCE_DIR");

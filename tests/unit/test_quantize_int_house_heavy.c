@@ -23,6 +23,8 @@ int main(void) {
         o.calib_chunks = 2;
         o.calib_seq_len = 128;
         o.threads = 2;
+        o.awq_tokens = 128; /* a lighter AWQ search than the default (512 rows, 20 grid points) keeps CI short */
+        o.awq_grid = 10;
         o.calib_path = check_shared_path("data/calibration/shakespeare-macbeth.txt");
         snprintf(out, sizeof out, "%s/house-%s", build, names[i]);
         mkdir(out, 0755);
