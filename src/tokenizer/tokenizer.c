@@ -1161,7 +1161,7 @@ assay_status assay_tokenizer_decode(const assay_tokenizer *t, const int32_t *ids
         if ((flags & ASSAY_DETOK_SKIP_SPECIAL) && (k->type == ASSAY_TOKEN_CONTROL || k->type == ASSAY_TOKEN_UNKNOWN)) continue;
         const char *b = t->arena + k->bytes_off;
         size_t m = k->bytes_len;
-        if (strip && k->type != ASSAY_TOKEN_CONTROL) {
+        if (strip) { /* one space, from the start of the text as a whole (HF fuses the pieces, then strips) */
             if (m && b[0] == ' ') b++, m--;
             strip = 0;
         }
