@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assay/calib.h"
 #include "assay/dtype.h"
 #include "assay/file.h"
 #include "assay/json.h"
@@ -23,6 +24,7 @@
 #include "assay/quant_fp8.h"
 #include "assay/safetensors.h"
 #include "assay/strbuf.h"
+#include "assay/tokenizer.h"
 #include "quant/quantize_schemes.h"
 
 #define FP8_BLOCK 128
@@ -237,6 +239,67 @@ static assay_status quantize_linear(assay_safetensors_writer *w, owned_list *l, 
     return rc;
 }
 
+/* ---- static activation scales: max |x| of every linear layer's input over the calibration text ---- */
+typedef struct act_amax {
+    const assay_model_file *mf;
+    float *amax; /* indexed like the model file's tensors */
+} act_amax;
+
+static void amax_hook(void *user, const char *name, const float *x, int64_t n_tok, int64_t n_in) {
+    act_amax *a = user;
+    const assay_tensor *t = assay_model_file_find(a->mf, name);
+    if (!t) return;
+    int64_t i = t - assay_model_file_tensor(a->mf, 0);
+    float m = a->amax[i];
+    for (int64_t k = 0; k < n_tok * n_in; k++) {
+        float v = x[k] < 0 ? -x[k] : x[k];
+        if (v > m) m = v;
+    }
+    a->amax[i] = m;
+}
+
+/* Runs the calibration text through the CPU engine (the unquantized model) and records, per Linear weight, the
+ * absolute maximum of its input: the whole range, no percentile clipping and no moving average, so no
+ * calibration activation saturates. amax[i] < 0 means the layer never ran. */
+static assay_status calibrate_inputs(const assay_model_file *mf, const assay_quantize_options *opt, float *amax) {
+    const char *path = assay_model_file_path(mf);
+    for (int64_t i = 0; i < assay_model_file_tensor_count(mf); i++) amax[i] = -1.0f;
+    assay_model_options mo;
+    assay_model_options_default(&mo);
+    mo.n_threads = opt->threads;
+    assay_model *m = NULL;
+    assay_status rc = assay_model_load(&m, path, &mo);
+    if (rc != ASSAY_OK) return rc;
+    assay_tokenizer *tok = NULL;
+    assay_calib_text text = {0};
+    char defpath[4096];
+    const char *calib = opt->calib_path;
+    if (!calib) {
+        const char *sh = getenv("ASSAY_SHARED");
+        snprintf(defpath, sizeof defpath, "%s/data/calibration", sh ? sh : "../shared");
+        calib = defpath;
+    }
+    rc = assay_tokenizer_load(&tok, path);
+    if (rc == ASSAY_OK) rc = assay_calib_text_load(&text, tok, calib);
+    /* The engine hands inputs to the hook under the model file it loaded; names are canonical in both. */
+    act_amax a = {.mf = assay_model_get_file(m), .amax = NULL};
+    int64_t n = assay_model_file_tensor_count(a.mf);
+    a.amax = assay_xmalloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) a.amax[i] = -1.0f;
+    if (rc == ASSAY_OK) rc = assay_calib_run(m, &text, opt->calib_samples, opt->calib_seq_len, amax_hook, &a, NULL, NULL);
+    if (rc == ASSAY_OK)
+        for (int64_t i = 0; i < n; i++) {
+            const assay_tensor *t = assay_model_file_tensor(a.mf, i);
+            const assay_tensor *u = assay_model_file_find(mf, t->name);
+            if (u) amax[u - assay_model_file_tensor(mf, 0)] = a.amax[i];
+        }
+    free(a.amax);
+    assay_calib_text_free(&text);
+    assay_tokenizer_free(tok);
+    assay_model_free(m);
+    return rc;
+}
+
 assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                 const assay_quantize_options *opt, const char *out_path) {
     const int gran = (int)(scheme->param & 0xf);
@@ -246,23 +309,32 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
                           "%s: the %s scheme writes a compressed-tensors directory from an HF safetensors model; "
                           "convert the GGUF first (assay convert MODEL -o DIR)",
                           assay_model_file_path(mf), scheme->name);
-    if (gran == ASSAY_FP8_SCHEME_TENSOR)
-        return assay_fail(ASSAY_ERR_UNSUPPORTED,
-                          "scheme %s needs calibrated activation scales from the CPU engine, which is not built "
-                          "yet; use fp8-dynamic or fp8-block",
-                          scheme->name);
     const assay_model_config *cfg = assay_model_file_config(mf);
+    const int64_t nt = assay_model_file_tensor_count(mf);
 
     assay_quantize_outdir od;
     assay_status rc = assay_quantize_outdir_begin(&od, out_path, opt->force);
     if (rc != ASSAY_OK) return rc;
+    float *in_amax = NULL;
+    if (gran == ASSAY_FP8_SCHEME_TENSOR) {
+        in_amax = assay_xmalloc((size_t)nt * sizeof(float));
+        double t0 = assay_now_seconds();
+        rc = calibrate_inputs(mf, opt, in_amax);
+        if (rc != ASSAY_OK) {
+            free(in_amax);
+            assay_quantize_outdir_abort(&od);
+            return assay_fail_context(rc, "calibrating activation scales");
+        }
+        if (getenv("ASSAY_PROGRESS") == NULL || strcmp(getenv("ASSAY_PROGRESS"), "0") != 0)
+            fprintf(stderr, "fp8: calibrated %lld x %lld tokens in %.1f s\n", (long long)opt->calib_samples,
+                    (long long)opt->calib_seq_len, assay_now_seconds() - t0);
+    }
 
     assay_safetensors_writer *w = assay_safetensors_writer_new();
     assay_safetensors_writer_set_metadata(w, "format", "pt");
     owned_list owned = {0};
     char **ignored = NULL; /* module names left unquantized, for the config's ignore list */
     int n_ignored = 0;
-    const int64_t nt = assay_model_file_tensor_count(mf);
     assay_progress bar;
     assay_progress_begin(&bar, "quantize", cfg->n_layer, "layer");
     /* Layers in order (then everything outside the blocks), so the progress bar moves one layer at a time. */
@@ -273,7 +345,10 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
             if (layer_of(t->name) != want) continue;
             int linear = is_block_linear(t->name) || strcmp(t->name, "output.weight") == 0;
             if (linear && t->n_dims == 2 && !assay_quantize_is_ignored(opt, t) && is_block_linear(t->name)) {
-                rc = quantize_linear(w, &owned, t, gran, fmt, NULL);
+                const float *am = in_amax ? &in_amax[t - assay_model_file_tensor(mf, 0)] : NULL;
+                if (am && *am < 0)
+                    rc = assay_fail(ASSAY_ERR_ARG, "no calibration activations reached %s", t->name);
+                else rc = quantize_linear(w, &owned, t, gran, fmt, am);
             } else {
                 if (linear) { /* a Linear we leave alone: name its module in the ignore list */
                     ignored = assay_xrealloc(ignored, (size_t)(n_ignored + 1) * sizeof *ignored);
@@ -310,6 +385,7 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
     for (int i = 0; i < owned.n; i++) free(owned.p[i]);
     free(owned.p);
     free(ignored);
+    free(in_amax);
     if (rc == ASSAY_OK) rc = assay_quantize_outdir_commit(&od);
     else assay_quantize_outdir_abort(&od);
     return rc;

@@ -3,6 +3,8 @@
 - the directory loads with the `safetensors` package (numpy backend, FP8/bf16 dtypes from ml_dtypes);
 - config.json's quantization_config validates against compressed-tensors' documented fields (QuantizationConfig,
   QuantizationScheme, QuantizationArgs: names, types, allowed values, and the per-strategy rules);
+- fp8 (static): every Linear has a positive bf16 input_scale [1] from calibration, equal across layers that read
+  the same input (q/k/v, gate/up);
 - every quantized Linear's codes and bf16 scales equal an independent numpy + ml_dtypes quantization of the
   original bf16 weights (scale = max(amax/FP8_MAX, f32 eps) rounded to bf16, code = RNE(clip(w/scale))), and
   the dequantized weights are close to the originals (relative error within FP8's half-ulp bound);
@@ -118,6 +120,7 @@ def check_config(qc, scheme):
             fail(f"{gname}: output_activations should be null")
         w, a = g["weights"], g["input_activations"]
         want = {"fp8-dynamic": ("channel", "token", True), "fp8-block": ("block", "group", True),
+                "fp8": ("tensor", "tensor", False),
                 "fp8-e5m2-dynamic": ("channel", "token", True)}[scheme]
         if (w["strategy"], a["strategy"], a["dynamic"]) != want:
             fail(f"{scheme}: strategies {(w['strategy'], a['strategy'], a['dynamic'])}, want {want}")
@@ -133,7 +136,10 @@ def np_quantize(w, gran, fp8, fmax):
         s = np.maximum(np.float32(amax) / np.float32(fmax), F32_EPS).astype(np.float32)
         return s.astype(ml_dtypes.bfloat16).astype(np.float32)
 
-    if gran == "channel":
+    if gran == "tensor":
+        sc = scale_of(np.abs(w).max()).reshape(1)
+        full = np.broadcast_to(sc[0], w.shape)
+    elif gran == "channel":
         s = scale_of(np.abs(w).max(axis=1))[:, None]
         full = np.broadcast_to(s, w.shape)
         sc = s
@@ -149,7 +155,8 @@ def np_quantize(w, gran, fp8, fmax):
 
 
 def run_scheme(scheme, out, src):
-    r = subprocess.run([ASSAY, "quantize", HOUSE, "-o", out, "--scheme", scheme], capture_output=True, text=True)
+    extra = ["--calib-samples", "2", "--calib-seq-len", "128"] if scheme == "fp8" else []
+    r = subprocess.run([ASSAY, "quantize", HOUSE, "-o", out, "--scheme", scheme] + extra, capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"{scheme}: exit {r.returncode}: {r.stderr.strip()}")
         return
@@ -162,10 +169,11 @@ def run_scheme(scheme, out, src):
     e5m2 = "e5m2" in scheme
     fp8, fmax, fp8_name = ((ml_dtypes.float8_e5m2, 57344.0, "float8_e5m2") if e5m2
                            else (ml_dtypes.float8_e4m3fn, 448.0, "float8_e4m3fn"))
-    gran = "block" if "block" in scheme else "channel"
+    gran = "block" if "block" in scheme else "channel" if "dynamic" in scheme else "tensor"
     got = load_dir(out)
     n_quant = 0
     worst_rel = 0.0
+    input_scales = {}
     for name, ref in src.items():
         module = name[:-len(".weight")] if name.endswith(".weight") else None
         is_linear = module is not None and module.split(".")[-1] in LINEARS
@@ -183,8 +191,15 @@ def run_scheme(scheme, out, src):
             continue
         if s.dtype != np.dtype(ml_dtypes.bfloat16):
             fail(f"{scheme}: {module}.weight_scale is {s.dtype}, compressed-tensors stores the model dtype (bf16)")
-        if module + ".input_scale" in got:
+        if gran != "tensor" and module + ".input_scale" in got:
             fail(f"{scheme}: dynamic activations must not have input_scale")
+        if gran == "tensor":
+            a = got.get(module + ".input_scale")
+            if a is None or a.shape != (1,) or a.dtype != np.dtype(ml_dtypes.bfloat16) or \
+                    not (np.isfinite(a.astype(np.float32)).all() and a.astype(np.float32)[0] > 0):
+                fail(f"{scheme}: {module}.input_scale must be a positive bf16 [1]")
+            else:
+                input_scales[module] = float(a.astype(np.float32)[0])
         w = ref.astype(np.float32)
         wq, wsc, full = np_quantize(w, gran, fp8, fmax)
         if s.shape != wsc.shape:
@@ -204,9 +219,16 @@ def run_scheme(scheme, out, src):
         if (err > bound * 1.0001).any():
             fail(f"{scheme}: {module}: dequantized error above FP8's rounding bound")
         worst_rel = max(worst_rel, float(np.max(err / np.maximum(np.abs(w), 1e-30) * (np.abs(w) > tiny * 64))))
+    if gran == "tensor":  # q/k/v read one input, gate/up another: their calibrated scales must agree
+        for layer in range(7):
+            p = f"model.layers.{layer}."
+            for group in (("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), ("mlp.gate_proj", "mlp.up_proj")):
+                vals = {input_scales.get(p + m) for m in group}
+                if len(vals) != 1:
+                    fail(f"{scheme}: layer {layer} {group} input scales differ: {vals}")
     if n_quant != 7 * 7:
         fail(f"{scheme}: {n_quant} Linear weights, want 49")
-    extra = set(got) - set(src) - {k for k in got if k.endswith(".weight_scale")}
+    extra = set(got) - set(src) - {k for k in got if k.endswith((".weight_scale", ".input_scale"))}
     if extra:
         fail(f"{scheme}: unexpected tensors {sorted(extra)[:4]}")
     print(f"{scheme}: {n_quant} Linear layers match numpy/ml_dtypes; worst relative error {worst_rel:.4f}")
@@ -215,7 +237,7 @@ def run_scheme(scheme, out, src):
 def main():
     src = load_dir(HOUSE)
     with tempfile.TemporaryDirectory() as tmp:
-        for scheme in ("fp8-dynamic", "fp8-block", "fp8-e5m2-dynamic"):
+        for scheme in ("fp8-dynamic", "fp8-block", "fp8-e5m2-dynamic", "fp8"):
             run_scheme(scheme, os.path.join(tmp, scheme), src)
         out = os.path.join(tmp, "fp8-dynamic")
         r = subprocess.run([ASSAY, "quantize", HOUSE, "-o", out, "--scheme", "fp8-dynamic"], capture_output=True, text=True)
