@@ -4,6 +4,7 @@
  * int32, with one float multiply per 32-element block. Checked against kernels_ref.c in tests/unit/test_cpu_kernels.c. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/kq_inline.h"
@@ -100,78 +101,64 @@ static void vd_f16(int64_t n, float *s, const void *w, const void *x) {
     *s = sum;
 }
 
-static void vd_q4_0(int64_t n, float *s, const void *w, const void *x) {
-    const assay_block_q4_0 *b = w;
-    const assay_block_q8_0 *a = x;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i q = _mm256_sub_epi8(unpack_nibbles(b[i].qs), _mm256_set1_epi8(8));
-        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
-        acc = _mm256_fmadd_ps(d, dot_i8_signed(q, y), acc);
-    }
-    *s = hsum256(acc);
+/* A block's two leading fp16 values (d and m of Q4_1/Q5_1 weights, d and s of Q8_1 activations; d and the first
+ * quant bytes otherwise, where only lane 0 is used) as floats in lanes 0 and 1: one conversion instead of two. */
+static inline __m128 load_f16x2(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)v));
 }
 
-static void vd_q4_1(int64_t n, float *s, const void *w, const void *x) {
-    const assay_block_q4_1 *b = w;
-    const assay_block_q8_1 *a = x;
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0;
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i q = unpack_nibbles(b[i].qs);
-        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
-        acc = _mm256_fmadd_ps(d, dot_u8_i8(q, y), acc);
-        summ += _cvtsh_ss(b[i].m) * _cvtsh_ss(a[i].s);
+/* The legacy-quant dots below run two blocks per step into two accumulators: one accumulator would make every
+ * block wait for the previous block's FMA (4 cycles of latency), which made these kernels latency-bound. */
+#define VD_LEGACY(fn, WT, AT, DOT, HAS_MIN)                                                        \
+    static void fn(int64_t n, float *s, const void *w, const void *x) {                            \
+        const WT *b = w;                                                                           \
+        const AT *a = x;                                                                           \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                             \
+        __m128 mins = _mm_setzero_ps(); /* lane 1: sum of m * s (HAS_MIN) */                       \
+        int64_t nb = n / 32, i = 0;                                                                \
+        for (; i + 2 <= nb; i += 2) {                                                              \
+            __m128 f0 = _mm_mul_ps(load_f16x2(&b[i]), load_f16x2(&a[i]));                          \
+            __m128 f1 = _mm_mul_ps(load_f16x2(&b[i + 1]), load_f16x2(&a[i + 1]));                  \
+            if (HAS_MIN) mins = _mm_add_ps(mins, _mm_add_ps(f0, f1));                              \
+            acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(f0), DOT(&b[i], &a[i]), acc0);            \
+            acc1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(f1), DOT(&b[i + 1], &a[i + 1]), acc1);    \
+        }                                                                                          \
+        if (i < nb) {                                                                              \
+            __m128 f0 = _mm_mul_ps(load_f16x2(&b[i]), load_f16x2(&a[i]));                          \
+            if (HAS_MIN) mins = _mm_add_ps(mins, f0);                                              \
+            acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(f0), DOT(&b[i], &a[i]), acc0);            \
+        }                                                                                          \
+        *s = hsum256(_mm256_add_ps(acc0, acc1)) + (HAS_MIN ? _mm_cvtss_f32(_mm_movehdup_ps(mins)) : 0.0f); \
     }
-    *s = hsum256(acc) + summ;
+
+static inline __m256 dot_blk_q4_0(const assay_block_q4_0 *b, const assay_block_q8_0 *a) {
+    return dot_i8_signed(_mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8)), _mm256_loadu_si256((const __m256i *)a->qs));
+}
+static inline __m256 dot_blk_q4_1(const assay_block_q4_1 *b, const assay_block_q8_1 *a) {
+    return dot_u8_i8(unpack_nibbles(b->qs), _mm256_loadu_si256((const __m256i *)a->qs));
+}
+static inline __m256 dot_blk_q5_0(const assay_block_q5_0 *b, const assay_block_q8_0 *a) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(b->qs), bits_to_bytes(qh)), _mm256_set1_epi8(16));
+    return dot_i8_signed(q, _mm256_loadu_si256((const __m256i *)a->qs));
+}
+static inline __m256 dot_blk_q5_1(const assay_block_q5_1 *b, const assay_block_q8_1 *a) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    return dot_u8_i8(_mm256_or_si256(unpack_nibbles(b->qs), bits_to_bytes(qh)), _mm256_loadu_si256((const __m256i *)a->qs));
+}
+static inline __m256 dot_blk_q8_0(const assay_block_q8_0 *b, const assay_block_q8_0 *a) {
+    return dot_i8_signed(_mm256_loadu_si256((const __m256i *)b->qs), _mm256_loadu_si256((const __m256i *)a->qs));
 }
 
-static void vd_q5_0(int64_t n, float *s, const void *w, const void *x) {
-    const assay_block_q5_0 *b = w;
-    const assay_block_q8_0 *a = x;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        uint32_t qh;
-        memcpy(&qh, b[i].qh, 4);
-        __m256i q = _mm256_or_si256(unpack_nibbles(b[i].qs), bits_to_bytes(qh));
-        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
-        acc = _mm256_fmadd_ps(d, dot_i8_signed(q, y), acc);
-    }
-    *s = hsum256(acc);
-}
-
-static void vd_q5_1(int64_t n, float *s, const void *w, const void *x) {
-    const assay_block_q5_1 *b = w;
-    const assay_block_q8_1 *a = x;
-    __m256 acc = _mm256_setzero_ps();
-    float summ = 0;
-    for (int64_t i = 0; i < n / 32; i++) {
-        uint32_t qh;
-        memcpy(&qh, b[i].qh, 4);
-        __m256i q = _mm256_or_si256(unpack_nibbles(b[i].qs), bits_to_bytes(qh));
-        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
-        acc = _mm256_fmadd_ps(d, dot_u8_i8(q, y), acc);
-        summ += _cvtsh_ss(b[i].m) * _cvtsh_ss(a[i].s);
-    }
-    *s = hsum256(acc) + summ;
-}
-
-static void vd_q8_0(int64_t n, float *s, const void *w, const void *x) {
-    const assay_block_q8_0 *b = w, *a = x;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        __m256i y = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d) * _cvtsh_ss(a[i].d));
-        acc = _mm256_fmadd_ps(d, dot_i8_signed(q, y), acc);
-    }
-    *s = hsum256(acc);
-}
+VD_LEGACY(vd_q4_0, assay_block_q4_0, assay_block_q8_0, dot_blk_q4_0, 0)
+VD_LEGACY(vd_q4_1, assay_block_q4_1, assay_block_q8_1, dot_blk_q4_1, 1)
+VD_LEGACY(vd_q5_0, assay_block_q5_0, assay_block_q8_0, dot_blk_q5_0, 0)
+VD_LEGACY(vd_q5_1, assay_block_q5_1, assay_block_q8_1, dot_blk_q5_1, 1)
+VD_LEGACY(vd_q8_0, assay_block_q8_0, assay_block_q8_0, dot_blk_q8_0, 0)
 
 /* ---- one weight row x four activation rows (prefill) ------------------------------------------------------ */
 
@@ -216,37 +203,35 @@ VD4_FLOAT(vd4_f16, uint16_t, load_f16, assay_half_to_float)
 VD4_FLOAT(vd4_bf16, uint16_t, load_bf16, assay_bf16_to_float)
 
 /* Quantized weight blocks decoded to 32 int8 once, then multiplied with four Q8 activation rows. */
-#define VD4_Q(fn, WT, AT, DECODE, SIGNED, MINF)                                                 \
+#define VD4_Q(fn, WT, AT, DECODE, SIGNED, HAS_MIN)                                              \
     static void fn(int64_t n, float *s, const void *w, const void *x, size_t xs) {                 \
         const WT *b = w;                                                                           \
         const AT *a[4];                                                                            \
         for (int j = 0; j < 4; j++) a[j] = (const AT *)((const char *)x + j * xs);                  \
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
-        float summ[4] = {0, 0, 0, 0};                                                              \
+        __m128 mins[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()}; \
         for (int64_t i = 0; i < n / 32; i++) {                                                     \
             __m256i q = DECODE(&b[i]);                                                             \
-            float wd = _cvtsh_ss(b[i].d);                                                          \
+            __m128 fw = load_f16x2(&b[i]); /* d (and m) of the weight block */                     \
             __m256i aq = SIGNED ? _mm256_sign_epi8(q, q) : q;                                      \
             for (int j = 0; j < 4; j++) {                                                          \
                 __m256i y = _mm256_loadu_si256((const __m256i *)a[j][i].qs);                       \
                 if (SIGNED) y = _mm256_sign_epi8(y, q);                                            \
                 __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aq, y), _mm256_set1_epi16(1))); \
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(wd * _cvtsh_ss(a[j][i].d)), dot, acc[j]);  \
-                summ[j] += MINF(&b[i], &a[j][i]);                                                  \
+                __m128 f = _mm_mul_ps(fw, load_f16x2(&a[j][i])); /* [wd * ad, wm * as] */          \
+                acc[j] = _mm256_fmadd_ps(_mm256_broadcastss_ps(f), dot, acc[j]);                    \
+                if (HAS_MIN) mins[j] = _mm_add_ps(mins[j], f);                                     \
             }                                                                                      \
         }                                                                                          \
-        for (int j = 0; j < 4; j++) s[j] = hsum256(acc[j]) + summ[j];                              \
+        for (int j = 0; j < 4; j++) s[j] = hsum256(acc[j]) + (HAS_MIN ? _mm_cvtss_f32(_mm_movehdup_ps(mins[j])) : 0.0f); \
     }
 
 static inline __m256i dec_q4_0(const assay_block_q4_0 *b) { return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8)); }
 static inline __m256i dec_q4_1(const assay_block_q4_1 *b) { return unpack_nibbles(b->qs); }
 static inline __m256i dec_q8_0(const assay_block_q8_0 *b) { return _mm256_loadu_si256((const __m256i *)b->qs); }
-static inline float min_q4_1(const assay_block_q4_1 *b, const assay_block_q8_1 *a) { return _cvtsh_ss(b->m) * _cvtsh_ss(a->s); }
-#define NO_MIN(b, a) 0.0f
-VD4_Q(vd4_q4_0, assay_block_q4_0, assay_block_q8_0, dec_q4_0, 1, NO_MIN)
-VD4_Q(vd4_q4_1, assay_block_q4_1, assay_block_q8_1, dec_q4_1, 0, min_q4_1)
-VD4_Q(vd4_q8_0, assay_block_q8_0, assay_block_q8_0, dec_q8_0, 1, NO_MIN)
-#undef NO_MIN
+VD4_Q(vd4_q4_0, assay_block_q4_0, assay_block_q8_0, dec_q4_0, 1, 0)
+VD4_Q(vd4_q4_1, assay_block_q4_1, assay_block_q8_1, dec_q4_1, 0, 1)
+VD4_Q(vd4_q8_0, assay_block_q8_0, assay_block_q8_0, dec_q8_0, 1, 0)
 
 KQ_DEFINE_VEC_DOT(vd_q2_K, assay_block_q2_K, kq_unpack_q2_K)
 KQ_DEFINE_VEC_DOT(vd_q3_K, assay_block_q3_K, kq_unpack_q3_K)
