@@ -11,7 +11,8 @@
 # bench_cpu and llama-bench run back to back, each in its own process with the same warm-up (llama-bench's:
 # one full prompt, one decode token), and tok/s is the median of REPS repeats (llama-bench's samples_ts).
 # Both processes are also timed with /usr/bin/time: tokens per CPU-second (all tokens run, warm-up included,
-# divided by user+sys time) is less sensitive than wall time to other jobs on a shared machine.
+# divided by user+sys time less the start-up CPU time of a one-token run of the same tool and model) is less
+# sensitive than wall time to other jobs on a shared machine.
 # GB/s of weights = (bytes of weights one decode step reads) x tok/s; the ceiling is a streaming read
 # (bench_cpu bw) of a buffer the size of those weights and of a 1 GiB buffer, on the same thread count.
 # Prints one table and writes $OUT.json and $OUT.md.
@@ -44,16 +45,27 @@ trap 'rm -rf "$TMP"' EXIT
 REC=$TMP/records.jsonl
 : >"$REC"
 
-# timed RUN_ID CMD...: stdout -> $TMP/RUN_ID.out, CPU seconds (user+sys) -> $TMP/RUN_ID.cpu
+# timed RUN_ID CMD...: stdout -> $TMP/RUN_ID.out, CPU seconds (user+sys) -> $TMP/RUN_ID.cpu; exits on failure
 timed() {
-    local id=$1
-    shift
-    /usr/bin/time -f "%U %S" -o "$TMP/$id.time" nice "$@" >"$TMP/$id.out" 2>"$TMP/$id.err" || {
-        echo "bench_cpu.sh: failed: $*"
-        cat "$TMP/$id.err"
+    timed_peer "$@" || {
+        echo "bench_cpu.sh: failed: ${*:2}"
+        cat "$TMP/$1.err"
         exit 1
     }
-    awk '{print $1 + $2}' "$TMP/$id.time" >"$TMP/$id.cpu"
+}
+# timed_peer: the same, but a failure is recorded (the peer is built elsewhere and may not run every model here)
+timed_peer() {
+    local id=$1 rc=0
+    shift
+    /usr/bin/time -f "%U %S" -o "$TMP/$id.time" nice "$@" >"$TMP/$id.out" 2>"$TMP/$id.err" || rc=$?
+    awk '/^[0-9.]+ [0-9.]+$/ {print $1 + $2}' "$TMP/$id.time" >"$TMP/$id.cpu"
+    if [ $rc != 0 ]; then
+        echo "null" >"$TMP/$id.out"
+        echo "null" >"$TMP/$id.cpu"
+        echo "\"exit status $rc$( [ $rc = 132 ] && echo ' (SIGILL)')\"" >"$TMP/$id.fail"
+        return 1
+    fi
+    echo "null" >"$TMP/$id.fail"
 }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -65,6 +77,11 @@ i=0
 for m in $MODELS; do
     [ -f "$m" ] || { echo "bench_cpu.sh: model $m missing"; exit 1; }
     mib=$(( ($(stat -L -c %s "$m") + (1 << 20) - 1) >> 20 ))
+    # start-up CPU (load, tokenizer, thread start): a one-token run of each tool, subtracted from the runs' CPU time
+    timed ovh_ours "$BENCH" model "$m" 1 -p 0 -n 1 -r 1
+    ovh_peer=0
+    timed_peer ovh_peer "$LLAMA/llama-bench" -m "$m" -t 1 -p 0 -n 1 -r 1 --no-warmup -o json && ovh_peer=$(cat "$TMP/ovh_peer.cpu")
+    echo "{\"rec\":\"overhead\",\"model\":\"$m\",\"ours_cpu_s\":$(cat "$TMP/ovh_ours.cpu"),\"peer_cpu_s\":$ovh_peer}" >>"$REC"
     for t in $THREADS; do
         timed bw_m_$t "$BENCH" bw "$t" "$mib"
         echo "{\"rec\":\"bw\",\"size\":\"model\",\"model\":\"$m\",$(tail -c +2 "$TMP/bw_m_$t.out")" >>"$REC"
@@ -72,8 +89,8 @@ for m in $MODELS; do
             if [ $ph = pp ]; then p=$N_PROMPT n=0; else p=0 n=$N_GEN; fi
             i=$((i + 1))
             timed ours_$i "$BENCH" model "$m" "$t" -p $p -n $n -r "$REPS"
-            timed peer_$i "$LLAMA/llama-bench" -m "$m" -t "$t" -p $p -n $n -r "$REPS" -o json
-            echo "{\"rec\":\"run\",\"model\":\"$m\",\"threads\":$t,\"phase\":\"$ph\",\"ours\":$(cat "$TMP/ours_$i.out"),\"ours_cpu_s\":$(cat "$TMP/ours_$i.cpu"),\"peer\":$(cat "$TMP/peer_$i.out"),\"peer_cpu_s\":$(cat "$TMP/peer_$i.cpu")}" | tr -d '\n' >>"$REC"
+            timed_peer peer_$i "$LLAMA/llama-bench" -m "$m" -t "$t" -p $p -n $n -r "$REPS" -o json || true
+            echo "{\"rec\":\"run\",\"model\":\"$m\",\"threads\":$t,\"phase\":\"$ph\",\"ours\":$(cat "$TMP/ours_$i.out"),\"ours_cpu_s\":$(cat "$TMP/ours_$i.cpu"),\"peer\":$(cat "$TMP/peer_$i.out"),\"peer_cpu_s\":$(cat "$TMP/peer_$i.cpu"),\"peer_failure\":$(cat "$TMP/peer_$i.fail")}" | tr -d '\n' >>"$REC"
             echo >>"$REC"
             echo "  done: $(basename "$m") t=$t $ph"
         done
@@ -88,31 +105,36 @@ rec_path, out, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 recs = [json.loads(l) for l in open(rec_path) if l.strip()]
 bw_dram = {r["threads"]: r["read_gbps"] for r in recs if r["rec"] == "bw" and r["size"] == "dram"}
 bw_model = {(r["model"], r["threads"]): r["read_gbps"] for r in recs if r["rec"] == "bw" and r["size"] == "model"}
+ovh = {r["model"]: r for r in recs if r["rec"] == "overhead"}
 rows = []
 for r in recs:
     if r["rec"] != "run":
         continue
-    o, peer = r["ours"], r["peer"][0]
+    o, peer = r["ours"], (r["peer"] or [None])[0]
     ph, t = r["phase"], r["threads"]
     ours_tps = o["pp_tps"] if ph == "pp" else o["tg_tps"]
-    peer_tps = statistics.median(peer["samples_ts"])
-    # llama-bench: warm-up = one full prompt (pp) or one token (tg), then reps
-    peer_tokens = (reps + 1) * peer["n_prompt"] if ph == "pp" else reps * peer["n_gen"] + 1
     row = {
         "model": os.path.basename(r["model"]), "threads": t, "phase": ph,
         "n_tokens": o["n_prompt"] if ph == "pp" else o["n_gen"],
-        "ours_tps": round(ours_tps, 2), "llamacpp_tps": round(peer_tps, 2),
-        "ratio": round(ours_tps / peer_tps, 3),
-        "ours_tps_all": o["pp_all"] if ph == "pp" else o["tg_all"], "llamacpp_tps_all": peer["samples_ts"],
-        "ours_tok_per_cpu_s": round(o["tokens_total"] / r["ours_cpu_s"], 2),
-        "llamacpp_tok_per_cpu_s": round(peer_tokens / r["peer_cpu_s"], 2),
+        "ours_tps": round(ours_tps, 2), "llamacpp_tps": None, "ratio": None,
+        "ours_tps_all": o["pp_all"] if ph == "pp" else o["tg_all"], "llamacpp_tps_all": None,
+        "ours_tok_per_cpu_s": round(o["tokens_total"] / max(r["ours_cpu_s"] - ovh[r["model"]]["ours_cpu_s"], 1e-3), 2),
+        "llamacpp_tok_per_cpu_s": None, "cpu_ratio": None,
         "weight_bytes_per_token": o["weight_bytes"], "kernels": o["kernels"],
-        "llamacpp_build": peer.get("build_commit"), "llamacpp_cpu_info": peer.get("cpu_info"),
+        "llamacpp_failure": r.get("peer_failure"),
     }
-    row["cpu_ratio"] = round(row["ours_tok_per_cpu_s"] / row["llamacpp_tok_per_cpu_s"], 3)
+    if peer:
+        peer_tps = statistics.median(peer["samples_ts"])
+        # llama-bench: warm-up = one full prompt (pp) or one token (tg), then reps
+        peer_tokens = (reps + 1) * peer["n_prompt"] if ph == "pp" else reps * peer["n_gen"] + 1
+        row.update({"llamacpp_tps": round(peer_tps, 2), "ratio": round(ours_tps / peer_tps, 3),
+                    "llamacpp_tps_all": peer["samples_ts"],
+                    "llamacpp_tok_per_cpu_s": round(peer_tokens / max(r["peer_cpu_s"] - ovh[r["model"]]["peer_cpu_s"], 1e-3), 2),
+                    "llamacpp_build": peer.get("build_commit"), "llamacpp_cpu_info": peer.get("cpu_info")})
+        row["cpu_ratio"] = round(row["ours_tok_per_cpu_s"] / row["llamacpp_tok_per_cpu_s"], 3)
     if ph == "tg":  # decode reads every weight once per token; prefill is compute-bound and reuses them
         for who in ("ours", "llamacpp"):
-            row[who + "_weight_gbps"] = round(o["weight_bytes"] * row[who + "_tps"] / 1e9, 3)
+            row[who + "_weight_gbps"] = round(o["weight_bytes"] * row[who + "_tps"] / 1e9, 3) if row[who + "_tps"] else None
         row["bw_model_size_gbps"] = bw_model[(r["model"], t)]
         row["bw_dram_gbps"] = bw_dram[t]
         row["ours_frac_bw"] = round(row["ours_weight_gbps"] / row["bw_model_size_gbps"], 3)
@@ -132,7 +154,9 @@ meta = {
     "cores": os.cpu_count(), "load_average_end": open("/proc/loadavg").read().split()[:3], "reps": reps,
     "bw_dram_read_gbps": bw_dram, "bw_model_size_read_gbps": {f"{os.path.basename(k[0])}/t{k[1]}": v for k, v in bw_model.items()},
     "method": "bench/bench_cpu.sh: each (model, threads, phase) runs as its own process for assay (bench_cpu) and "
-              "llama-bench back to back; tok/s = median of reps; tok/CPU-s = tokens run incl. warm-up / (user+sys)",
+              "llama-bench back to back; tok/s = median of reps; tok/CPU-s = tokens run incl. warm-up / (user+sys "
+              "CPU seconds minus the CPU seconds of the same tool's one-token run of that model: load and start-up)",
+    "startup_cpu_s": {os.path.basename(k): {"assay": v["ours_cpu_s"], "llamacpp": v["peer_cpu_s"]} for k, v in ovh.items()},
 }
 hdr = ["model", "thr", "phase", "assay tok/s", "llama.cpp tok/s", "ratio", "assay GB/s", "frac of bw (model-size / DRAM)",
        "assay tok/CPU-s", "llama.cpp tok/CPU-s", "CPU ratio"]
@@ -140,9 +164,11 @@ lines = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
 for w in rows:
     gb = f"{w['ours_weight_gbps']:.2f}" if w["phase"] == "tg" else "-"
     fr = f"{w['ours_frac_bw']:.2f} / {w['ours_frac_dram']:.2f}" if w["phase"] == "tg" else "-"
+    f = lambda v, d: "-" if v is None else f"{v:.{d}f}"
+    peer_tps = f(w["llamacpp_tps"], 2) if w["llamacpp_tps"] is not None else f"failed: {w['llamacpp_failure']}"
     lines.append(f"| {w['model']} | {w['threads']} | {w['phase']}{w['n_tokens']} | {w['ours_tps']:.2f} | "
-                 f"{w['llamacpp_tps']:.2f} | {w['ratio']:.2f} | {gb} | {fr} | {w['ours_tok_per_cpu_s']:.1f} | "
-                 f"{w['llamacpp_tok_per_cpu_s']:.1f} | {w['cpu_ratio']:.2f} |")
+                 f"{peer_tps} | {f(w['ratio'], 2)} | {gb} | {fr} | {w['ours_tok_per_cpu_s']:.1f} | "
+                 f"{f(w['llamacpp_tok_per_cpu_s'], 1)} | {f(w['cpu_ratio'], 2)} |")
 bwl = "read bandwidth (GB/s, bench_cpu bw): DRAM (1 GiB) " + ", ".join(f"t{k}: {v:.2f}" for k, v in bw_dram.items()) + \
       "; model-sized buffer " + ", ".join(f"{k}: {v:.2f}" for k, v in meta["bw_model_size_read_gbps"].items())
 table = "\n".join(lines)
