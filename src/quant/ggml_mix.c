@@ -118,8 +118,12 @@ static assay_type kq_mix_rule(assay_ggml_mix *mix, kq_category cat, const char *
         return t != ASSAY_TYPE_Q8_0 ? ASSAY_TYPE_Q6_K : t;
     }
     if (cat == KQ_CAT_TOKEN_EMBD) return t;
+    int layer = -1;
+    if (sscanf(name, "blk.%d.", &layer) != 1) layer = -1;
     if (cat == KQ_CAT_ATTN_V) {
-        int i = mix->i_attention_wv;
+        /* llama.cpp counts attn_v tensors in file order; a GGUF lists them by layer, so with one per layer the
+         * count is the layer number. Using the number keeps HF sources (listed in any order) on the same rule. */
+        int i = layer >= 0 && mix->n_attention_wv == mix->n_layer ? layer : mix->i_attention_wv;
         if (f == ASSAY_GGML_FTYPE_Q2_K) t = mix->n_gqa >= 4 ? ASSAY_TYPE_Q4_K : ASSAY_TYPE_Q3_K;
         else if (f == ASSAY_GGML_FTYPE_Q3_K_M) t = i < 2 ? ASSAY_TYPE_Q5_K : ASSAY_TYPE_Q4_K;
         else if (f == ASSAY_GGML_FTYPE_Q3_K_L) t = ASSAY_TYPE_Q5_K;
@@ -131,9 +135,8 @@ static assay_type kq_mix_rule(assay_ggml_mix *mix, kq_category cat, const char *
         return t;
     }
     if (cat == KQ_CAT_FFN_DOWN) {
-        /* dense models: the layer is the running count of ffn_down tensors */
-        int i = mix->i_ffn_down;
-        (void)name;
+        /* dense models: llama.cpp's running count of ffn_down tensors, i.e. the layer number */
+        int i = layer >= 0 ? layer : mix->i_ffn_down;
         if (f == ASSAY_GGML_FTYPE_Q2_K) t = ASSAY_TYPE_Q3_K;
         else if (f == ASSAY_GGML_FTYPE_Q3_K_M) t = i < n / 16 ? ASSAY_TYPE_Q5_K : ASSAY_TYPE_Q4_K;
         else if (f == ASSAY_GGML_FTYPE_Q3_K_L) t = ASSAY_TYPE_Q5_K;
