@@ -1,12 +1,13 @@
 /* cmd_run.c — `assay run MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--chat]
  * [--threads N] [--kv-cache-dtype T] [--ctx-size N] [--ignore-eos]`.
  * Prints the prompt and then each generated token's bytes to stdout as they come; prompt and generation speed
- * go to stderr. --temp 0 is greedy decoding. --chat wraps the prompt in the model's chat turn markup (ChatML,
- * Llama 3 or Gemma, recognized from the chat template) and does not echo it. */
+ * go to stderr. --temp 0 is greedy decoding. --chat renders the prompt as a user turn with the model's chat template
+ * (chat_template.h) and does not echo it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "assay/chat_template.h"
 #include "assay/model.h"
 #include "assay/progress.h"
 #include "assay/sampler.h"
@@ -15,18 +16,27 @@
 #include "cli.h"
 #include "commands.h"
 
-/* The user turn and the opening of the assistant turn in the markup the chat template uses. */
-static int chat_wrap(const char *tmpl, const char *prompt, assay_strbuf *out) {
-    if (!tmpl) return 0;
-    if (strstr(tmpl, "<|im_start|>")) {
-        assay_strbuf_printf(out, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", prompt);
-    } else if (strstr(tmpl, "<|start_header_id|>")) {
-        assay_strbuf_printf(out, "<|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>"
-                                 "<|start_header_id|>assistant<|end_header_id|>\n\n", prompt);
-    } else if (strstr(tmpl, "<start_of_turn>")) {
-        assay_strbuf_printf(out, "<start_of_turn>user\n%s<end_of_turn>\n<start_of_turn>model\n", prompt);
-    } else return 0;
-    return 1;
+/* The prompt as one user turn in the model's chat template, with the generation prompt opened. */
+static assay_status chat_render(const assay_model *m, const assay_tokenizer *tok, const char *prompt, assay_strbuf *out,
+                                int *writes_bos) {
+    const assay_model_file *mf = assay_model_get_file(m);
+    const char *tmpl = assay_model_file_chat_template(mf);
+    if (!tmpl) return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the model has no chat template", assay_model_file_path(mf));
+    char bos[256] = "", eos[256] = "";
+    size_t len;
+    const char *p;
+    if (assay_tokenizer_bos(tok) >= 0 && (p = assay_tokenizer_piece(tok, assay_tokenizer_bos(tok), &len)) && len < sizeof bos)
+        memcpy(bos, p, len), bos[len] = 0;
+    if (assay_tokenizer_eos(tok) >= 0 && (p = assay_tokenizer_piece(tok, assay_tokenizer_eos(tok), &len)) && len < sizeof eos)
+        memcpy(eos, p, len), eos[len] = 0;
+    assay_chat_template *ct;
+    assay_status st = assay_chat_template_parse(&ct, tmpl, bos[0] ? bos : NULL, eos[0] ? eos : NULL);
+    if (st) return st;
+    const assay_chat_message msg = {"user", prompt};
+    st = assay_chat_template_render(ct, &msg, 1, 1, out);
+    *writes_bos = assay_chat_template_writes_bos(ct);
+    assay_chat_template_free(ct);
+    return st;
 }
 
 static void emit(const assay_tokenizer *tok, int32_t id, int after_bos_spm) {
@@ -93,16 +103,13 @@ int assay_cmd_run(int argc, char **argv) {
     t_load = assay_now_seconds() - t_load;
     const assay_model_config *c = assay_model_get_config(m);
     const char *p = prompt;
+    int writes_bos = 0;
     if (chat) {
-        if (!chat_wrap(assay_model_file_chat_template(assay_model_get_file(m)), prompt, &text)) {
-            assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: no chat template this command knows (ChatML, Llama 3, Gemma)", path);
-            goto done;
-        }
+        if (chat_render(m, tok, prompt, &text, &writes_bos) != ASSAY_OK) goto done;
         p = text.data;
     }
-    if (assay_tokenizer_encode(tok, p, strlen(p), ASSAY_TOK_ADD_SPECIAL | (chat ? ASSAY_TOK_PARSE_SPECIAL : 0), &ids) !=
-        ASSAY_OK)
-        goto done;
+    int flags = (chat ? ASSAY_TOK_PARSE_SPECIAL : 0) | (writes_bos ? 0 : ASSAY_TOK_ADD_SPECIAL);
+    if (assay_tokenizer_encode(tok, p, strlen(p), flags, &ids) != ASSAY_OK) goto done;
     if (ids.n == 0) { /* an empty prompt without BOS: start from BOS anyway, or there is nothing to condition on */
         int32_t bos = assay_tokenizer_bos(tok);
         if (bos < 0) {
