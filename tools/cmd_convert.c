@@ -19,7 +19,7 @@ int assay_cmd_convert(int argc, char **argv) {
     int force = 0, quiet = 0, keep = 0, vocab_only = 0;
     const cli_option opts[] = {
         {"-o", "--output", CLI_STRING, &out, "OUT", "output: a .gguf file (from an HF directory) or a directory (from GGUF)"},
-        {NULL, "--dtype", CLI_STRING, &dtype, "f32|f16|bf16", "convert float tensors to this type (default: keep)"},
+        {NULL, "--dtype", CLI_STRING, &dtype, "f32|f16|bf16", "convert float matrices to this type (default: keep; HF -> GGUF vectors are f32)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "overwrite existing outputs"},
         {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no notes on stderr"},
         {NULL, "--vocab-only", CLI_FLAG, &vocab_only, NULL, "GGUF -> HF: write only tokenizer.json and tokenizer_config.json"},
@@ -50,6 +50,12 @@ int assay_cmd_convert(int argc, char **argv) {
     if (assay_model_file_open(&mf, args.positional[0]) != ASSAY_OK) {
         cli_args_free(&args);
         return cli_report_error("convert");
+    }
+    size_t ol = strlen(out);
+    if (assay_model_file_format(mf) == ASSAY_MODEL_FORMAT_GGUF && ol >= 5 && strcmp(out + ol - 5, ".gguf") == 0) {
+        assay_model_file_close(mf);
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "the input is GGUF, so OUT is an HF directory; GGUF -> GGUF is `assay quantize`'s job");
     }
     assay_status st = assay_model_file_format(mf) == ASSAY_MODEL_FORMAT_HF ? assay_convert_hf_to_gguf(mf, out, &o)
                                                                            : assay_convert_gguf_to_hf(mf, out, &o);

@@ -2,7 +2,7 @@
 
 A tiny llama is written by the reference `safetensors` package (so its files also test that we read what the
 reference writes); then the file is truncated at every 1/64th of its length, header bytes are flipped
-(every byte of the length prefix, every 5th byte of the JSON header), and the shard index is made to lie.
+(every byte of the length prefix, every 13th byte of the JSON header), and the shard index is made to lie.
 Each case must exit 1 with a message naming the file, never crash (exit >= 128) or succeed.
 """
 import json
@@ -75,7 +75,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for k in range(64):  # truncated at every 1/64th (0 bytes .. 63/64 of the file)
         open(target, "wb").write(data[: len(data) * k // 64])
         expect_error(bad, f"truncated to {k}/64")
-    positions = list(range(8)) + list(range(8, 8 + header_len, 5))
+    positions = list(range(8)) + list(range(8, 8 + header_len, 13))
     for pos in positions:  # one header byte flipped
         b = bytearray(data)
         b[pos] ^= 0xFF
