@@ -7,7 +7,8 @@
  *     |ref - spec| <= sum_i |w_i| * (activation quantization step of x_i) * 0.6 + 2e-3 * sum |w_i x_i|
  *       (half a step of rounding, the step itself rounded to fp16, and the fp16-rounded block sums of Q8_1);
  *     |avx2 - ref| <= 1e-5 * sum |w_i x_i| (same integers, different float summation order);
- *     the four-token kernels (prefill) equal four single-token AVX2 dot products within the same bound.
+ *     the four-token and two-row-by-four-token kernels (prefill) equal single-token AVX2 dot products within the
+ *     same bound.
  *  2. AVX2 activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
  *  3. Attention (online softmax over a paged cache with a shuffled block table) against a naive two-pass
  *     softmax in double: f32 cache 1e-5, f16 cache 2e-3, fp8/int8 caches 0.1 (relative to max |v|).
@@ -107,6 +108,21 @@ static void test_vec_dot(const assay_cpu_kernels *ref, const assay_cpu_kernels *
                     for (int j = 0; j < 4; j++) {
                         avx->type[T->t].vec_dot(n, &s1, w, x4 + j * rb);
                         CHECK(fabs(s4[j] - s1) <= 1e-5 * mag * (1 + j) + 1e-5);
+                    }
+                    if (avx->type[T->t].vec_dot2x4) { /* two weight rows: w and w rotated by 5 elements */
+                        size_t wb = (size_t)n * T->size, es = (size_t)T->size;
+                        uint8_t *w2 = malloc(2 * wb);
+                        memcpy(w2, w, wb);
+                        memcpy(w2 + wb, w + 5 * es, wb - 5 * es);
+                        memcpy(w2 + 2 * wb - 5 * es, w, 5 * es);
+                        float s8[8];
+                        avx->type[T->t].vec_dot2x4(n, s8, w2, wb, x4, rb);
+                        for (int r2 = 0; r2 < 2; r2++)
+                            for (int j = 0; j < 4; j++) {
+                                avx->type[T->t].vec_dot(n, &s1, w2 + r2 * wb, x4 + j * rb);
+                                CHECK(fabs(s8[4 * r2 + j] - s1) <= 1e-5 * mag * (1 + j) + 1e-5);
+                            }
+                        free(w2);
                     }
                     free(x4);
                     free(xs);

@@ -88,6 +88,7 @@ typedef struct matmul_job {
     int64_t n_tok, rows_per_task;
     assay_cpu_vec_dot_fn dot;
     assay_cpu_vec_dot4_fn dot4;
+    assay_cpu_vec_dot2x4_fn dot2x4;
 } matmul_job;
 
 enum { MATMUL_TOK_TILE = 4 };
@@ -101,7 +102,17 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     /* tokens in small tiles so the task's weight rows stay in cache while each token of the tile uses them */
     for (int64_t t0 = 0; t0 < j->n_tok; t0 += MATMUL_TOK_TILE) {
         int64_t t1 = t0 + MATMUL_TOK_TILE < j->n_tok ? t0 + MATMUL_TOK_TILE : j->n_tok;
-        for (int64_t r = r0; r < r1; r++) {
+        int64_t r = r0;
+        if (j->dot2x4 && t1 - t0 == 4)
+            for (; r + 2 <= r1; r += 2) {
+                float s8[8];
+                j->dot2x4(w->n_in, s8, wd + (size_t)r * w->row_bytes, w->row_bytes, j->xq + (size_t)t0 * j->xq_row, j->xq_row);
+                for (int u = 0; u < 4; u++) {
+                    j->y[(t0 + u) * w->n_out + r] = s8[u];
+                    j->y[(t0 + u) * w->n_out + r + 1] = s8[4 + u];
+                }
+            }
+        for (; r < r1; r++) {
             const void *wr = wd + (size_t)r * w->row_bytes;
             if (j->dot4 && t1 - t0 == 4) {
                 float s4[4];
@@ -161,7 +172,7 @@ static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const
         assay_threadpool_run(cb->tp, exact_task, &ej, (w->n_out + 15) / 16);
         return;
     }
-    matmul_job j = {.y = y, .w = w, .n_tok = n_tok, .dot = tk->vec_dot, .dot4 = tk->vec_dot4};
+    matmul_job j = {.y = y, .w = w, .n_tok = n_tok, .dot = tk->vec_dot, .dot4 = tk->vec_dot4, .dot2x4 = tk->vec_dot2x4};
     if (tk->vec_dot_type == ASSAY_TYPE_F32) {
         j.xq = (const uint8_t *)x;
         j.xq_row = (size_t)w->n_in * sizeof(float);
@@ -314,74 +325,81 @@ typedef struct attn_job {
     cpu_backend *cb;
 } attn_job;
 
-/* One (token, head): scores of one KV block at a time, with a running max m, running sum l and output
- * accumulator rescaled by exp(m_old - m_new) whenever the max grows (FlashAttention's online softmax). */
+/* One (token, KV head): the query heads that share this KV head (GQA group) walk the sequence's KV blocks together,
+ * so each block of keys and values is decoded to float once per group. Per head, scores of one block at a time
+ * with a running max m, running sum l and output accumulator rescaled by exp(m_old - m_new) whenever the max
+ * grows (FlashAttention's online softmax): no score matrix, any context length. */
 static void attn_task(void *ctx, int64_t task, int thread) {
     const attn_job *j = ctx;
     const assay_attn_params *ap = j->ap;
     const assay_kv_geom *g = j->g;
     const assay_cpu_kernels *K = j->cb->k;
-    int64_t t = task / ap->n_head, h = task % ap->n_head, hd = ap->head_dim;
-    int64_t kvh = h / (ap->n_head / ap->n_head_kv);
-    const float *q = j->q + (t * ap->n_head + h) * hd;
-    float *out = j->out + (t * ap->n_head + h) * hd;
-    float *acc = j->cb->ts[thread].buf, *kt = acc + hd, *vt = kt + ASSAY_KV_BLOCK * hd, *s = vt + ASSAY_KV_BLOCK * hd;
+    const int64_t hd = ap->head_dim, grp = ap->n_head / ap->n_head_kv, B = ASSAY_KV_BLOCK;
+    int64_t t = task / ap->n_head_kv, kvh = task % ap->n_head_kv;
+    /* scratch: acc[grp][hd] | kt[B][hd] | vt[B][hd] | s[grp][B] | m[grp] | l[grp] */
+    float *acc = j->cb->ts[thread].buf, *kt = acc + grp * hd, *vt = kt + B * hd, *s = vt + B * hd, *m = s + grp * B,
+          *l = m + grp;
     size_t es = kv_elem(g->dtype);
     int64_t p = j->pos[t], start = 0;
     if (ap->window > 0 && p - ap->window + 1 > 0) start = p - ap->window + 1;
     const assay_kv_seq_view *sv = &j->seq[t];
-    float m = -INFINITY, l = 0;
-    memset(acc, 0, (size_t)hd * sizeof(float));
-    for (int64_t blk = start / ASSAY_KV_BLOCK; blk <= p / ASSAY_KV_BLOCK; blk++) {
-        int64_t base = blk * ASSAY_KV_BLOCK;
-        int64_t j0 = start > base ? start - base : 0, j1 = p - base + 1 < ASSAY_KV_BLOCK ? p - base + 1 : ASSAY_KV_BLOCK;
-        int64_t slot0 = (sv->table[blk] * g->n_head_kv + kvh) * ASSAY_KV_BLOCK;
+    int scaled = kv_is_scaled(g->dtype);
+    for (int64_t h = 0; h < grp; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0;
+    }
+    memset(acc, 0, (size_t)(grp * hd) * sizeof(float));
+    for (int64_t blk = start / B; blk <= p / B; blk++) {
+        int64_t base = blk * B;
+        int64_t j0 = start > base ? start - base : 0, j1 = p - base + 1 < B ? p - base + 1 : B;
+        int64_t slot0 = (sv->table[blk] * g->n_head_kv + kvh) * B;
         const uint8_t *kb = (const uint8_t *)j->L->k + (size_t)slot0 * hd * es;
         const uint8_t *vb = (const uint8_t *)j->L->v + (size_t)slot0 * hd * es;
-        int scaled = kv_is_scaled(g->dtype);
-        float mt = -INFINITY;
-        for (int64_t i = j0; i < j1; i++) {
-            const float *kr;
-            if (g->dtype == ASSAY_KV_F32) kr = (const float *)kb + i * hd;
-            else {
-                assay_kv_decode(K, g->dtype, kb + (size_t)i * hd * es, kt, hd, scaled ? j->L->k_scale[slot0 + i] : 1.0f);
-                kr = kt;
+        const float *kf = (const float *)kb, *vf = (const float *)vb;
+        if (g->dtype != ASSAY_KV_F32) {
+            for (int64_t i = j0; i < j1; i++) {
+                assay_kv_decode(K, g->dtype, kb + (size_t)i * hd * es, kt + i * hd, hd, scaled ? j->L->k_scale[slot0 + i] : 1.0f);
+                assay_kv_decode(K, g->dtype, vb + (size_t)i * hd * es, vt + i * hd, hd, scaled ? j->L->v_scale[slot0 + i] : 1.0f);
             }
-            float sc = K->dot_f32(hd, q, kr) * ap->scale;
-            if (ap->softcap > 0) sc = ap->softcap * tanhf(sc / ap->softcap);
-            s[i] = sc;
-            mt = sc > mt ? sc : mt;
+            kf = kt;
+            vf = vt;
         }
-        float mn = mt > m ? mt : m;
-        if (mn != m) {
-            float corr = expf(m - mn); /* exp(-inf) = 0 on the first tile */
-            l *= corr;
-            for (int64_t d = 0; d < hd; d++) acc[d] *= corr;
-            m = mn;
-        }
-        for (int64_t i = j0; i < j1; i++) {
-            float pr = expf(s[i] - m);
-            l += pr;
-            const float *vr;
-            if (g->dtype == ASSAY_KV_F32) vr = (const float *)vb + i * hd;
-            else {
-                assay_kv_decode(K, g->dtype, vb + (size_t)i * hd * es, vt, hd, scaled ? j->L->v_scale[slot0 + i] : 1.0f);
-                vr = vt;
+        for (int64_t h = 0; h < grp; h++) {
+            const float *q = j->q + (t * ap->n_head + kvh * grp + h) * hd;
+            float *sh = s + h * B, *ah = acc + h * hd, mt = -INFINITY;
+            for (int64_t i = j0; i < j1; i++) {
+                float sc = K->dot_f32(hd, q, kf + i * hd) * ap->scale;
+                if (ap->softcap > 0) sc = ap->softcap * tanhf(sc / ap->softcap);
+                sh[i] = sc;
+                mt = sc > mt ? sc : mt;
             }
-            K->axpy_f32(hd, acc, pr, vr);
+            if (mt > m[h]) {
+                float corr = expf(m[h] - mt); /* exp(-inf) = 0 on the first tile */
+                l[h] *= corr;
+                for (int64_t d = 0; d < hd; d++) ah[d] *= corr;
+                m[h] = mt;
+            }
+            for (int64_t i = j0; i < j1; i++) {
+                float pr = expf(sh[i] - m[h]);
+                l[h] += pr;
+                K->axpy_f32(hd, ah, pr, vf + i * hd);
+            }
         }
     }
-    float inv = 1.0f / l;
-    for (int64_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+    for (int64_t h = 0; h < grp; h++) {
+        float *out = j->out + (t * ap->n_head + kvh * grp + h) * hd, inv = 1.0f / l[h];
+        for (int64_t d = 0; d < hd; d++) out[d] = acc[h * hd + d] * inv;
+    }
 }
 
 static void cpu_attention(assay_backend *be, float *out, const float *q, int64_t n_tok, const assay_attn_params *ap,
                           const assay_kv_layer *L, const assay_kv_geom *g, const assay_kv_seq_view *seq_of_tok,
                           const int32_t *pos) {
     cpu_backend *cb = cpu_of(be);
-    ensure_thread_scratch(cb, (size_t)ap->head_dim * (1 + 2 * ASSAY_KV_BLOCK) + ASSAY_KV_BLOCK);
+    int64_t grp = ap->n_head / ap->n_head_kv;
+    ensure_thread_scratch(cb, (size_t)(grp * ap->head_dim + 2 * ASSAY_KV_BLOCK * ap->head_dim + grp * ASSAY_KV_BLOCK + 2 * grp));
     attn_job j = {out, q, ap, L, g, seq_of_tok, pos, cb};
-    assay_threadpool_run(cb->tp, attn_task, &j, n_tok * ap->n_head);
+    assay_threadpool_run(cb->tp, attn_task, &j, n_tok * ap->n_head_kv);
 }
 
 /* ---- open / close ----------------------------------------------------------------------------------------- */

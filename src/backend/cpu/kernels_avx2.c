@@ -198,9 +198,41 @@ VD_LEGACY(vd_q8_0, assay_block_q8_0, assay_block_q8_0, dot_blk_q8_0, 0)
     }
 
 static inline float id_f32(float v) { return v; }
+
 VD4_FLOAT(vd4_f32, float, _mm256_loadu_ps, id_f32)
 VD4_FLOAT(vd4_f16, uint16_t, load_f16, assay_half_to_float)
 VD4_FLOAT(vd4_bf16, uint16_t, load_bf16, assay_bf16_to_float)
+
+#define VD2X4_FLOAT(fn, T, LOAD, SCALAR)                                                           \
+    static void fn(int64_t n, float *s, const void *w, size_t ws, const void *x, size_t xs) {      \
+        const T *a0 = w, *a1 = (const T *)((const char *)w + ws);                                  \
+        const float *b[4];                                                                         \
+        for (int j = 0; j < 4; j++) b[j] = (const float *)((const char *)x + j * xs);              \
+        __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps(), c03 = _mm256_setzero_ps(); \
+        __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps(), c13 = _mm256_setzero_ps(); \
+        int64_t i = 0;                                                                             \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 w0 = LOAD(a0 + i), w1 = LOAD(a1 + i), x;                                        \
+            x = _mm256_loadu_ps(b[0] + i); c00 = _mm256_fmadd_ps(w0, x, c00); c10 = _mm256_fmadd_ps(w1, x, c10); \
+            x = _mm256_loadu_ps(b[1] + i); c01 = _mm256_fmadd_ps(w0, x, c01); c11 = _mm256_fmadd_ps(w1, x, c11); \
+            x = _mm256_loadu_ps(b[2] + i); c02 = _mm256_fmadd_ps(w0, x, c02); c12 = _mm256_fmadd_ps(w1, x, c12); \
+            x = _mm256_loadu_ps(b[3] + i); c03 = _mm256_fmadd_ps(w0, x, c03); c13 = _mm256_fmadd_ps(w1, x, c13); \
+        }                                                                                          \
+        float r[8] = {hsum256(c00), hsum256(c01), hsum256(c02), hsum256(c03),                      \
+                      hsum256(c10), hsum256(c11), hsum256(c12), hsum256(c13)};                     \
+        for (; i < n; i++) {                                                                       \
+            float w0 = SCALAR(a0[i]), w1 = SCALAR(a1[i]);                                          \
+            for (int j = 0; j < 4; j++) {                                                          \
+                r[j] += w0 * b[j][i];                                                              \
+                r[4 + j] += w1 * b[j][i];                                                          \
+            }                                                                                      \
+        }                                                                                          \
+        memcpy(s, r, sizeof r);                                                                    \
+    }
+
+VD2X4_FLOAT(vd2x4_f32, float, _mm256_loadu_ps, id_f32)
+VD2X4_FLOAT(vd2x4_f16, uint16_t, load_f16, assay_half_to_float)
+VD2X4_FLOAT(vd2x4_bf16, uint16_t, load_bf16, assay_bf16_to_float)
 
 /* Quantized weight blocks decoded to 32 int8 once, then multiplied with four Q8 activation rows. */
 #define VD4_Q(fn, WT, AT, DECODE, SIGNED, HAS_MIN)                                              \
@@ -324,9 +356,9 @@ static const assay_cpu_kernels kernels_avx2 = {
     .name = "avx2",
     .type =
         {
-            [ASSAY_TYPE_F32] = {ASSAY_TYPE_F32, vd_f32, vd4_f32},
-            [ASSAY_TYPE_F16] = {ASSAY_TYPE_F32, vd_f16, vd4_f16},
-            [ASSAY_TYPE_BF16] = {ASSAY_TYPE_F32, vd_bf16, vd4_bf16},
+            [ASSAY_TYPE_F32] = {ASSAY_TYPE_F32, vd_f32, vd4_f32, vd2x4_f32},
+            [ASSAY_TYPE_F16] = {ASSAY_TYPE_F32, vd_f16, vd4_f16, vd2x4_f16},
+            [ASSAY_TYPE_BF16] = {ASSAY_TYPE_F32, vd_bf16, vd4_bf16, vd2x4_bf16},
             [ASSAY_TYPE_Q4_0] = {ASSAY_TYPE_Q8_0, vd_q4_0, vd4_q4_0},
             [ASSAY_TYPE_Q4_1] = {ASSAY_TYPE_Q8_1, vd_q4_1, vd4_q4_1},
             [ASSAY_TYPE_Q5_0] = {ASSAY_TYPE_Q8_0, vd_q5_0},
