@@ -212,7 +212,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
         klds = assay_xmalloc((size_t)n_scored * sizeof(float));
     }
 
-    double nll = 0, nll2 = 0, bnll = 0, dnll = 0, dnll2 = 0, kld_sum = 0, kld2 = 0, dp_sum = 0, dp2 = 0;
+    double nll = 0, nll2 = 0, bnll = 0, dnll = 0, dnll2 = 0, kld_sum = 0, kld2 = 0, dp_sum = 0, dp2 = 0, dp4 = 0;
     int64_t count = 0, same_top = 0;
     assay_progress bar;
     assay_progress_begin(&bar, "perplexity", n_chunks, "chunk");
@@ -258,6 +258,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
                 double dp = exp(lp[target]) - exp(lpb[target]);
                 dp_sum += dp;
                 dp2 += dp * dp;
+                dp4 += dp * dp * dp * dp;
                 int64_t a1 = 0, a2 = 0;
                 for (int64_t k = 1; k < V; k++) {
                     if (lp[k] > lp[a1]) a1 = k;
@@ -306,7 +307,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
         double st_p = (double)same_top / N, st_err = sqrt(st_p * (1 - st_p) / N);
         double rms = sqrt(dp2 / N), dpm = dp_sum / N;
         /* uncertainty of the RMS from that of the mean square (delta method) */
-        double rms_err = rms > 0 && count > 1 ? sqrt(fmax(0, dp2 / N - (dp2 / N) * (dp2 / N)) / (N - 1)) / (2 * rms) : 0;
+        double ms = dp2 / N, rms_err = rms > 0 && count > 1 ? sqrt(fmax(0, dp4 / N - ms * ms) / (N - 1)) / (2 * rms) : 0;
         (void)dpm;
         qsort(klds, (size_t)count, sizeof(float), cmp_float);
         double kmed = percentile(klds, count, 0.5), k99 = percentile(klds, count, 0.99), kmax = klds[count - 1];
