@@ -660,6 +660,150 @@ static void section_profile(void) {
     prefill_free(&p);
 }
 
+/* =============================== FP8 prefill attention with Hadamard rotation ============================= */
+typedef struct fp8_ctx {
+    const prefill_case *c;
+    prefill_data *p;
+    uint8_t *q8, *k8, *v8;
+    float *qs, *ks, *vs;
+    int8_t *dsigns;
+    void *dout;
+} fp8_ctx;
+
+static void fp8_prepare(fp8_ctx *f, int hadamard) {
+    const prefill_case *c = f->c;
+    prefill_data *p = f->p;
+    KCALL(assay_cuda_fp8_quant_rows(p->dq, (int64_t)p->total_q * c->hq, c->d, hadamard ? f->dsigns : NULL, f->q8, f->qs, NULL));
+    KCALL(assay_cuda_fp8_quant_rows(p->dk, (int64_t)p->total_k * c->hkv, c->d, hadamard ? f->dsigns : NULL, f->k8, f->ks, NULL));
+    KCALL(assay_cuda_fp8_quant_rows(p->dv, (int64_t)p->total_k * c->hkv, c->d, NULL, f->v8, f->vs, NULL));
+}
+static void fp8_run(fp8_ctx *f) {
+    assay_cuda_attn_prefill_fp8_args a;
+    memset(&a, 0, sizeof a);
+    a.q = f->q8; a.k = f->k8; a.v = f->v8; a.q_scale = f->qs; a.k_scale = f->ks; a.v_scale = f->vs; a.o = f->dout;
+    a.cu_seqlens_q = f->p->dcuq; a.cu_seqlens_k = f->p->dcuk; a.batch = f->c->batch; a.max_seqlen_q = f->p->max_q;
+    a.n_heads_q = f->c->hq; a.n_heads_kv = f->c->hkv; a.head_dim = f->c->d; a.scale = 1.0f / sqrtf((float)f->c->d);
+    a.causal = f->c->causal;
+    KCALL(assay_cuda_attn_prefill_fp8(&a, NULL));
+}
+static void fp8_bench_fn(void *ctx, int it) { (void)it; fp8_run(ctx); }
+static void fp8_quant_fn(void *ctx, int it) { (void)it; fp8_prepare(ctx, 1); }
+
+static void fp8_alloc(fp8_ctx *f, const prefill_case *c, prefill_data *p) {
+    f->c = c; f->p = p;
+    size_t nq = (size_t)p->total_q * c->hq, nk = (size_t)p->total_k * c->hkv;
+    f->q8 = lab_dmalloc(nq * c->d); f->k8 = lab_dmalloc(nk * c->d); f->v8 = lab_dmalloc(nk * c->d);
+    f->qs = lab_dmalloc(nq * 4); f->ks = lab_dmalloc(nk * 4); f->vs = lab_dmalloc(nk * 4);
+    int8_t signs[128];
+    for (int i = 0; i < c->d; ++i) signs[i] = (lab_rand_u64() & 1) ? 1 : -1;
+    f->dsigns = lab_upload(signs, c->d);
+    f->dout = lab_dmalloc(nq * c->d * 2);
+}
+static void fp8_free(fp8_ctx *f) {
+    cudaFree(f->q8); cudaFree(f->k8); cudaFree(f->v8); cudaFree(f->qs); cudaFree(f->ks); cudaFree(f->vs);
+    cudaFree(f->dsigns); cudaFree(f->dout);
+}
+
+/* Error of the output in dout against the float64 reference, over all rows (or `sample` random rows). */
+static lab_err fp8_error(const prefill_case *c, prefill_data *p, void *dout, int sample) {
+    size_t nq = (size_t)p->total_q * c->hq * c->d;
+    uint16_t *out = malloc(nq * 2);
+    CK(cudaMemcpy(out, dout, nq * 2, cudaMemcpyDeviceToHost));
+    int maxk = 0;
+    for (int b = 0; b < c->batch; ++b) if (c->lk[b] > maxk) maxk = c->lk[b];
+    double *ref = malloc(sizeof(double) * c->d), *sc = malloc(sizeof(double) * (maxk + 1));
+    lab_err e = {0};
+    long nrows = (long)p->total_q * c->hq;
+    uint64_t saved = lab_rng_state;
+    lab_rng_state = 12345; /* the same sampled rows for every variant */
+    for (long r = 0; r < (sample ? sample : nrows); ++r) {
+        long row = sample ? (long)(lab_uniform() * nrows) : r;
+        int tok = (int)(row / c->hq), h = (int)(row % c->hq), b = 0;
+        while (tok >= p->cuq[b + 1]) ++b;
+        prefill_ref_row(c, p, b, h, tok - p->cuq[b], ref, sc);
+        for (int x = 0; x < c->d; ++x) lab_err_add(&e, lab_bf16_to_f32(out[((size_t)tok * c->hq + h) * c->d + x]), ref[x]);
+    }
+    lab_rng_state = saved;
+    for (size_t i = 0; i < nq; ++i) if ((out[i] & 0x7FFF) > 0x7F80) e.nan++;
+    free(out); free(ref); free(sc);
+    return e;
+}
+
+/* Inputs with outlier channels: 4 fixed channels of Q and K are 10x larger (as in LLM keys). */
+static void add_outlier_channels(const prefill_case *c, prefill_data *p) {
+    int ch[4];
+    for (int i = 0; i < 4; ++i) ch[i] = (int)(lab_uniform() * c->d);
+    for (size_t r = 0; r < (size_t)p->total_q * c->hq; ++r)
+        for (int i = 0; i < 4; ++i) p->q[r * c->d + ch[i]] = lab_f32_to_bf16(lab_bf16_to_f32(p->q[r * c->d + ch[i]]) * 10.f);
+    for (size_t r = 0; r < (size_t)p->total_k * c->hkv; ++r)
+        for (int i = 0; i < 4; ++i) p->k[r * c->d + ch[i]] = lab_f32_to_bf16(lab_bf16_to_f32(p->k[r * c->d + ch[i]]) * 10.f);
+    CK(cudaMemcpy(p->dq, p->q, (size_t)p->total_q * c->hq * c->d * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(p->dk, p->k, (size_t)p->total_k * c->hkv * c->d * 2, cudaMemcpyHostToDevice));
+}
+
+static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int sample, const char *shape) {
+    fp8_ctx f;
+    fp8_alloc(&f, c, p);
+    char sh[128];
+    /* bf16 kernel on the same inputs: the baseline the FP8 error is compared with */
+    CK(cudaMemset(p->dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
+    prefill_run(c, p, 0);
+    lab_err eb = fp8_error(c, p, p->dout, sample);
+    snprintf(sh, sizeof sh, "%s outliers", shape);
+    lab_validate(o, "attn_prefill_bf16", sh, &eb, 1e-2);
+    CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
+    fp8_prepare(&f, 0);
+    fp8_run(&f);
+    lab_err e0 = fp8_error(c, p, f.dout, sample);
+    lab_validate(o, "attn_prefill_fp8_plain", sh, &e0, 1.0); /* reported; the baseline to beat */
+    CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
+    fp8_prepare(&f, 1);
+    fp8_run(&f);
+    lab_err e1 = fp8_error(c, p, f.dout, sample);
+    double tol = lab_err_rel(&e0) * 0.999; /* the check: below the plain FP8 path's error on the same inputs */
+    lab_validate(o, "attn_prefill_fp8_hadamard", sh, &e1, tol);
+    fp8_free(&f);
+}
+
+static void section_fp8_attn(lab_out *o) {
+    prefill_case cases[] = {
+        {2, 8, 2, 128, 1, {300, 513}, {300, 513}},
+        {3, 8, 8, 64, 0, {64, 200, 77}, {128, 200, 90}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        prefill_data p;
+        prefill_alloc(&p, &cases[i]);
+        add_outlier_channels(&cases[i], &p);
+        char shape[96];
+        snprintf(shape, sizeof shape, "b%d hq%d hkv%d d%d %s varlen", cases[i].batch, cases[i].hq, cases[i].hkv,
+                 cases[i].d, cases[i].causal ? "causal" : "full");
+        fp8_compare(o, &cases[i], &p, 0, shape);
+        prefill_free(&p);
+    }
+    prefill_case c = {4, 32, 32, 128, 0, {4096, 4096, 4096, 4096}, {4096, 4096, 4096, 4096}};
+    prefill_data p;
+    prefill_alloc(&p, &c);
+    add_outlier_channels(&c, &p);
+    for (int causal = 0; causal <= 1; ++causal) {
+        c.causal = causal;
+        char shape[96];
+        snprintf(shape, sizeof shape, "b4 h32 n4096 d128 %s", causal ? "causal" : "full");
+        fp8_compare(o, &c, &p, 48, shape);
+        fp8_ctx f;
+        fp8_alloc(&f, &c, &p);
+        fp8_prepare(&f, 1);
+        double us = lab_time_us(fp8_bench_fn, &f, 3, 7);
+        lab_bench(o, "attn_prefill_fp8", shape, us, 4.0 * 4 * 32 * 4096.0 * 4096.0 * 128 * (causal ? 0.5 : 1.0), 0);
+        if (!causal) {
+            double uq = lab_time_us(fp8_quant_fn, &f, 3, 7);
+            lab_bench(o, "fp8_quant_rows_qkv_hadamard", "b4 h32 n4096 d128 (q, k rotated; v)", uq, 0,
+                      3.0 * 4 * 4096 * 32 * 128 * 3 + 3.0 * 4 * 4096 * 32 * 4);
+        }
+        fp8_free(&f);
+    }
+    prefill_free(&p);
+}
+
 int main(int argc, char **argv) {
     const char *json = NULL, *only = NULL;
     for (int i = 1; i < argc; ++i) {
@@ -685,6 +829,7 @@ int main(int argc, char **argv) {
     if (!only || !strcmp(only, "gemm")) section_gemm(&o);
     if (!only || !strcmp(only, "decode")) { section_decode(&o); section_decode_bench(&o); }
     if (!only || !strcmp(only, "prefill")) section_prefill(&o);
+    if (!only || !strcmp(only, "fp8attn")) section_fp8_attn(&o);
     lab_json_end(&o);
     printf("kernel_check: %d validation failure(s)\n", o.failures);
     return o.failures ? 1 : 0;

@@ -67,6 +67,27 @@ typedef struct assay_cuda_attn_prefill_args {
 
 int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, assay_cuda_stream stream);
 
+/* ---- FP8 prefill attention (e4m3 Q/K/V, one fp32 scale per token and head) ------------------------------- */
+/* Quantizes rows of d values (x: bf16 [rows][d], e.g. [tokens][heads][d] flattened) to e4m3 with
+ * scale[row] = max|row| / 448. With signs (device, d values of +1/-1) each row is first rotated by
+ * diag(signs) H / sqrt(d) (H the Sylvester Hadamard matrix): apply the same signs to Q and K, never to V. */
+int assay_cuda_fp8_quant_rows(const void *x_bf16, int64_t rows, int32_t d, const int8_t *signs, uint8_t *out,
+                              float *scale, assay_cuda_stream stream);
+
+typedef struct assay_cuda_attn_prefill_fp8_args {
+    const uint8_t *q, *k, *v;   /* e4m3 codes, layouts as in assay_cuda_attn_prefill_args */
+    const float *q_scale;       /* [total_q][n_heads_q] */
+    const float *k_scale;       /* [total_k][n_heads_kv] */
+    const float *v_scale;       /* [total_k][n_heads_kv] */
+    void *o;                    /* bf16 [total_q][n_heads_q][head_dim] */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    int32_t batch, max_seqlen_q, n_heads_q, n_heads_kv, head_dim;
+    float scale;
+    int32_t causal;
+} assay_cuda_attn_prefill_fp8_args;
+
+int assay_cuda_attn_prefill_fp8(const assay_cuda_attn_prefill_fp8_args *a, assay_cuda_stream stream);
+
 /* ---- paged decode attention (split-KV + combine) -------------------------------------------------------- */
 typedef struct assay_cuda_attn_decode_args {
     const void *q;              /* bf16 [batch][n_heads_q][head_dim] */
