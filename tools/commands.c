@@ -13,7 +13,7 @@ const assay_command assay_commands[] = {
     {"perplexity", "perplexity with uncertainty, KL divergence against saved baseline logits", assay_cmd_perplexity},
     {"imatrix", "importance matrix from calibration text", assay_cmd_imatrix},
     {"serve", "OpenAI-compatible HTTP server with Prometheus metrics", NULL},
-    {"eval", "evaluation tasks (wikitext, kld, hellaswag, arc, piqa, mmlu, gsm8k) -> lm-eval JSON", NULL},
+    {"eval", "evaluation tasks (wikitext, kld, hellaswag, arc, piqa, mmlu, gsm8k) -> lm-eval JSON", assay_cmd_eval},
     {"compare", "paired statistics between two result files and a ship/monitor/investigate verdict", NULL},
     {"decide", "baseline vs candidate: eval + throughput + compare -> report.md and report.html", NULL},
     {"bench", "offline throughput and memory: prefill/decode tok/s by batch and context", NULL},

@@ -1,0 +1,240 @@
+/* eval.h — evaluation tasks with lm-evaluation-harness semantics, over a small language-model interface.
+ *
+ *   assay_lm *lm = ...;                              // an engine adapter fills the function table below
+ *   assay_eval_options o;
+ *   assay_eval_options_default(&o);                  // data from $ASSAY_SHARED/data, lm-eval's defaults
+ *   o.limit = 100;
+ *   assay_eval_results *r;
+ *   if (assay_eval_run(lm, "hellaswag,wikitext", &o, &r) != ASSAY_OK) ... assay_last_error()
+ *   assay_strbuf json = {0};
+ *   assay_eval_results_json(r, &json);             // {"results": {"hellaswag": {"acc,none": ...}}, "samples": ...}
+ *   assay_eval_results_free(r);
+ *
+ * The tasks follow lm-evaluation-harness (v0.4.x task yamls): their prompts, their context/continuation split
+ * (trailing spaces of the context move to the continuation; context and continuation are tokenized together
+ * and split at the context's token count), acc = argmax of summed log-likelihood, acc_norm = argmax of
+ * log-likelihood divided by the choice's length in characters, BOS only where the model's tokenizer adds it,
+ * the document-level rolling windows for wikitext, the gsm8k regex filters, and the result keys
+ * "<metric>,<filter>" / "<metric>_stderr,<filter>". The model is reached only through assay_lm, so the whole
+ * layer is testable with a toy model and independent of the engine behind it.
+ */
+#ifndef ASSAY_EVAL_H
+#define ASSAY_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "assay/status.h"
+#include "assay/strbuf.h"
+
+/* ---- the language-model interface ------------------------------------------------------------------------ */
+
+/* Called for each generated token by assay_lm.generate; return nonzero to stop generating. */
+typedef int (*assay_lm_token_fn)(void *user, int32_t token);
+
+typedef struct assay_lm {
+    void *ctx;           /* the engine's state, passed back to every function */
+    const char *name;    /* shown in results ("model_name") */
+    int64_t n_vocab;
+    int64_t max_length;  /* context window the eval uses (lm-eval's max_length) */
+    int32_t prefix_token;/* lm-eval's prefix_token_id: BOS if the tokenizer has one, else EOS */
+    int32_t eos_token;   /* stops generation; -1 if none */
+
+    /* Text -> ids with the tokenizer's own special-token behaviour (add_special = 1: BOS added only if this
+     * tokenizer adds one, like HF's encode(add_special_tokens=True)); add_special = 0: never. *ids is malloc'd. */
+    assay_status (*tokenize)(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, int64_t *n);
+    /* ids -> text (special tokens skipped); *text is malloc'd and NUL-terminated. */
+    assay_status (*detokenize)(void *ctx, const int32_t *ids, int64_t n, char **text, size_t *len);
+    /* One causal forward pass over tokens[0..n-1) (n - 1 <= max_length). For every i in [first, n) writes
+     * logprob[i-first] = log p(tokens[i] | tokens[<i]) and greedy[i-first] = 1 when tokens[i] is the argmax.
+     * first >= 1. When logits is not NULL it also receives the raw logits that predicted those tokens,
+     * (n - first) rows of n_vocab floats (for KL divergence). */
+    assay_status (*score)(void *ctx, const int32_t *tokens, int64_t n, int64_t first, float *logprob,
+                          uint8_t *greedy, float *logits);
+    /* Greedy decoding after prompt[0..n): calls on_token for each new token until it returns nonzero, EOS,
+     * or max_new tokens. */
+    assay_status (*generate)(void *ctx, const int32_t *prompt, int64_t n, int64_t max_new, assay_lm_token_fn on_token,
+                             void *user);
+} assay_lm;
+
+/* lm-eval's loglikelihood request: sum of log p over the continuation's tokens and whether every continuation
+ * token was the greedy choice. Handles the empty-context case (prefix token as context) and left-truncates
+ * context + continuation to max_length like lm-eval's HF model. */
+assay_status assay_lm_loglikelihood(const assay_lm *lm, const char *context, const char *continuation, double *ll,
+                                    int *is_greedy, int64_t *n_tokens);
+/* lm-eval's loglikelihood_rolling: the text's tokens (tokenizer defaults) scored in disjoint windows of
+ * max_length with the prefix token before the first window. */
+assay_status assay_lm_loglikelihood_rolling(const assay_lm *lm, const char *text, size_t len, double *ll,
+                                            int64_t *n_tokens);
+/* lm-eval's generate_until for greedy decoding: the context left-truncated to max_length - max_gen_toks, at
+ * most max_gen_toks new tokens, the text cut at the first occurrence of any stop string. *out is malloc'd. */
+assay_status assay_lm_generate_until(const assay_lm *lm, const char *context, const char *const *until, int n_until,
+                                     int64_t max_gen_toks, char **out);
+
+/* lm-eval's window split (utils.get_rolling_token_windows + make_disjoint_window, context_len = 1): window w
+ * covers predicted tokens [pred_begin, pred_end) and is fed input tokens [in_begin, pred_end - 1) of the token
+ * list, where index -1 means the prefix token. Returns the number of windows (0 for an empty list); fills
+ * at most max_windows entries. */
+typedef struct assay_rolling_window {
+    int64_t in_begin, pred_begin, pred_end;
+} assay_rolling_window;
+int64_t assay_rolling_windows(int64_t n_tokens, int64_t max_length, assay_rolling_window *w, int64_t max_windows);
+
+/* ---- tasks ------------------------------------------------------------------------------------------------ */
+
+typedef enum assay_task_kind {
+    ASSAY_TASK_MULTIPLE_CHOICE, /* hellaswag, arc_challenge, piqa, mmlu_* */
+    ASSAY_TASK_GENERATE,        /* gsm8k */
+    ASSAY_TASK_ROLLING,         /* wikitext: document-level perplexity */
+    ASSAY_TASK_TEXT_PPL,        /* heldout / --text FILE: fixed windows, llama-perplexity style */
+    ASSAY_TASK_KLD,             /* KL divergence against a baseline model */
+} assay_task_kind;
+
+/* One evaluation document, in the form the task's prompt builder produced. */
+typedef struct assay_eval_doc {
+    int64_t doc_id;
+    char *context;   /* MC / GENERATE: the full prompt (few-shot + description + question); ROLLING: the target */
+    int n_choices;
+    char **choices;  /* MC: the choice strings; continuation = target_delimiter + choice */
+    int gold;        /* MC: index of the right choice */
+    char *target;    /* GENERATE: the reference answer; ROLLING: the original page (for word/byte counts) */
+} assay_eval_doc;
+
+typedef struct assay_task_docs {
+    char *name;                /* "hellaswag", "mmlu_anatomy", ... */
+    const char *group;         /* "mmlu_stem" ... for mmlu subjects, else NULL */
+    assay_task_kind kind;
+    int num_fewshot;
+    const char *target_delimiter;
+    assay_eval_doc *docs;
+    int64_t n_docs;            /* after --limit */
+    int64_t n_original;        /* before --limit */
+} assay_task_docs;
+
+typedef struct assay_eval_options {
+    const char *data_dir;      /* root holding hellaswag/, arc_challenge/, ...; default $ASSAY_SHARED/data */
+    const char *text_file;     /* TEXT_PPL / KLD text (default: the house model's heldout.txt or wikitext) */
+    int num_fewshot;           /* -1: each task's default (lm-eval yaml) */
+    int64_t limit;             /* 0: all documents; else the first N per task (lm-eval --limit) */
+    int64_t ppl_ctx;           /* TEXT_PPL / KLD window in tokens (default 512) */
+    int64_t max_gen_toks;      /* gsm8k generation budget (lm-eval: 256) */
+    int fewshot_seed;          /* lm-eval's fewshot_random_seed (1234) */
+    int progress;              /* draw progress bars */
+    const assay_lm *kld_base;  /* KLD: the baseline model (NULL: the kld task is refused) */
+} assay_eval_options;
+
+void assay_eval_options_default(assay_eval_options *o);
+
+/* Builds a task's documents and prompts. `name` is a task or group name (mmlu expands to its 57 subjects).
+ * Appends to *tasks (a malloc'd array of *n_tasks entries). No model needed: this is what --dump-requests
+ * prints and what the prompt tests compare with lm-evaluation-harness. */
+assay_status assay_task_load(const char *name, const assay_eval_options *o, assay_task_docs **tasks, int *n_tasks);
+void assay_task_docs_free(assay_task_docs *t);
+/* Known task names, NULL-terminated ("wikitext", "heldout", "kld", "hellaswag", ...). */
+extern const char *const assay_task_names[];
+
+/* ---- running and results ------------------------------------------------------------------------------------ */
+
+/* Per-sample record kept for pairing two runs (compare) and written under "samples". */
+typedef struct assay_eval_sample {
+    int64_t doc_id;
+    int n_values;
+    double values[4];    /* per-task metric values for this doc (acc, acc_norm | em strict, em flexible | ll...) */
+    double *lls;         /* MC: per-choice log-likelihood (n_choices) */
+    uint8_t *greedy;     /* MC: per-choice is_greedy */
+    int n_choices;
+    int gold;
+    char *response;      /* GENERATE: the generated text */
+    char *filtered[2];   /* GENERATE: strict-match and flexible-extract answers */
+    double ll;           /* ROLLING / TEXT_PPL: total log-likelihood */
+    int64_t tokens, words, bytes;
+} assay_eval_sample;
+
+typedef struct assay_task_result {
+    char *name;
+    const char *group;
+    assay_task_kind kind;
+    int num_fewshot;
+    int64_t n_original, n_effective;
+    int n_metrics;
+    const char *metric_keys[8];  /* "acc,none", "exact_match,strict-match", ... */
+    double metric[8];
+    double stderr_[8];           /* NAN when lm-eval writes "N/A" */
+    int higher_is_better[8];
+    assay_eval_sample *samples;
+    int64_t n_samples;
+    double seconds;              /* wall time of this task */
+    int64_t tokens_scored;       /* tokens through the model (prompt + continuation), for throughput */
+} assay_task_result;
+
+typedef struct assay_eval_results {
+    assay_task_result *tasks;
+    int n_tasks;
+    char *model_name;
+    char *model_sha256;          /* hex, or NULL when unknown */
+    char *model_args;            /* engine flags as given */
+    char *device;
+    int64_t limit;
+    int fewshot_seed;
+    int64_t max_length;
+    double start_time, end_time; /* Unix seconds */
+    double total_seconds;
+} assay_eval_results;
+
+/* Runs every task in the comma-separated list. */
+assay_status assay_eval_run(const assay_lm *lm, const char *task_list, const assay_eval_options *o,
+                            assay_eval_results **out);
+/* Scores one loaded task (used by assay_eval_run; exposed for tests with a toy model). */
+assay_status assay_eval_task(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
+                             assay_task_result *r);
+/* lm-eval's results JSON plus "samples" and assay's own "assay" block (timings, model hash). */
+void assay_eval_results_json(const assay_eval_results *r, assay_strbuf *out);
+void assay_eval_results_free(assay_eval_results *r);
+
+/* ---- the engine behind assay_lm ------------------------------------------------------------------------------ */
+
+/* Engine flags shared with run/serve/bench (vLLM's names). NULL / 0 fields mean the engine's default. */
+typedef struct assay_engine_flags {
+    const char *device;         /* --device cpu|cuda */
+    const char *quantization;   /* --quantization fp8|... (on the fly) */
+    const char *kv_cache_dtype; /* --kv-cache-dtype auto|fp8|... */
+    int64_t threads;            /* --threads */
+    int64_t max_model_len;      /* --max-model-len: the eval's max_length (default: the model's positions) */
+} assay_engine_flags;
+
+/* Opens MODEL (GGUF file or HF directory) with the engine and wraps it as an assay_lm. Returns
+ * ASSAY_ERR_UNSUPPORTED with an explanation while the engine is not part of the build. */
+assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *flags, assay_lm **out);
+void assay_eval_lm_close(assay_lm *lm);
+/* "--quantization fp8 --kv-cache-dtype fp8" -> flags (strings point into a copy owned by *storage). */
+assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *flags, char **storage);
+/* The flags back as text, for results' model_args. */
+void assay_engine_flags_format(const assay_engine_flags *flags, assay_strbuf *out);
+
+/* ---- pieces exposed for tests ------------------------------------------------------------------------------ */
+
+/* lm-eval's wikitext_detokenizer (tasks/wikitext/preprocess_wikitext.py). Returns a malloc'd string. */
+char *assay_wikitext_detokenize(const char *page);
+/* Splits wiki.*.raw into documents like the EleutherAI/wikitext_document_level loader. */
+assay_status assay_wikitext_documents(const char *raw, size_t len, char ***docs, int64_t *n_docs);
+/* len(re.split(r"\s+", page)) */
+int64_t assay_count_words_python(const char *page);
+/* gsm8k filters: strict-match ("#### (\-?[0-9\.\,]+)", first) and flexible-extract (last number). Return
+ * malloc'd strings ("[invalid]" when nothing matched). */
+char *assay_gsm8k_strict(const char *response);
+char *assay_gsm8k_flexible(const char *response);
+/* lm-eval's exact_match with gsm8k's options (ignore_case, regexes_to_ignore , \$ (?s).*####\s \.$). */
+int assay_gsm8k_exact_match(const char *prediction, const char *reference);
+
+/* Python's random.Random(seed).sample(range(n), k), drawn repeatedly from one generator, as lm-eval's few-shot
+ * sampler does. */
+typedef struct assay_pyrandom {
+    uint32_t mt[624];
+    int index;
+} assay_pyrandom;
+void assay_pyrandom_seed(assay_pyrandom *r, uint32_t seed);
+uint32_t assay_pyrandom_u32(assay_pyrandom *r);
+double assay_pyrandom_random(assay_pyrandom *r); /* random.random() */
+void assay_pyrandom_sample(assay_pyrandom *r, int64_t n, int k, int64_t *out);
+
+#endif

@@ -1,0 +1,387 @@
+/* run.c — scores loaded tasks through assay_lm and aggregates them the way lm-evaluation-harness does:
+ *   multiple choice: acc = [argmax ll == gold], acc_norm = [argmax ll / len(choice in characters) == gold]
+ *                    (api/task.py process_results), stderr = sample std (ddof 1) / sqrt(n) (api/metrics.py);
+ *   gsm8k: exact_match per filter;
+ *   wikitext: word_perplexity = exp(-sum ll / sum words), byte_perplexity, bits_per_byte (weighted, no stderr);
+ *   text perplexity: windows of ppl_ctx input tokens stepping by ppl_ctx, every token after the first scored;
+ *   kld: the same windows through the baseline and the candidate, KL(base || cand) per token. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "assay/eval.h"
+#include "assay/progress.h"
+
+void assay_eval_options_default(assay_eval_options *o) {
+    memset(o, 0, sizeof *o);
+    const char *shared = getenv("ASSAY_SHARED");
+    o->data_dir = NULL;
+    if (shared) {
+        static char buf[4096];
+        snprintf(buf, sizeof buf, "%s/data", shared);
+        o->data_dir = buf;
+    }
+    o->num_fewshot = -1;
+    o->ppl_ctx = 512;
+    o->max_gen_toks = 256;
+    o->fewshot_seed = 1234;
+    o->progress = 1;
+}
+
+static int64_t utf8_chars(const char *s) {
+    int64_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if ((*p & 0xc0) != 0x80) n++;
+    return n;
+}
+
+static void mean_stderr(const double *x, int64_t n, double *mean, double *se) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    double m = n ? s / (double)n : NAN, v = 0;
+    for (int64_t i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *se = n > 1 ? sqrt(v / (double)(n - 1)) / sqrt((double)n) : NAN;
+}
+
+static void add_metric(assay_task_result *r, const char *key, double v, double se, int hib) {
+    ASSAY_ASSERT(r->n_metrics < 8);
+    r->metric_keys[r->n_metrics] = key;
+    r->metric[r->n_metrics] = v;
+    r->stderr_[r->n_metrics] = se;
+    r->higher_is_better[r->n_metrics] = hib;
+    r->n_metrics++;
+}
+
+static void finish_mean_metrics(assay_task_result *r, const char *const *keys, int n_keys) {
+    double *x = assay_xmalloc(sizeof(double) * (size_t)(r->n_samples > 0 ? r->n_samples : 1));
+    for (int k = 0; k < n_keys; k++) {
+        double m, se;
+        for (int64_t i = 0; i < r->n_samples; i++) x[i] = r->samples[i].values[k];
+        mean_stderr(x, r->n_samples, &m, &se);
+        add_metric(r, keys[k], m, se, 1);
+    }
+    free(x);
+}
+
+static assay_status run_mc(const assay_lm *lm, const assay_task_docs *t, assay_task_result *r, assay_progress *bar) {
+    for (int64_t i = 0; i < t->n_docs; i++) {
+        const assay_eval_doc *d = &t->docs[i];
+        assay_eval_sample *s = &r->samples[i];
+        s->doc_id = d->doc_id;
+        s->n_choices = d->n_choices;
+        s->gold = d->gold;
+        s->lls = assay_xmalloc(sizeof(double) * (size_t)d->n_choices);
+        s->greedy = assay_xmalloc((size_t)d->n_choices);
+        int best = 0, best_norm = 0;
+        double best_ll = -INFINITY, best_llnorm = -INFINITY;
+        for (int c = 0; c < d->n_choices; c++) {
+            assay_strbuf cont = {0};
+            assay_strbuf_puts(&cont, t->target_delimiter);
+            assay_strbuf_puts(&cont, d->choices[c]);
+            int g = 0;
+            int64_t ntok = 0;
+            assay_status st = assay_lm_loglikelihood(lm, d->context, cont.data, &s->lls[c], &g, &ntok);
+            assay_strbuf_free(&cont);
+            if (st != ASSAY_OK) return assay_fail_context(st, "%s doc %lld", t->name, (long long)d->doc_id);
+            s->greedy[c] = (uint8_t)g;
+            r->tokens_scored += ntok;
+            /* np.argmax: the first maximum wins ties */
+            double norm = s->lls[c] / (double)utf8_chars(d->choices[c]);
+            if (s->lls[c] > best_ll) best_ll = s->lls[c], best = c;
+            if (norm > best_llnorm) best_llnorm = norm, best_norm = c;
+        }
+        s->n_values = 2;
+        s->values[0] = best == d->gold;
+        s->values[1] = best_norm == d->gold;
+        assay_progress_update(bar, i + 1);
+    }
+    if (t->group) { /* mmlu lists acc only */
+        static const char *keys[] = {"acc,none"};
+        finish_mean_metrics(r, keys, 1);
+    } else {
+        static const char *keys[] = {"acc,none", "acc_norm,none"};
+        finish_mean_metrics(r, keys, 2);
+    }
+    return ASSAY_OK;
+}
+
+static assay_status run_gen(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
+                            assay_task_result *r, assay_progress *bar) {
+    static const char *const until[] = {"Question:", "</s>", "<|im_end|>"};
+    for (int64_t i = 0; i < t->n_docs; i++) {
+        const assay_eval_doc *d = &t->docs[i];
+        assay_eval_sample *s = &r->samples[i];
+        s->doc_id = d->doc_id;
+        assay_status st = assay_lm_generate_until(lm, d->context, until, 3, o->max_gen_toks, &s->response);
+        if (st != ASSAY_OK) return assay_fail_context(st, "%s doc %lld", t->name, (long long)d->doc_id);
+        s->filtered[0] = assay_gsm8k_strict(s->response);
+        s->filtered[1] = assay_gsm8k_flexible(s->response);
+        s->n_values = 2;
+        s->values[0] = assay_gsm8k_exact_match(s->filtered[0], d->target);
+        s->values[1] = assay_gsm8k_exact_match(s->filtered[1], d->target);
+        assay_progress_update(bar, i + 1);
+    }
+    static const char *keys[] = {"exact_match,strict-match", "exact_match,flexible-extract"};
+    finish_mean_metrics(r, keys, 2);
+    return ASSAY_OK;
+}
+
+static assay_status run_rolling(const assay_lm *lm, const assay_task_docs *t, assay_task_result *r, assay_progress *bar) {
+    double ll = 0;
+    int64_t words = 0, bytes = 0, tokens = 0;
+    for (int64_t i = 0; i < t->n_docs; i++) {
+        const assay_eval_doc *d = &t->docs[i];
+        assay_eval_sample *s = &r->samples[i];
+        s->doc_id = d->doc_id;
+        assay_status st = assay_lm_loglikelihood_rolling(lm, d->context, strlen(d->context), &s->ll, &s->tokens);
+        if (st != ASSAY_OK) return assay_fail_context(st, "%s doc %lld", t->name, (long long)d->doc_id);
+        s->words = assay_count_words_python(d->target);
+        s->bytes = (int64_t)strlen(d->target);
+        ll += s->ll;
+        words += s->words;
+        bytes += s->bytes;
+        tokens += s->tokens;
+        r->tokens_scored += s->tokens;
+        assay_progress_update(bar, i + 1);
+    }
+    add_metric(r, "word_perplexity,none", exp(-ll / (double)words), NAN, 0);
+    add_metric(r, "byte_perplexity,none", exp(-ll / (double)bytes), NAN, 0);
+    add_metric(r, "bits_per_byte,none", -ll / (double)bytes / log(2.0), NAN, 0);
+    add_metric(r, "token_perplexity,none", exp(-ll / (double)tokens), NAN, 0);
+    return ASSAY_OK;
+}
+
+/* Log-softmax of one row into out; returns the argmax. */
+static int64_t log_softmax(const float *logits, int64_t n, double *out) {
+    int64_t arg = 0;
+    double mx = logits[0];
+    for (int64_t i = 1; i < n; i++)
+        if (logits[i] > mx) mx = logits[i], arg = i;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += exp((double)logits[i] - mx);
+    double lse = mx + log(s);
+    for (int64_t i = 0; i < n; i++) out[i] = (double)logits[i] - lse;
+    return arg;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Windows of ctx + 1 tokens starting every ctx tokens: each feeds ctx tokens and scores all but its first. */
+static assay_status run_text(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
+                             assay_task_result *r, assay_progress *bar_unused) {
+    const assay_eval_doc *d = &t->docs[0];
+    const assay_lm *base = t->kind == ASSAY_TASK_KLD ? o->kld_base : NULL;
+    if (t->kind == ASSAY_TASK_KLD && !base)
+        return assay_fail(ASSAY_ERR_ARG, "kld: no baseline model (give --kld-base MODEL)");
+    if (base && base->n_vocab != lm->n_vocab)
+        return assay_fail(ASSAY_ERR_ARG, "kld: the baseline has %lld vocabulary entries, the model %lld",
+                          (long long)base->n_vocab, (long long)lm->n_vocab);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    assay_status st = lm->tokenize(lm->ctx, d->context, strlen(d->context), 0, &ids, &n);
+    if (st != ASSAY_OK) return st;
+    int64_t ctx = o->ppl_ctx;
+    if (ctx > lm->max_length) ctx = lm->max_length;
+    int64_t nw = n > 1 ? (n - 2) / ctx + 1 : 0;
+    if (o->limit > 0 && nw > o->limit) nw = o->limit;
+    if (nw == 0) {
+        free(ids);
+        return assay_fail(ASSAY_ERR_ARG, "%s: the text has fewer than 2 tokens", t->name);
+    }
+    r->samples = assay_xrealloc(r->samples, sizeof *r->samples * (size_t)nw);
+    memset(r->samples, 0, sizeof *r->samples * (size_t)nw);
+    r->n_samples = nw;
+    r->n_effective = nw;
+    r->n_original = n > 1 ? (n - 2) / ctx + 1 : 0;
+    float *lp = assay_xmalloc(sizeof(float) * (size_t)ctx), *lpb = assay_xmalloc(sizeof(float) * (size_t)ctx);
+    uint8_t *g = assay_xmalloc((size_t)ctx);
+    int64_t V = lm->n_vocab;
+    float *lc = NULL, *lb = NULL;
+    double *pc = NULL, *pb = NULL, *kl_all = NULL;
+    int64_t n_kl = 0;
+    if (base) {
+        lc = malloc(sizeof(float) * (size_t)(ctx * V));
+        lb = malloc(sizeof(float) * (size_t)(ctx * V));
+        pc = assay_xmalloc(sizeof(double) * (size_t)V);
+        pb = assay_xmalloc(sizeof(double) * (size_t)V);
+        kl_all = assay_xmalloc(sizeof(double) * (size_t)(nw * ctx));
+        if (!lc || !lb) {
+            free(lc);
+            free(lb);
+            free(ids);
+            free(lp);
+            free(lpb);
+            free(g);
+            free(pc);
+            free(pb);
+            free(kl_all);
+            return assay_fail(ASSAY_ERR_NOMEM, "kld: %lld x %lld logits do not fit in memory (lower --ctx)", (long long)ctx,
+                              (long long)V);
+        }
+    }
+    assay_progress bar;
+    assay_progress_begin(&bar, t->name, nw, "window");
+    if (!o->progress) bar.mode = 0;
+    double ll = 0, llb = 0;
+    int64_t scored = 0, same_top = 0;
+    for (int64_t w = 0; w < nw && st == ASSAY_OK; w++) {
+        int64_t s0 = w * ctx, len = n - s0 < ctx + 1 ? n - s0 : ctx + 1;
+        st = lm->score(lm->ctx, ids + s0, len, 1, lp, g, lc);
+        if (st == ASSAY_OK && base) st = base->score(base->ctx, ids + s0, len, 1, lpb, g, lb);
+        if (st != ASSAY_OK) break;
+        assay_eval_sample *s = &r->samples[w];
+        s->doc_id = w;
+        s->tokens = len - 1;
+        for (int64_t i = 0; i < len - 1; i++) s->ll += lp[i];
+        if (base) {
+            double kl_sum = 0, llb_w = 0;
+            int64_t top = 0;
+            for (int64_t i = 0; i < len - 1; i++) {
+                int64_t ac = log_softmax(lc + i * V, V, pc), ab = log_softmax(lb + i * V, V, pb);
+                double kl = 0;
+                for (int64_t v = 0; v < V; v++) kl += exp(pb[v]) * (pb[v] - pc[v]);
+                kl_all[n_kl++] = kl;
+                kl_sum += kl;
+                top += ac == ab;
+                llb_w += lpb[i];
+            }
+            s->n_values = 3;
+            s->values[0] = kl_sum;
+            s->values[1] = (double)top;
+            s->values[2] = llb_w;
+            llb += llb_w;
+            same_top += top;
+        }
+        ll += s->ll;
+        scored += s->tokens;
+        r->tokens_scored += len - 1;
+        assay_progress_update(&bar, w + 1);
+    }
+    assay_progress_end(&bar);
+    if (st == ASSAY_OK) {
+        if (!base) {
+            add_metric(r, "perplexity,none", exp(-ll / (double)scored), NAN, 0);
+            add_metric(r, "bits_per_token,none", -ll / (double)scored / log(2.0), NAN, 0);
+        } else {
+            double mean = 0;
+            for (int64_t i = 0; i < n_kl; i++) mean += kl_all[i];
+            mean /= (double)n_kl;
+            double var = 0;
+            for (int64_t i = 0; i < n_kl; i++) var += (kl_all[i] - mean) * (kl_all[i] - mean);
+            double se = n_kl > 1 ? sqrt(var / (double)(n_kl - 1) / (double)n_kl) : NAN;
+            qsort(kl_all, (size_t)n_kl, sizeof(double), cmp_double);
+            double p99 = kl_all[(int64_t)floor(0.99 * (double)(n_kl - 1))];
+            add_metric(r, "kld,none", mean, se, 0);
+            add_metric(r, "kld_median,none", kl_all[(n_kl - 1) / 2], NAN, 0);
+            add_metric(r, "kld_p99,none", p99, NAN, 0);
+            add_metric(r, "kld_max,none", kl_all[n_kl - 1], NAN, 0);
+            add_metric(r, "same_top_pct,none", 100.0 * (double)same_top / (double)scored, NAN, 1);
+            add_metric(r, "ppl_ratio,none", exp(-(ll - llb) / (double)scored), NAN, 0);
+        }
+    }
+    free(ids);
+    free(lp);
+    free(lpb);
+    free(g);
+    free(lc);
+    free(lb);
+    free(pc);
+    free(pb);
+    free(kl_all);
+    return st;
+}
+
+assay_status assay_eval_task(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
+                             assay_task_result *r) {
+    memset(r, 0, sizeof *r);
+    r->name = assay_xstrdup(t->name);
+    r->group = t->group;
+    r->kind = t->kind;
+    r->num_fewshot = t->num_fewshot;
+    r->n_original = t->n_original;
+    r->n_effective = t->n_docs;
+    r->n_samples = t->n_docs;
+    r->samples = assay_xcalloc((size_t)(t->n_docs > 0 ? t->n_docs : 1), sizeof *r->samples);
+    double t0 = assay_now_seconds();
+    assay_status st;
+    if (t->kind == ASSAY_TASK_TEXT_PPL || t->kind == ASSAY_TASK_KLD) {
+        st = run_text(lm, t, o, r, NULL);
+    } else {
+        assay_progress bar;
+        assay_progress_begin(&bar, t->name, t->n_docs, "doc");
+        if (!o->progress) bar.mode = 0;
+        if (t->kind == ASSAY_TASK_MULTIPLE_CHOICE) st = run_mc(lm, t, r, &bar);
+        else if (t->kind == ASSAY_TASK_GENERATE) st = run_gen(lm, t, o, r, &bar);
+        else st = run_rolling(lm, t, r, &bar);
+        assay_progress_end(&bar);
+    }
+    r->seconds = assay_now_seconds() - t0;
+    return st;
+}
+
+static void task_result_free(assay_task_result *r) {
+    for (int64_t i = 0; i < r->n_samples; i++) {
+        free(r->samples[i].lls);
+        free(r->samples[i].greedy);
+        free(r->samples[i].response);
+        free(r->samples[i].filtered[0]);
+        free(r->samples[i].filtered[1]);
+    }
+    free(r->samples);
+    free(r->name);
+}
+
+void assay_eval_results_free(assay_eval_results *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_tasks; i++) task_result_free(&r->tasks[i]);
+    free(r->tasks);
+    free(r->model_name);
+    free(r->model_sha256);
+    free(r->model_args);
+    free(r->device);
+    free(r);
+}
+
+assay_status assay_eval_run(const assay_lm *lm, const char *task_list, const assay_eval_options *o,
+                            assay_eval_results **out) {
+    if (!o->data_dir) return assay_fail(ASSAY_ERR_ARG, "no data directory: set ASSAY_SHARED or pass --data-dir");
+    assay_task_docs *tasks = NULL;
+    int n_tasks = 0;
+    assay_status st = ASSAY_OK;
+    char *list = assay_xstrdup(task_list);
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name && st == ASSAY_OK; name = strtok_r(NULL, ",", &save)) {
+        while (*name == ' ') name++;
+        if (*name) st = assay_task_load(name, o, &tasks, &n_tasks);
+    }
+    free(list);
+    if (st == ASSAY_OK && n_tasks == 0) st = assay_fail(ASSAY_ERR_ARG, "no tasks given");
+    assay_eval_results *r = assay_xcalloc(1, sizeof *r);
+    r->model_name = assay_xstrdup(lm->name ? lm->name : "model");
+    r->limit = o->limit;
+    r->fewshot_seed = o->fewshot_seed;
+    r->max_length = lm->max_length;
+    r->start_time = (double)time(NULL);
+    double t0 = assay_now_seconds();
+    if (st == ASSAY_OK) {
+        r->tasks = assay_xcalloc((size_t)n_tasks, sizeof *r->tasks);
+        for (int i = 0; i < n_tasks && st == ASSAY_OK; i++) {
+            st = assay_eval_task(lm, &tasks[i], o, &r->tasks[i]);
+            r->n_tasks = i + 1;
+        }
+    }
+    r->total_seconds = assay_now_seconds() - t0;
+    r->end_time = r->start_time + r->total_seconds;
+    for (int i = 0; i < n_tasks; i++) assay_task_docs_free(&tasks[i]);
+    free(tasks);
+    if (st != ASSAY_OK) {
+        assay_eval_results_free(r);
+        return st;
+    }
+    *out = r;
+    return ASSAY_OK;
+}

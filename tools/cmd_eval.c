@@ -1,0 +1,203 @@
+/* cmd_eval.c — `assay eval MODEL --tasks LIST`: lm-evaluation-harness tasks -> results JSON (lm-eval's shape).
+ * `--dump-requests FILE` writes the prompts of every task as JSON lines without needing a model. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/eval.h"
+#include "assay/file.h"
+#include "assay/sha256.h"
+#include "assay/strbuf.h"
+#include "cli.h"
+#include "commands.h"
+
+static void dump_doc(assay_strbuf *b, const assay_task_docs *t, const assay_eval_doc *d) {
+    assay_strbuf_puts(b, "{\"task\": ");
+    assay_strbuf_json_string(b, t->name, strlen(t->name));
+    assay_strbuf_printf(b, ", \"doc_id\": %lld, ", (long long)d->doc_id);
+    if (t->kind == ASSAY_TASK_MULTIPLE_CHOICE) {
+        assay_strbuf_puts(b, "\"context\": ");
+        assay_strbuf_json_string(b, d->context, strlen(d->context));
+        assay_strbuf_puts(b, ", \"continuations\": [");
+        for (int c = 0; c < d->n_choices; c++) {
+            assay_strbuf s = {0};
+            assay_strbuf_printf(&s, "%s%s", t->target_delimiter, d->choices[c]);
+            assay_strbuf_puts(b, c ? ", " : "");
+            assay_strbuf_json_string(b, s.data, s.len);
+            assay_strbuf_free(&s);
+        }
+        assay_strbuf_printf(b, "], \"gold\": %d", d->gold);
+    } else if (t->kind == ASSAY_TASK_GENERATE) {
+        assay_strbuf_puts(b, "\"context\": ");
+        assay_strbuf_json_string(b, d->context, strlen(d->context));
+        assay_strbuf_puts(b, ", \"until\": [\"Question:\", \"</s>\", \"<|im_end|>\"], \"target\": ");
+        assay_strbuf_json_string(b, d->target, strlen(d->target));
+    } else if (t->kind == ASSAY_TASK_ROLLING) {
+        assay_strbuf_puts(b, "\"target\": ");
+        assay_strbuf_json_string(b, d->context, strlen(d->context));
+        assay_strbuf_printf(b, ", \"words\": %lld, \"bytes\": %zu", (long long)assay_count_words_python(d->target),
+                            strlen(d->target));
+    } else {
+        assay_strbuf_puts(b, "\"file\": ");
+        assay_strbuf_json_string(b, d->target, strlen(d->target));
+        assay_strbuf_printf(b, ", \"bytes\": %zu", strlen(d->context));
+    }
+    assay_strbuf_puts(b, "}\n");
+}
+
+static int dump_requests(const char *tasks_arg, const assay_eval_options *o, const char *path, int force) {
+    assay_task_docs *tasks = NULL;
+    int n = 0;
+    assay_status st = ASSAY_OK;
+    char *list = assay_xstrdup(tasks_arg);
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name && st == ASSAY_OK; name = strtok_r(NULL, ",", &save))
+        if (*name) st = assay_task_load(name, o, &tasks, &n);
+    free(list);
+    assay_output_file out = {0};
+    if (st == ASSAY_OK) st = assay_output_file_open(&out, path, force);
+    for (int i = 0; i < n && st == ASSAY_OK; i++) {
+        for (int64_t j = 0; j < tasks[i].n_docs; j++) {
+            assay_strbuf b = {0};
+            dump_doc(&b, &tasks[i], &tasks[i].docs[j]);
+            fwrite(b.data, 1, b.len, out.fp);
+            assay_strbuf_free(&b);
+        }
+    }
+    if (st == ASSAY_OK) st = assay_output_file_commit(&out);
+    else assay_output_file_abort(&out);
+    for (int i = 0; i < n; i++) assay_task_docs_free(&tasks[i]);
+    free(tasks);
+    if (st != ASSAY_OK) return cli_report_error("eval");
+    fprintf(stderr, "assay eval: wrote the requests of %d task(s) to %s\n", n, path);
+    return CLI_EXIT_OK;
+}
+
+/* The summary table lm-eval prints (utils.make_table), one row per metric. */
+void assay_eval_print_table(const assay_eval_results *r, FILE *fp);
+void assay_eval_print_table(const assay_eval_results *r, FILE *fp) {
+    fprintf(fp, "|%-28s|n-shot|%-28s|%10s|   |%8s|%8s|\n", "Tasks", "Metric", "Value", "Stderr", "docs");
+    fprintf(fp, "|%.28s|-----:|%.28s|%.10s|---|%.8s|%.8s|\n", "----------------------------", "----------------------------",
+            "----------", "--------", "--------");
+    for (int i = 0; i < r->n_tasks; i++) {
+        const assay_task_result *t = &r->tasks[i];
+        for (int m = 0; m < t->n_metrics; m++) {
+            char se[32];
+            if (isnan(t->stderr_[m])) snprintf(se, sizeof se, "N/A");
+            else snprintf(se, sizeof se, "%.4f", t->stderr_[m]);
+            fprintf(fp, "|%-28s|%6d|%-28s|%10.4f|±  |%8s|%8lld|\n", m ? "" : t->name, t->num_fewshot, t->metric_keys[m],
+                    t->metric[m], se, (long long)t->n_effective);
+        }
+    }
+}
+
+int assay_cmd_eval(int argc, char **argv) {
+    const char *tasks = NULL, *output = NULL, *data_dir = NULL, *text = NULL, *dump = NULL, *kld_base = NULL;
+    const char *device = NULL, *quant = NULL, *kv = NULL;
+    int64_t fewshot = -1, limit = 0, ctx = 512, max_gen = 256, seed = 1234, threads = 0, max_len = 0;
+    int force = 0, quiet = 0;
+    const cli_option opts[] = {
+        {NULL, "--tasks", CLI_STRING, &tasks, "LIST", "comma-separated: wikitext, heldout, kld, hellaswag, arc_challenge, piqa, mmlu, mmlu_<subject>, gsm8k"},
+        {NULL, "--num-fewshot", CLI_INT, &fewshot, "K", "few-shot examples (default: each task's own: 0; mmlu 5; gsm8k 5)"},
+        {NULL, "--limit", CLI_INT, &limit, "N", "only the first N documents of each task (windows for heldout/kld)"},
+        {"-o", "--output", CLI_STRING, &output, "FILE", "write the results JSON (lm-eval's shape + samples) here"},
+        {NULL, "--force", CLI_FLAG, &force, NULL, "overwrite an existing output file"},
+        {NULL, "--data-dir", CLI_STRING, &data_dir, "DIR", "task data root (default $ASSAY_SHARED/data)"},
+        {NULL, "--text", CLI_STRING, &text, "FILE", "text for heldout/kld (default: the house model's heldout.txt)"},
+        {NULL, "--ctx", CLI_INT, &ctx, "N", "window for heldout/kld perplexity in tokens (default 512)"},
+        {NULL, "--max-gen-toks", CLI_INT, &max_gen, "N", "generation budget for gsm8k (default 256, as lm-eval)"},
+        {NULL, "--fewshot-seed", CLI_INT, &seed, "N", "seed of the few-shot sampler (default 1234, as lm-eval)"},
+        {NULL, "--kld-base", CLI_STRING, &kld_base, "MODEL", "baseline model for the kld task"},
+        {NULL, "--dump-requests", CLI_STRING, &dump, "FILE", "write the tasks' prompts as JSON lines and exit (no model needed)"},
+        {NULL, "--device", CLI_STRING, &device, "DEV", "engine: cpu or cuda"},
+        {NULL, "--quantization", CLI_STRING, &quant, "SCHEME", "engine: on-the-fly weight quantization (fp8, ...)"},
+        {NULL, "--kv-cache-dtype", CLI_STRING, &kv, "DTYPE", "engine: KV cache type (auto, fp8, ...)"},
+        {NULL, "--threads", CLI_INT, &threads, "N", "engine: CPU threads"},
+        {NULL, "--max-model-len", CLI_INT, &max_len, "N", "engine: context length = the eval's max_length"},
+        {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
+        {0}};
+    const cli_spec spec = {"eval", "[MODEL] --tasks LIST [options]",
+                           "lm-evaluation-harness tasks on a model; results JSON in lm-eval's shape with per-sample records",
+                           opts, 0, 1};
+    cli_args args;
+    int rc = cli_parse(&spec, argc, argv, &args);
+    if (rc != CLI_CONTINUE) return rc;
+    if (!tasks) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--tasks is required");
+    }
+    if (limit < 0 || ctx < 1 || max_gen < 1 || fewshot < -1 || seed < 0 || seed > 0xffffffffLL) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--limit, --ctx, --max-gen-toks, --num-fewshot and --fewshot-seed must be non-negative");
+    }
+    assay_eval_options o;
+    assay_eval_options_default(&o);
+    if (data_dir) o.data_dir = data_dir;
+    o.text_file = text;
+    o.num_fewshot = (int)fewshot;
+    o.limit = limit;
+    o.ppl_ctx = ctx;
+    o.max_gen_toks = max_gen;
+    o.fewshot_seed = (int)seed;
+    o.progress = !quiet;
+    if (!o.data_dir) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "no task data: set ASSAY_SHARED or pass --data-dir");
+    }
+    if (dump) {
+        rc = dump_requests(tasks, &o, dump, force);
+        cli_args_free(&args);
+        return rc;
+    }
+    if (args.count != 1) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "give a MODEL (or --dump-requests FILE)");
+    }
+    if (output && !force && assay_path_exists(output)) {
+        fprintf(stderr, "assay eval: %s exists (use --force to overwrite)\n", output);
+        cli_args_free(&args);
+        return CLI_EXIT_ERROR;
+    }
+    const char *model = args.positional[0];
+    assay_engine_flags flags = {device, quant, kv, threads, max_len};
+    assay_lm *lm = NULL, *base = NULL;
+    assay_eval_results *res = NULL;
+    assay_status st = assay_eval_lm_open(model, &flags, &lm);
+    if (st == ASSAY_OK && kld_base) {
+        assay_engine_flags bf = {device, NULL, NULL, threads, max_len};
+        st = assay_eval_lm_open(kld_base, &bf, &base);
+        o.kld_base = base;
+    }
+    if (st == ASSAY_OK) st = assay_eval_run(lm, tasks, &o, &res);
+    if (st == ASSAY_OK) {
+        char hex[65];
+        if (assay_sha256_path(model, hex) == ASSAY_OK) res->model_sha256 = assay_xstrdup(hex);
+        assay_strbuf margs = {0};
+        assay_strbuf_printf(&margs, "pretrained=%s", model);
+        assay_strbuf fl = {0};
+        assay_engine_flags_format(&flags, &fl);
+        if (fl.len) assay_strbuf_printf(&margs, ",engine=%s", fl.data);
+        assay_strbuf_free(&fl);
+        res->model_args = margs.data;
+        res->device = assay_xstrdup(device ? device : "cpu");
+        assay_eval_print_table(res, stdout);
+        if (output) {
+            assay_strbuf js = {0};
+            assay_eval_results_json(res, &js);
+            assay_output_file out = {0};
+            st = assay_output_file_open(&out, output, force);
+            if (st == ASSAY_OK) {
+                fwrite(js.data, 1, js.len, out.fp);
+                st = assay_output_file_commit(&out);
+            }
+            assay_strbuf_free(&js);
+            if (st == ASSAY_OK) fprintf(stderr, "assay eval: wrote %s\n", output);
+        }
+    }
+    assay_eval_results_free(res);
+    if (lm) assay_eval_lm_close(lm);
+    if (base) assay_eval_lm_close(base);
+    cli_args_free(&args);
+    if (st != ASSAY_OK) return cli_report_error("eval");
+    return CLI_EXIT_OK;
+}
