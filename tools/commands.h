@@ -22,6 +22,7 @@ int assay_cmd_run(int argc, char **argv);
 int assay_cmd_perplexity(int argc, char **argv);
 int assay_cmd_quantize(int argc, char **argv);
 int assay_cmd_eval(int argc, char **argv);
+int assay_cmd_compare(int argc, char **argv);
 
 
 #endif

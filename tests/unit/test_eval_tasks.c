@@ -265,7 +265,33 @@ static void test_run(void) {
     assay_eval_results_free(r2);
 }
 
-int main(void) {
+/* --write-results FILE: a results file from the toy model, for tests/py/test_eval_results_keys.py */
+static int write_results(const char *path) {
+    assay_lm lm = toy_lm(256);
+    assay_eval_options o;
+    assay_eval_options_default(&o);
+    o.data_dir = check_shared_path("data");
+    o.limit = 8;
+    o.progress = 0;
+    assay_eval_results *r = NULL;
+    if (assay_eval_run(&lm, "arc_challenge,piqa,mmlu_abstract_algebra,mmlu_anatomy,mmlu_astronomy,mmlu_philosophy,wikitext",
+                       &o, &r) != ASSAY_OK) {
+        fprintf(stderr, "%s\n", assay_last_error());
+        return 1;
+    }
+    assay_strbuf js = {0};
+    assay_eval_results_json(r, &js);
+    FILE *f = fopen(path, "wb");
+    if (!f) return 1;
+    fwrite(js.data, 1, js.len, f);
+    fclose(f);
+    assay_strbuf_free(&js);
+    assay_eval_results_free(r);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--write-results") == 0) return write_results(argv[2]);
     test_pyrandom();
     test_windows();
     test_loglikelihood();

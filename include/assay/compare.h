@@ -1,0 +1,115 @@
+/* compare.h — paired statistics between two result files and the ship / monitor / investigate verdict, plus the
+ * Markdown and self-contained HTML reports.
+ *
+ *   assay_compare_options o;
+ *   assay_compare_options_default(&o);                 // thresholds 0.5% / 1.5%, 2000 bootstrap resamples
+ *   assay_comparison *c;
+ *   if (assay_compare_files("base.json", "cand.json", &o, &c) != ASSAY_OK) ... assay_last_error()
+ *   assay_strbuf md = {0};
+ *   assay_compare_markdown(c, &md);                  // the table, the verdict and why
+ *   int code = assay_verdict_exit_code(c->verdict);  // 0 ship, 3 ship with monitoring, 4 investigate
+ *   assay_comparison_free(c);
+ *
+ * Every row pairs the two runs document by document (samples with the same doc_id):
+ *   - mean metrics (acc, acc_norm, exact_match): the paired difference d_i = cand_i - base_i, its mean with a
+ *     normal interval (sample std of d, ddof 1), and McNemar's exact two-sided test on the discordant pairs;
+ *   - ratio metrics (word/byte/token perplexity, bits_per_byte, perplexity): a paired bootstrap over documents,
+ *     resampling the same document indices for both runs, percentile interval of the relative change.
+ * Degradation is the relative change in the bad direction (lower accuracy, higher perplexity), in percent. A
+ * row's verdict compares the point estimate with the thresholds; "within noise" means its interval includes
+ * zero. The overall verdict is the worst over the gating metrics (each task's primary metric by default).
+ */
+#ifndef ASSAY_COMPARE_H
+#define ASSAY_COMPARE_H
+
+#include <stdint.h>
+
+#include "assay/status.h"
+#include "assay/strbuf.h"
+
+/* ---- statistics ------------------------------------------------------------------------------------------- */
+
+/* McNemar's exact test: two-sided binomial p-value of b successes in b + c trials at p = 1/2,
+ * min(1, 2 * P[X <= min(b, c)]). 1 when b + c == 0. */
+double assay_mcnemar_exact_p(int64_t b, int64_t c);
+/* Paired mean difference of cand - base with a two-sided normal interval at `z` (1.96 for 95%). */
+void assay_paired_mean_interval(const double *base, const double *cand, int64_t n, double z, double *mean_diff,
+                                double *lo, double *hi);
+/* Paired bootstrap of the relative change of a ratio statistic f(sum num / sum den) between two runs:
+ * f = exp(-x) (perplexity) when kind == 0, f = -x / ln 2 (bits per byte) when kind == 1. Resamples `iters`
+ * times with a fixed seed; writes the point estimate and the [alpha/2, 1 - alpha/2] percentile interval of
+ * f(cand)/f(base) - 1. */
+void assay_paired_bootstrap_ratio(const double *num_b, const double *den_b, const double *num_c, const double *den_c,
+                                  int64_t n, int kind, int iters, double alpha, uint64_t seed, double *rel,
+                                  double *lo, double *hi);
+
+/* ---- comparison -------------------------------------------------------------------------------------------- */
+
+typedef enum assay_verdict {
+    ASSAY_VERDICT_SHIP = 0,
+    ASSAY_VERDICT_MONITOR = 1,     /* ship with monitoring */
+    ASSAY_VERDICT_INVESTIGATE = 2,
+} assay_verdict;
+
+const char *assay_verdict_name(assay_verdict v);  /* "ship", "ship with monitoring", "investigate" */
+int assay_verdict_exit_code(assay_verdict v);     /* 0, 3, 4 */
+
+typedef struct assay_compare_options {
+    double ship_below;       /* degradation % below which: ship (0.5) */
+    double monitor_up_to;    /* degradation % up to which: ship with monitoring (1.5); above: investigate */
+    int bootstrap_iters;     /* 2000 */
+    double confidence;       /* 0.95 */
+    uint64_t seed;
+    int all_metrics_gate;    /* 1: every metric gates the verdict, not only each task's primary */
+} assay_compare_options;
+
+void assay_compare_options_default(assay_compare_options *o);
+
+typedef struct assay_compare_row {
+    char *task;
+    char *metric;            /* "acc,none" */
+    int higher_is_better;
+    int gating;              /* counts for the overall verdict */
+    int paired;              /* per-sample records were found and paired */
+    int64_t n;               /* paired documents */
+    double base, cand;       /* the files' own values */
+    double rel_delta;        /* (cand - base) / base, from the files' values */
+    double rel_lo, rel_hi;   /* paired interval of the relative change (NAN when unpaired) */
+    double degradation;      /* % in the bad direction (negative = improvement) */
+    double p_value;          /* McNemar for binary metrics, NAN otherwise */
+    int within_noise;        /* the interval includes 0 */
+    assay_verdict verdict;
+    double base_tps, cand_tps; /* throughput of that task in tokens/s from the files' timings (0 if absent) */
+} assay_compare_row;
+
+typedef struct assay_comparison {
+    assay_compare_row *rows;
+    int n_rows;
+    assay_verdict verdict;
+    int worst_row;           /* index of the row that set the verdict, -1 if none gated */
+    char *base_name, *cand_name; /* model names / args from the files */
+    char *base_args, *cand_args;
+    double thresholds[2];
+    double confidence;
+    /* throughput bench (decide fills these; 0 when not measured) */
+    double base_prefill_tps, cand_prefill_tps, base_decode_tps, cand_decode_tps;
+    double base_model_bytes, cand_model_bytes;
+} assay_comparison;
+
+/* Reads two results files (assay's or lm-eval's JSON; samples are optional but needed for intervals). */
+assay_status assay_compare_files(const char *base_path, const char *cand_path, const assay_compare_options *o,
+                                 assay_comparison **out);
+/* Same, from text already in memory. */
+assay_status assay_compare_texts(const char *base_json, size_t base_len, const char *cand_json, size_t cand_len,
+                                 const assay_compare_options *o, assay_comparison **out);
+void assay_comparison_free(assay_comparison *c);
+
+/* The table for the terminal. */
+void assay_compare_table(const assay_comparison *c, assay_strbuf *out);
+/* report.md */
+void assay_compare_markdown(const assay_comparison *c, assay_strbuf *out);
+/* report.html: one self-contained page, inline CSS and SVG charts (quality deltas with their intervals and the
+ * thresholds; quality against throughput), no scripts and no external resources. */
+void assay_compare_html(const assay_comparison *c, assay_strbuf *out);
+
+#endif

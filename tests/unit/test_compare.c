@@ -1,0 +1,252 @@
+/* test_compare.c — the paired statistics and the verdict of `assay compare`.
+ * Expected values are computed, not invented:
+ *   - McNemar exact p-values: 2 * sum_{i<=min(b,c)} C(b+c, i) / 2^(b+c) evaluated in exact rational arithmetic
+ *     (Python fractions + math.comb; equal to scipy.stats.binomtest(b, b+c, 0.5).pvalue);
+ *   - identical result files: every delta and interval is exactly zero, the verdict is "ship";
+ *   - synthetic pairs with a known shift: the interval covers the true shift in about the nominal share of
+ *     repeated experiments (accuracy pairs and perplexity documents drawn from known distributions);
+ *   - thresholds: hand-made files whose degradations sit on each side of 0.5% and 1.5%. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/compare.h"
+#include "check.h"
+
+static uint64_t rng_state = 42;
+static double urand(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+static double nrand(void) { /* Box-Muller */
+    double u = urand(), v = urand();
+    return sqrt(-2 * log(u + 1e-300)) * cos(2 * M_PI * v);
+}
+
+static void test_mcnemar(void) {
+    CHECK_NEAR(assay_mcnemar_exact_p(10, 3), 0.09228515625, 1e-12);
+    CHECK_NEAR(assay_mcnemar_exact_p(3, 10), 0.09228515625, 1e-12);
+    CHECK_NEAR(assay_mcnemar_exact_p(25, 10), 0.01667384780012071, 1e-12);
+    CHECK_NEAR(assay_mcnemar_exact_p(1000, 900), 0.02310884510890107, 1e-10);
+    CHECK_NEAR(assay_mcnemar_exact_p(7, 7), 1.0, 0);
+    CHECK_NEAR(assay_mcnemar_exact_p(0, 5), 0.0625, 1e-15);
+    CHECK_NEAR(assay_mcnemar_exact_p(0, 0), 1.0, 0);
+}
+
+/* A results file with one task: `acc,none` per document, or wikitext-style loglikelihood/words/bytes. */
+static char *acc_file(const char *task, const double *acc, int64_t n) {
+    assay_strbuf b = {0};
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m += acc[i];
+    m /= (double)n;
+    assay_strbuf_printf(&b, "{\"results\": {\"%s\": {\"alias\": \"%s\", \"acc,none\": %.17g, \"acc_stderr,none\": 0.01}}, "
+                            "\"higher_is_better\": {\"%s\": {\"acc\": true}}, \"samples\": {\"%s\": [",
+                        task, task, m, task, task);
+    for (int64_t i = 0; i < n; i++) assay_strbuf_printf(&b, "%s{\"doc_id\": %lld, \"acc,none\": %g}", i ? "," : "", (long long)i, acc[i]);
+    assay_strbuf_puts(&b, "]}}");
+    return b.data;
+}
+
+static char *ppl_file(const double *ll, const double *words, int64_t n) {
+    assay_strbuf b = {0};
+    double sl = 0, sw = 0;
+    for (int64_t i = 0; i < n; i++) sl += ll[i], sw += words[i];
+    assay_strbuf_printf(&b, "{\"results\": {\"wikitext\": {\"word_perplexity,none\": %.17g, \"word_perplexity_stderr,none\": \"N/A\"}}, "
+                            "\"samples\": {\"wikitext\": [",
+                        exp(-sl / sw));
+    for (int64_t i = 0; i < n; i++)
+        assay_strbuf_printf(&b, "%s{\"doc_id\": %lld, \"loglikelihood\": %.17g, \"words\": %g, \"bytes\": %g, \"tokens\": %g}", i ? "," : "",
+                            (long long)i, ll[i], words[i], 5 * words[i], 1.3 * words[i]);
+    assay_strbuf_puts(&b, "]}}");
+    return b.data;
+}
+
+static assay_comparison *compare(const char *a, const char *b, const assay_compare_options *o) {
+    assay_comparison *c = NULL;
+    CHECK_OK(assay_compare_texts(a, strlen(a), b, strlen(b), o, &c));
+    return c;
+}
+
+static void test_identical(void) {
+    assay_compare_options o;
+    assay_compare_options_default(&o);
+    enum { N = 500 };
+    double acc[N], ll[N], w[N];
+    for (int i = 0; i < N; i++) {
+        acc[i] = urand() < 0.6;
+        w[i] = 50 + (int)(urand() * 500);
+        ll[i] = -w[i] * (3 + urand());
+    }
+    char *fa = acc_file("hellaswag", acc, N), *fp = ppl_file(ll, w, N);
+    assay_comparison *c = compare(fa, fa, &o);
+    if (c) {
+        CHECK(c->n_rows == 1 && c->rows[0].paired && c->rows[0].n == N);
+        CHECK(c->rows[0].rel_delta == 0 && c->rows[0].rel_lo == 0 && c->rows[0].rel_hi == 0);
+        CHECK(c->rows[0].p_value == 1.0 && c->rows[0].within_noise);
+        CHECK(c->verdict == ASSAY_VERDICT_SHIP && assay_verdict_exit_code(c->verdict) == 0);
+        assay_comparison_free(c);
+    }
+    c = compare(fp, fp, &o);
+    if (c) {
+        CHECK(c->n_rows == 1 && c->rows[0].paired && !c->rows[0].higher_is_better);
+        CHECK(c->rows[0].rel_delta == 0 && fabs(c->rows[0].rel_lo) < 1e-15 && fabs(c->rows[0].rel_hi) < 1e-15);
+        CHECK(c->verdict == ASSAY_VERDICT_SHIP);
+        assay_comparison_free(c);
+    }
+    free(fa);
+    free(fp);
+}
+
+/* Accuracy pairs with a known true shift: each document is right for the baseline with p = 0.6; the candidate
+ * flips a right answer to wrong with probability 0.06 and a wrong one to right with 0.04, so
+ * E[cand - base] = 0.4 * 0.04 - 0.6 * 0.06 = -0.02 exactly. The relative interval is relative to the sample's
+ * baseline mean; the check is on the absolute interval, rel * baseline mean. */
+static void test_accuracy_coverage(void) {
+    assay_compare_options o;
+    assay_compare_options_default(&o);
+    enum { N = 1500, TRIALS = 200 };
+    static double b[N], cnd[N];
+    int covered = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        double mb = 0;
+        for (int i = 0; i < N; i++) {
+            b[i] = urand() < 0.6;
+            double u = urand();
+            cnd[i] = b[i] == 1 ? (u < 0.06 ? 0 : 1) : (u < 0.04 ? 1 : 0);
+            mb += b[i];
+        }
+        mb /= N;
+        double md, lo, hi;
+        assay_paired_mean_interval(b, cnd, N, 1.959963984540054, &md, &lo, &hi);
+        covered += lo <= -0.02 && -0.02 <= hi;
+        if (t == 0) { /* the same numbers through the file path */
+            char *fa = acc_file("arc_challenge", b, N), *fc = acc_file("arc_challenge", cnd, N);
+            assay_comparison *c = compare(fa, fc, &o);
+            if (c) {
+                CHECK_NEAR(c->rows[0].rel_lo * mb, lo, 1e-12);
+                CHECK_NEAR(c->rows[0].rel_hi * mb, hi, 1e-12);
+                int64_t nb = 0, nc = 0;
+                for (int i = 0; i < N; i++) nb += b[i] == 1 && cnd[i] == 0, nc += b[i] == 0 && cnd[i] == 1;
+                CHECK_NEAR(c->rows[0].p_value, assay_mcnemar_exact_p(nb, nc), 1e-15);
+                assay_comparison_free(c);
+            }
+            free(fa);
+            free(fc);
+        }
+    }
+    /* 95% nominal: the count is Binomial(200, 0.95) (sd ~3), so 180..200 is > 5 sd wide on the low side */
+    CHECK(covered >= 180);
+    printf("accuracy interval covered the true shift in %d/%d trials\n", covered, TRIALS);
+}
+
+/* Perplexity documents with a known relative shift: the candidate's log-likelihood per word is the baseline's
+ * minus delta plus zero-mean noise, so its word perplexity is exp(delta) times the baseline's up to the noise.
+ * Without noise the bootstrap interval collapses onto the exact shift. */
+static void test_ppl_coverage(void) {
+    enum { N = 60, TRIALS = 60 };
+    double lb[N], lc[N], w[N];
+    const double delta = 0.01; /* true relative change exp(0.01) - 1 = +1.005% perplexity */
+    double truth = exp(delta) - 1;
+    for (int i = 0; i < N; i++) {
+        w[i] = 100 + (int)(urand() * 900);
+        lb[i] = -w[i] * (2.5 + 0.5 * urand());
+        lc[i] = lb[i] - delta * w[i];
+    }
+    double rel, lo, hi;
+    assay_paired_bootstrap_ratio(lb, w, lc, w, N, 0, 500, 0.05, 7, &rel, &lo, &hi);
+    CHECK_NEAR(rel, truth, 1e-12);
+    CHECK_NEAR(lo, truth, 1e-12);
+    CHECK_NEAR(hi, truth, 1e-12);
+    int covered = 0;
+    for (int t = 0; t < TRIALS; t++) {
+        /* the noise has mean zero per word in expectation over documents, so the true shift stays exp(delta)-1 */
+        for (int i = 0; i < N; i++) {
+            w[i] = 100 + (int)(urand() * 900);
+            lb[i] = -w[i] * (2.5 + 0.5 * urand());
+            lc[i] = lb[i] - delta * w[i] + 0.02 * w[i] * nrand();
+        }
+        assay_paired_bootstrap_ratio(lb, w, lc, w, N, 0, 1000, 0.05, (uint64_t)t + 1, &rel, &lo, &hi);
+        covered += lo <= truth && truth <= hi;
+    }
+    CHECK(covered >= TRIALS * 85 / 100);
+    printf("bootstrap interval covered the true shift in %d/%d trials\n", covered, TRIALS);
+    /* through files: candidate perplexity 1% higher -> degradation ~1%: ship with monitoring */
+    for (int i = 0; i < N; i++) lc[i] = lb[i] - delta * w[i];
+    char *fb = ppl_file(lb, w, N), *fc = ppl_file(lc, w, N);
+    assay_compare_options o;
+    assay_compare_options_default(&o);
+    assay_comparison *c = compare(fb, fc, &o);
+    if (c) {
+        CHECK_NEAR(c->rows[0].degradation, 100 * truth, 1e-6);
+        CHECK(c->verdict == ASSAY_VERDICT_MONITOR && !c->rows[0].within_noise);
+        assay_comparison_free(c);
+    }
+    free(fb);
+    free(fc);
+}
+
+/* Two tasks; the verdict is the worse one's, at each side of the thresholds. */
+static void test_thresholds(void) {
+    assay_compare_options o;
+    assay_compare_options_default(&o);
+    enum { N = 1000 };
+    static double b[N], c1[N];
+    for (int i = 0; i < N; i++) b[i] = i < 600; /* accuracy 0.600 */
+    struct {
+        int flips;
+        assay_verdict want;
+    } cases[] = {{2, ASSAY_VERDICT_SHIP},         /* 0.598: 0.33% */
+                 {6, ASSAY_VERDICT_MONITOR},      /* 0.594: 1.00% */
+                 {9, ASSAY_VERDICT_MONITOR},      /* 0.591: 1.50% (inclusive) */
+                 {12, ASSAY_VERDICT_INVESTIGATE}, /* 0.588: 2.00% */
+                 {-12, ASSAY_VERDICT_SHIP}};      /* an improvement */
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memcpy(c1, b, sizeof b);
+        int f = cases[k].flips;
+        for (int i = 0; i < abs(f); i++) c1[f > 0 ? i : 600 + i] = f > 0 ? 0 : 1;
+        char *fb = acc_file("piqa", b, N), *fc = acc_file("piqa", c1, N);
+        assay_comparison *c = compare(fb, fc, &o);
+        if (c) {
+            CHECK(c->verdict == cases[k].want);
+            CHECK_NEAR(c->rows[0].degradation, 100.0 * f / 600.0, 1e-9);
+            assay_comparison_free(c);
+        }
+        free(fb);
+        free(fc);
+    }
+    /* custom thresholds move the boundaries: 1% is "ship" below 1.2% */
+    o.ship_below = 1.2;
+    o.monitor_up_to = 3;
+    memcpy(c1, b, sizeof b);
+    for (int i = 0; i < 6; i++) c1[i] = 0;
+    char *fb = acc_file("piqa", b, N), *fc = acc_file("piqa", c1, N);
+    assay_comparison *c = compare(fb, fc, &o);
+    if (c) {
+        CHECK(c->verdict == ASSAY_VERDICT_SHIP);
+        assay_strbuf md = {0}, html = {0};
+        assay_compare_markdown(c, &md);
+        assay_compare_html(c, &html);
+        CHECK(strstr(md.data, "Verdict: ship") != NULL);
+        CHECK(strstr(html.data, "<svg") != NULL && strstr(html.data, "<script") == NULL);
+        assay_strbuf_free(&md);
+        assay_strbuf_free(&html);
+        assay_comparison_free(c);
+    }
+    free(fb);
+    free(fc);
+    /* files without anything in common are an error, not a silent "ship" */
+    assay_compare_options_default(&o);
+    const char *x = "{\"results\": {\"a\": {\"acc,none\": 0.5}}}", *y = "{\"results\": {\"b\": {\"acc,none\": 0.5}}}";
+    assay_comparison *none = NULL;
+    CHECK(assay_compare_texts(x, strlen(x), y, strlen(y), &o, &none) == ASSAY_ERR_ARG && none == NULL);
+}
+
+int main(void) {
+    test_mcnemar();
+    test_identical();
+    test_accuracy_coverage();
+    test_ppl_coverage();
+    test_thresholds();
+    return check_finish("compare");
+}
