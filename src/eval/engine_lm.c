@@ -1,21 +1,198 @@
-/* engine_lm.c — the bridge from the inference engine to assay_lm, and the engine-flag text used by decide.
- * The engine (model forward pass + tokenizer) is built in src/model and src/tokenizer; until it is part of the
- * build, opening a model says so instead of producing numbers. */
+/* engine_lm.c — the CPU engine (model.h) and the model's tokenizer (tokenizer.h) behind the assay_lm table, and
+ * the engine-flag text used by eval and decide.
+ *
+ * score() runs one sequence from position 0 in chunks of at most CHUNK tokens, asking the engine for logits only
+ * at the positions that predict scored tokens, so memory stays CHUNK x n_vocab floats whatever the window.
+ * generate() is plain greedy decoding on the session's KV cache. Everything is float32 log-softmax, the same
+ * quantity lm-eval takes from torch.log_softmax. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "assay/eval.h"
+#include "assay/model.h"
+#include "assay/tokenizer.h"
 
-assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *flags, assay_lm **out) {
-    (void)flags;
-    *out = NULL;
-    return assay_fail(ASSAY_ERR_UNSUPPORTED,
-                      "%s: the inference engine (tokenizer + forward pass) is not part of this build yet, so no "
-                      "model can be scored; nothing was measured (--dump-requests works without a model)",
-                      model);
+enum { CHUNK = 256 };
+
+typedef struct engine_lm {
+    assay_lm lm;
+    assay_model *model;
+    assay_tokenizer *tok;
+    assay_session *session;
+    int64_t n_ctx;
+    float *rows;      /* [CHUNK][n_vocab] logits of one forward chunk */
+    int32_t *pos;     /* [CHUNK] */
+    int8_t *want;     /* [CHUNK] */
+    char name[256];
+} engine_lm;
+
+static assay_status e_tokenize(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, int64_t *n) {
+    engine_lm *e = ctx;
+    assay_tokens t = {0};
+    assay_status st = assay_tokenizer_encode(e->tok, text, len, ASSAY_TOK_PARSE_SPECIAL | (add_special ? ASSAY_TOK_ADD_SPECIAL : 0), &t);
+    if (st != ASSAY_OK) {
+        assay_tokens_free(&t);
+        return st;
+    }
+    *ids = t.ids ? t.ids : assay_xmalloc(sizeof(int32_t));
+    *n = t.n;
+    return ASSAY_OK;
 }
 
-void assay_eval_lm_close(assay_lm *lm) { (void)lm; }
+static assay_status e_detokenize(void *ctx, const int32_t *ids, int64_t n, char **text, size_t *len) {
+    engine_lm *e = ctx;
+    assay_strbuf b = {0};
+    assay_status st = assay_tokenizer_decode(e->tok, ids, n, ASSAY_DETOK_SKIP_SPECIAL, &b);
+    if (st != ASSAY_OK) {
+        assay_strbuf_free(&b);
+        return st;
+    }
+    if (!b.data) assay_strbuf_puts(&b, "");
+    *text = b.data;
+    *len = b.len;
+    return ASSAY_OK;
+}
+
+/* log p(target) and whether target is the argmax, from one row of logits (double accumulation). */
+static float row_logprob(const float *row, int64_t V, int32_t target, uint8_t *greedy) {
+    float mx = row[0];
+    int64_t arg = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (row[v] > mx) mx = row[v], arg = v;
+    double s = 0;
+    for (int64_t v = 0; v < V; v++) s += exp((double)(row[v] - mx));
+    *greedy = arg == target;
+    return (float)((double)(row[target] - mx) - log(s));
+}
+
+static assay_status e_score(void *ctx, const int32_t *tokens, int64_t n, int64_t first, float *logprob, uint8_t *greedy,
+                            float *logits) {
+    engine_lm *e = ctx;
+    int64_t V = e->lm.n_vocab;
+    if (n - 1 > e->n_ctx)
+        return assay_fail(ASSAY_ERR_RANGE, "%lld tokens exceed the session's context of %lld", (long long)(n - 1), (long long)e->n_ctx);
+    ASSAY_ASSERT(first >= 1 && first <= n);
+    assay_session_seq_clear(e->session, 0);
+    /* input positions 0..n-2; the row at input position p predicts tokens[p + 1] */
+    for (int64_t start = 0; start < n - 1; start += CHUNK) {
+        int64_t len = n - 1 - start < CHUNK ? n - 1 - start : CHUNK;
+        int any = 0;
+        for (int64_t i = 0; i < len; i++) {
+            e->pos[i] = (int32_t)(start + i);
+            e->want[i] = start + i + 1 >= first;
+            any |= e->want[i];
+        }
+        if (!any) e->want[len - 1] = 1; /* the engine returns at least the last row; ignored */
+        assay_batch b = {len, tokens + start, e->pos, NULL, e->want};
+        assay_status st = assay_session_forward(e->session, &b, e->rows);
+        if (st != ASSAY_OK) return st;
+        int64_t r = 0;
+        for (int64_t i = 0; i < len; i++) {
+            if (!e->want[i]) continue;
+            int64_t t = start + i + 1; /* the predicted token's index */
+            const float *row = e->rows + r * V;
+            r++;
+            if (t < first) continue;
+            logprob[t - first] = row_logprob(row, V, tokens[t], &greedy[t - first]);
+            if (logits) memcpy(logits + (t - first) * V, row, sizeof(float) * (size_t)V);
+        }
+    }
+    return ASSAY_OK;
+}
+
+static assay_status e_generate(void *ctx, const int32_t *prompt, int64_t n, int64_t max_new, assay_lm_token_fn on_token,
+                               void *user) {
+    engine_lm *e = ctx;
+    int64_t V = e->lm.n_vocab;
+    if (n < 1) return assay_fail(ASSAY_ERR_ARG, "generation needs a prompt of at least one token");
+    if (n > e->n_ctx) return assay_fail(ASSAY_ERR_RANGE, "a prompt of %lld tokens exceeds the context of %lld", (long long)n, (long long)e->n_ctx);
+    assay_session_seq_clear(e->session, 0);
+    for (int64_t start = 0; start < n; start += CHUNK) {
+        int64_t len = n - start < CHUNK ? n - start : CHUNK;
+        for (int64_t i = 0; i < len; i++) e->pos[i] = (int32_t)(start + i);
+        assay_batch b = {len, prompt + start, e->pos, NULL, NULL}; /* logits of the last token only */
+        assay_status st = assay_session_forward(e->session, &b, e->rows);
+        if (st != ASSAY_OK) return st;
+    }
+    int64_t p = n;
+    for (int64_t k = 0; k < max_new; k++) {
+        int32_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (e->rows[v] > e->rows[best]) best = (int32_t)v;
+        if (on_token(user, best) || assay_tokenizer_is_eog(e->tok, best) || p >= e->n_ctx) break;
+        int32_t pos = (int32_t)p++;
+        assay_batch b = {1, &best, &pos, NULL, NULL};
+        assay_status st = assay_session_forward(e->session, &b, e->rows);
+        if (st != ASSAY_OK) return st;
+    }
+    return ASSAY_OK;
+}
+
+void assay_eval_lm_close(assay_lm *lm) {
+    if (!lm) return;
+    engine_lm *e = (engine_lm *)lm;
+    if (e->session) assay_session_close(e->session);
+    if (e->tok) assay_tokenizer_free(e->tok);
+    if (e->model) assay_model_free(e->model);
+    free(e->rows);
+    free(e->pos);
+    free(e->want);
+    free(e);
+}
+
+assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *flags, assay_lm **out) {
+    *out = NULL;
+    if (flags->device && strcmp(flags->device, "cpu") != 0)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "--device %s: the eval runs on the CPU engine only in this build", flags->device);
+    if (flags->quantization)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED,
+                          "--quantization %s: on-the-fly weight quantization is not in the engine yet; quantize a file with "
+                          "`assay quantize` and evaluate that file",
+                          flags->quantization);
+    assay_session_options so;
+    assay_session_options_default(&so);
+    if (flags->kv_cache_dtype && strcmp(flags->kv_cache_dtype, "auto") != 0) {
+        const char *name = strcmp(flags->kv_cache_dtype, "fp8") == 0 ? "fp8_e4m3" : flags->kv_cache_dtype;
+        assay_status st = assay_kv_dtype_from_name(name, &so.kv_dtype);
+        if (st != ASSAY_OK) return assay_fail_context(st, "--kv-cache-dtype");
+    }
+    engine_lm *e = assay_xcalloc(1, sizeof *e);
+    assay_model_options mo;
+    assay_model_options_default(&mo);
+    if (flags->threads > 0) mo.n_threads = (int)flags->threads;
+    assay_status st = assay_model_load(&e->model, model, &mo);
+    if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, model);
+    if (st != ASSAY_OK) {
+        assay_eval_lm_close(&e->lm);
+        return assay_fail_context(st, "%s", model);
+    }
+    const assay_model_config *c = assay_model_get_config(e->model);
+    /* lm-eval's HF max_length is the model's max positions; the engine's sessions hold at most 4096 */
+    int64_t max_len = flags->max_model_len > 0 ? flags->max_model_len : (c->n_ctx_train > 0 ? c->n_ctx_train : 2048);
+    if (!flags->max_model_len && max_len > 4096) max_len = 4096;
+    so.n_ctx = max_len;
+    st = assay_session_open(&e->session, e->model, &so);
+    if (st != ASSAY_OK) {
+        assay_eval_lm_close(&e->lm);
+        return assay_fail_context(st, "%s: opening a session of %lld positions", model, (long long)max_len);
+    }
+    e->n_ctx = assay_session_n_ctx(e->session);
+    int64_t V = c->n_vocab;
+    e->rows = malloc(sizeof(float) * (size_t)(CHUNK * V));
+    e->pos = assay_xmalloc(sizeof(int32_t) * CHUNK);
+    e->want = assay_xmalloc(CHUNK);
+    if (!e->rows) {
+        assay_eval_lm_close(&e->lm);
+        return assay_fail(ASSAY_ERR_NOMEM, "%s: no memory for %d rows of %lld logits", model, CHUNK, (long long)V);
+    }
+    const char *base = strrchr(model, '/');
+    snprintf(e->name, sizeof e->name, "%s", base && base[1] ? base + 1 : model);
+    int32_t bos = assay_tokenizer_bos(e->tok), eos = assay_tokenizer_eos(e->tok);
+    e->lm = (assay_lm){e, e->name, V, e->n_ctx, bos >= 0 ? bos : eos, eos, e_tokenize, e_detokenize, e_score, e_generate};
+    *out = &e->lm;
+    return ASSAY_OK;
+}
 
 assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *f, char **storage) {
     memset(f, 0, sizeof *f);
