@@ -23,6 +23,7 @@ int assay_cmd_perplexity(int argc, char **argv);
 int assay_cmd_quantize(int argc, char **argv);
 int assay_cmd_eval(int argc, char **argv);
 int assay_cmd_compare(int argc, char **argv);
+int assay_cmd_decide(int argc, char **argv);
 
 
 #endif

@@ -275,7 +275,7 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
             first_metric = 0;
             r.base = m->num;
             r.cand = mc->num;
-            r.rel_delta = r.base != 0 ? (r.cand - r.base) / fabs(r.base) : NAN;
+            r.rel_delta = r.base == r.cand ? 0 : r.base != 0 ? (r.cand - r.base) / fabs(r.base) : NAN;
             r.rel_lo = r.rel_hi = NAN;
             r.p_value = NAN;
             r.base_tps = task_tps(rb, task);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "assay/eval.h"
+#include "assay/progress.h"
 
 static int is_py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
 
@@ -206,5 +207,52 @@ assay_status assay_lm_generate_until(const assay_lm *lm, const char *context, co
         if (hit) *hit = 0;
     }
     *out = text;
+    return ASSAY_OK;
+}
+
+/* ---- throughput through the interface ------------------------------------------------------------------------ */
+
+typedef struct bench_count {
+    int64_t n;
+} bench_count;
+
+static int bench_on_token(void *user, int32_t token) {
+    (void)token;
+    ((bench_count *)user)->n++;
+    return 0;
+}
+
+assay_status assay_lm_bench(const assay_lm *lm, int64_t n_prompt, int64_t n_gen, double *prefill_tps, double *decode_tps) {
+    if (n_prompt + n_gen > lm->max_length) n_prompt = lm->max_length - n_gen;
+    if (n_prompt < 2) return assay_fail(ASSAY_ERR_ARG, "bench: the context of %lld is too short", (long long)lm->max_length);
+    /* a fixed token sequence spread over the vocabulary (ids 1..): speed does not depend on the text */
+    int32_t *ids = assay_xmalloc(sizeof(int32_t) * (size_t)(n_prompt + 1));
+    for (int64_t i = 0; i <= n_prompt; i++) ids[i] = (int32_t)(1 + (i * 7919) % (lm->n_vocab - 1));
+    float *lp = assay_xmalloc(sizeof(float) * (size_t)n_prompt);
+    uint8_t *g = assay_xmalloc((size_t)n_prompt);
+    double best = 1e30;
+    assay_status st = ASSAY_OK;
+    for (int rep = 0; rep < 3 && st == ASSAY_OK; rep++) {
+        double t0 = assay_now_seconds();
+        st = lm->score(lm->ctx, ids, n_prompt + 1, n_prompt, lp, g, NULL); /* n_prompt inputs, last row scored */
+        double t = assay_now_seconds() - t0;
+        if (t < best) best = t;
+    }
+    double gen_best = 1e30;
+    int64_t produced = 0;
+    for (int rep = 0; rep < 2 && st == ASSAY_OK; rep++) {
+        bench_count c = {0};
+        double t0 = assay_now_seconds();
+        st = lm->generate(lm->ctx, ids, n_prompt, n_gen, bench_on_token, &c);
+        double t = assay_now_seconds() - t0 - best;
+        if (c.n > 1 && t / (double)(c.n - 1) < gen_best) gen_best = t / (double)(c.n - 1), produced = c.n;
+    }
+    free(ids);
+    free(lp);
+    free(g);
+    if (st != ASSAY_OK) return st;
+    *prefill_tps = (double)n_prompt / best;
+    /* the first generated token comes from the prompt's forward pass; each later one is one decode step */
+    *decode_tps = produced > 1 && gen_best > 0 ? 1.0 / gen_best : 0;
     return ASSAY_OK;
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test_cli_decide.sh — `assay decide` end to end on the house model (a few documents), its usage errors, and
+# `assay eval` on the real engine: report.md + report.html written, exit code = the verdict's.
+set -u
+fail=0; pass=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+house="$ASSAY_SHARED/models/house"
+expect() { # expect CODE PATTERN -- command...
+  local code=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" != "$code" ] || ! grep -q -- "$pattern" <<<"$out"; then
+    echo "FAIL: '$*' exited $rc (want $code), output: $out"; fail=$((fail+1))
+  else pass=$((pass+1)); fi
+}
+expect 2 "give --candidate" -- "$ASSAY_BIN" decide "$house"
+expect 2 "unknown engine flag '--bogus'" -- "$ASSAY_BIN" decide "$house" --candidate '--bogus 1'
+expect 1 "on-the-fly weight quantization is not in the engine yet" -- \
+  "$ASSAY_BIN" decide "$house" --candidate '--quantization fp8' -o "$tmp/q" --quiet
+# the same configuration twice: no difference, exit 0
+out=$("$ASSAY_BIN" decide "$house" --candidate '--kv-cache-dtype f16' --tasks arc_challenge --limit 6 --kld-windows 1 \
+      --bench-prompt 16 --bench-gen 4 -o "$tmp/same" --quiet 2>&1); rc=$?
+if [ "$rc" = 0 ] && grep -q "Verdict: ship" <<<"$out" && [ -s "$tmp/same/report.html" ] && [ -s "$tmp/same/report.md" ] &&
+   [ -s "$tmp/same/baseline.json" ] && [ -s "$tmp/same/candidate.json" ]; then pass=$((pass+1))
+else echo "FAIL: identical configurations: exit $rc: $out"; fail=$((fail+1)); fi
+# an fp8 KV cache: some verdict, and the exit code agrees with the one printed
+out=$("$ASSAY_BIN" decide "$house" --candidate '--kv-cache-dtype fp8' --tasks arc_challenge,heldout --limit 6 --kld-windows 1 \
+      --bench-prompt 16 --bench-gen 4 -o "$tmp/fp8" --quiet 2>&1); rc=$?
+want=x
+grep -q "^Verdict: ship with monitoring" <<<"$out" && want=3
+[ $want = x ] && grep -q "^Verdict: ship" <<<"$out" && want=0
+grep -q "^Verdict: investigate" <<<"$out" && want=4
+if [ "$rc" = "$want" ] && grep -q "kld" "$tmp/fp8/report.md" && grep -q "<svg" "$tmp/fp8/report.html"; then pass=$((pass+1))
+else echo "FAIL: fp8 KV: exit $rc, verdict code $want: $out"; fail=$((fail+1)); fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,206 @@
+/* cmd_decide.c — `assay decide MODEL --candidate 'ENGINE FLAGS'`: the whole workflow in one command. The baseline
+ * and the candidate configuration run the same eval tasks (the candidate also its KL divergence against the
+ * baseline) and a throughput bench, the two results are compared with paired statistics, and DIR gets
+ * baseline.json, candidate.json, report.md and report.html. Exit code: the verdict's (0 ship, 3 ship with
+ * monitoring, 4 investigate), 1 on errors, 2 on usage errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "assay/compare.h"
+#include "assay/eval.h"
+#include "assay/file.h"
+#include "assay/sha256.h"
+#include "cli.h"
+#include "commands.h"
+
+static assay_status write_file(const char *dir, const char *name, const assay_strbuf *b) {
+    char *p = assay_path_join(dir, name);
+    assay_output_file out = {0};
+    assay_status st = assay_output_file_open(&out, p, 1);
+    if (st == ASSAY_OK) {
+        if (b->len) fwrite(b->data, 1, b->len, out.fp);
+        st = assay_output_file_commit(&out);
+    }
+    if (st == ASSAY_OK) fprintf(stderr, "assay decide: wrote %s\n", p);
+    free(p);
+    return st;
+}
+
+typedef struct config_run {
+    const char *label, *model, *flags_text;
+    assay_engine_flags flags;
+    char *flags_storage;
+    assay_lm *lm;
+    assay_eval_results *res;
+    double prefill_tps, decode_tps, bytes;
+} config_run;
+
+static double path_bytes(const char *path) {
+    struct stat s;
+    if (stat(path, &s) != 0) return 0;
+    if (!S_ISDIR(s.st_mode)) return (double)s.st_size;
+    return 0; /* a directory: the engine's figure is not exposed here; the report leaves it out */
+}
+
+/* Runs the tasks (and, for the candidate, kld against the baseline) and the bench for one configuration. */
+static assay_status run_config(config_run *c, const char *tasks, const assay_eval_options *o, int64_t kld_windows,
+                               const assay_lm *kld_base, int64_t bench_prompt, int64_t bench_gen) {
+    fprintf(stderr, "assay decide: %s: %s %s\n", c->label, c->model, c->flags_text ? c->flags_text : "");
+    assay_status st = assay_eval_run(c->lm, tasks, o, &c->res);
+    if (st != ASSAY_OK) return assay_fail_context(st, "%s", c->label);
+    if (kld_base) {
+        assay_eval_options ko = *o;
+        ko.kld_base = kld_base;
+        ko.limit = kld_windows;
+        assay_eval_results *k = NULL;
+        st = assay_eval_run(c->lm, "kld", &ko, &k);
+        if (st != ASSAY_OK) return assay_fail_context(st, "%s: kld", c->label);
+        /* move kld's task result into the main results */
+        c->res->tasks = assay_xrealloc(c->res->tasks, sizeof *c->res->tasks * (size_t)(c->res->n_tasks + k->n_tasks));
+        for (int i = 0; i < k->n_tasks; i++) c->res->tasks[c->res->n_tasks++] = k->tasks[i];
+        k->n_tasks = 0;
+        assay_eval_results_free(k);
+    }
+    st = assay_lm_bench(c->lm, bench_prompt, bench_gen, &c->prefill_tps, &c->decode_tps);
+    if (st != ASSAY_OK) return assay_fail_context(st, "%s: throughput bench", c->label);
+    fprintf(stderr, "assay decide: %s: prefill %.1f tok/s, decode %.1f tok/s\n", c->label, c->prefill_tps, c->decode_tps);
+    char hex[65];
+    if (assay_sha256_path(c->model, hex) == ASSAY_OK) c->res->model_sha256 = assay_xstrdup(hex);
+    assay_strbuf margs = {0};
+    assay_strbuf_printf(&margs, "pretrained=%s", c->model);
+    if (c->flags_text && *c->flags_text) assay_strbuf_printf(&margs, ",engine=%s", c->flags_text);
+    c->res->model_args = margs.data;
+    c->res->device = assay_xstrdup(c->flags.device ? c->flags.device : "cpu");
+    c->bytes = path_bytes(c->model);
+    return ASSAY_OK;
+}
+
+int assay_cmd_decide(int argc, char **argv) {
+    const char *cand_flags = NULL, *base_flags = NULL, *cand_model = NULL, *tasks = "heldout,hellaswag,arc_challenge,piqa";
+    const char *out_dir = "assay-report", *data_dir = NULL, *text = NULL;
+    int64_t limit = 100, kld_windows = 8, bench_prompt = 256, bench_gen = 32, threads = 0, iters = 2000;
+    double ship = 0.5, monitor = 1.5;
+    int no_kld = 0, quiet = 0;
+    const cli_option opts[] = {
+        {NULL, "--candidate", CLI_STRING, &cand_flags, "'FLAGS'", "engine flags of the candidate, e.g. '--kv-cache-dtype fp8'"},
+        {NULL, "--candidate-model", CLI_STRING, &cand_model, "PATH", "the candidate is another file (e.g. made by assay quantize)"},
+        {NULL, "--baseline", CLI_STRING, &base_flags, "'FLAGS'", "engine flags of the baseline (default: none)"},
+        {NULL, "--tasks", CLI_STRING, &tasks, "LIST", "eval tasks (default heldout,hellaswag,arc_challenge,piqa)"},
+        {NULL, "--limit", CLI_INT, &limit, "N", "documents per task (default 100; 0: all)"},
+        {NULL, "--kld-windows", CLI_INT, &kld_windows, "N", "windows of the KL-divergence check (default 8)"},
+        {NULL, "--no-kld", CLI_FLAG, &no_kld, NULL, "skip the KL divergence of the candidate against the baseline"},
+        {"-o", "--out", CLI_STRING, &out_dir, "DIR", "where the reports go (default assay-report)"},
+        {NULL, "--ship-threshold", CLI_FLOAT, &ship, "PCT", "degradation below this ships (default 0.5)"},
+        {NULL, "--monitor-threshold", CLI_FLOAT, &monitor, "PCT", "up to this: ship with monitoring (default 1.5)"},
+        {NULL, "--bootstrap-iters", CLI_INT, &iters, "N", "paired bootstrap resamples (default 2000)"},
+        {NULL, "--bench-prompt", CLI_INT, &bench_prompt, "N", "prompt tokens of the throughput bench (default 256)"},
+        {NULL, "--bench-gen", CLI_INT, &bench_gen, "N", "generated tokens of the throughput bench (default 32)"},
+        {NULL, "--threads", CLI_INT, &threads, "N", "CPU threads for both configurations"},
+        {NULL, "--data-dir", CLI_STRING, &data_dir, "DIR", "task data root (default $ASSAY_SHARED/data)"},
+        {NULL, "--text", CLI_STRING, &text, "FILE", "text for heldout/kld (default: the house model's heldout.txt)"},
+        {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
+        {0}};
+    const cli_spec spec = {"decide", "MODEL --candidate 'ENGINE FLAGS' [options]",
+                           "baseline vs candidate: eval + KL divergence + throughput + paired compare -> report.md, report.html",
+                           opts, 1, 1};
+    cli_args args;
+    int rc = cli_parse(&spec, argc, argv, &args);
+    if (rc != CLI_CONTINUE) return rc;
+    if (!cand_flags && !cand_model) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "give --candidate 'ENGINE FLAGS' and/or --candidate-model PATH");
+    }
+    if (limit < 0 || kld_windows < 1 || bench_prompt < 2 || bench_gen < 2 || !(ship >= 0 && monitor >= ship) || iters < 0) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "need --limit >= 0, --kld-windows >= 1, bench sizes >= 2, 0 <= ship <= monitor thresholds");
+    }
+    const char *model = args.positional[0];
+    config_run base = {.label = "baseline", .model = model, .flags_text = base_flags ? base_flags : ""};
+    config_run cand = {.label = "candidate", .model = cand_model ? cand_model : model, .flags_text = cand_flags ? cand_flags : ""};
+    assay_status st = assay_engine_flags_parse(base.flags_text, &base.flags, &base.flags_storage);
+    if (st == ASSAY_OK) st = assay_engine_flags_parse(cand.flags_text, &cand.flags, &cand.flags_storage);
+    if (st != ASSAY_OK) {
+        free(base.flags_storage);
+        free(cand.flags_storage);
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "%s", assay_last_error());
+    }
+    if (threads > 0) base.flags.threads = cand.flags.threads = threads;
+    if (strcmp(base.model, cand.model) == 0 && strcmp(base.flags_text, cand.flags_text) == 0)
+        fprintf(stderr, "assay decide: note: the candidate is configured like the baseline; expect 'no difference'\n");
+    assay_eval_options o;
+    assay_eval_options_default(&o);
+    if (data_dir) o.data_dir = data_dir;
+    o.text_file = text;
+    o.limit = limit;
+    o.progress = !quiet;
+    if (!o.data_dir) st = assay_fail(ASSAY_ERR_ARG, "no task data: set ASSAY_SHARED or pass --data-dir");
+    if (st == ASSAY_OK && mkdir(out_dir, 0777) != 0 && !assay_path_is_dir(out_dir))
+        st = assay_fail(ASSAY_ERR_IO, "%s: cannot create the report directory", out_dir);
+    if (st == ASSAY_OK) st = assay_eval_lm_open(base.model, &base.flags, &base.lm);
+    if (st == ASSAY_OK) st = assay_eval_lm_open(cand.model, &cand.flags, &cand.lm);
+    if (st == ASSAY_OK) st = run_config(&base, tasks, &o, 0, NULL, bench_prompt, bench_gen);
+    if (st == ASSAY_OK) st = run_config(&cand, tasks, &o, kld_windows, no_kld ? NULL : base.lm, bench_prompt, bench_gen);
+    assay_strbuf jb = {0}, jc = {0}, md = {0}, html = {0};
+    assay_comparison *cmp = NULL;
+    if (st == ASSAY_OK) {
+        assay_eval_results_json(base.res, &jb);
+        assay_eval_results_json(cand.res, &jc);
+        st = write_file(out_dir, "baseline.json", &jb);
+        if (st == ASSAY_OK) st = write_file(out_dir, "candidate.json", &jc);
+    }
+    if (st == ASSAY_OK) {
+        assay_compare_options co;
+        assay_compare_options_default(&co);
+        co.ship_below = ship;
+        co.monitor_up_to = monitor;
+        co.bootstrap_iters = (int)iters;
+        st = assay_compare_texts(jb.data, jb.len, jc.data, jc.len, &co, &cmp);
+    }
+    if (st == ASSAY_OK) {
+        cmp->base_prefill_tps = base.prefill_tps;
+        cmp->cand_prefill_tps = cand.prefill_tps;
+        cmp->base_decode_tps = base.decode_tps;
+        cmp->cand_decode_tps = cand.decode_tps;
+        cmp->base_model_bytes = base.bytes;
+        cmp->cand_model_bytes = cand.bytes;
+        free(cmp->base_args);
+        free(cmp->cand_args);
+        assay_strbuf a = {0}, b = {0};
+        assay_strbuf_printf(&a, "%s", base.flags_text[0] ? base.flags_text : "(engine defaults)");
+        assay_strbuf_printf(&b, "%s", cand.flags_text[0] ? cand.flags_text : "(engine defaults)");
+        cmp->base_args = a.data;
+        cmp->cand_args = b.data;
+        assay_compare_markdown(cmp, &md);
+        assay_compare_html(cmp, &html);
+        st = write_file(out_dir, "report.md", &md);
+        if (st == ASSAY_OK) st = write_file(out_dir, "report.html", &html);
+    }
+    int code = CLI_EXIT_ERROR;
+    if (st == ASSAY_OK) {
+        assay_strbuf t = {0};
+        assay_compare_table(cmp, &t);
+        fputs(t.data, stdout);
+        printf("throughput: prefill %.1f -> %.1f tok/s, decode %.1f -> %.1f tok/s\n", base.prefill_tps, cand.prefill_tps,
+               base.decode_tps, cand.decode_tps);
+        assay_strbuf_free(&t);
+        code = assay_verdict_exit_code(cmp->verdict);
+    }
+    assay_comparison_free(cmp);
+    assay_strbuf_free(&jb);
+    assay_strbuf_free(&jc);
+    assay_strbuf_free(&md);
+    assay_strbuf_free(&html);
+    assay_eval_results_free(base.res);
+    assay_eval_results_free(cand.res);
+    assay_eval_lm_close(base.lm);
+    assay_eval_lm_close(cand.lm);
+    free(base.flags_storage);
+    free(cand.flags_storage);
+    cli_args_free(&args);
+    if (st != ASSAY_OK) return cli_report_error("decide");
+    return code;
+}
