@@ -6,8 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake pkg-config git python3 python3-venv python3-pip
-              libpcre2-dev libutf8proc-dev libmicrohttpd-dev clang libclang-rt-14-dev hyperfine valgrind)
-              libpcre2-dev libmicrohttpd-dev clang libclang-rt-14-dev hyperfine valgrind
+              libpcre2-dev libutf8proc-dev libmicrohttpd-dev clang libclang-rt-14-dev hyperfine valgrind
               chromium)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
