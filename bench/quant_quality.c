@@ -152,7 +152,7 @@ static double dir_bytes(const char *dir) {
 int main(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *work = "/tmp/quant_quality", *out = NULL, *llq = NULL, *only = NULL;
     int64_t ctx = 512, max_windows = 0, calib_chunks = 32;
-    int threads = 0;
+    int threads = 0, reuse = 0; /* --reuse: keep outputs already in --work (their time to quantize is not measured) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--model")) model = v, i++;
@@ -165,6 +165,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-windows")) max_windows = atoll(v), i++;
         else if (!strcmp(a, "--calib-chunks")) calib_chunks = atoll(v), i++;
         else if (!strcmp(a, "--threads")) threads = atoi(v), i++;
+        else if (!strcmp(a, "--reuse")) reuse = 1;
         else return fprintf(stderr, "unknown argument %s\n", a), 2;
     }
     if (!model || !text_path) return fprintf(stderr, "usage: --model HF_DIR --text FILE [--work DIR] [--out JSON]\n"), 2;
@@ -203,11 +204,27 @@ int main(int argc, char **argv) {
             s->params = src_params;
         } else if (s->kind == 1) {
             snprintf(s->path, sizeof s->path, "%s/house-%s.gguf", work, s->name);
+            if (reuse && file_size(s->path) > 0) {
+                weight_stats(s->path, &s->bytes, &s->params);
+                s->quant_seconds = -1;
+                continue;
+            }
             assay_ggml_model_options o = {.ftype = s->ftype, .threads = threads, .overwrite = 1};
             st = assay_ggml_quantize_model(src, s->path, &o, NULL);
             weight_stats(s->path, &s->bytes, &s->params);
         } else if (s->kind == 2) {
             snprintf(s->path, sizeof s->path, "%s/house-%s", work, s->name);
+            char done_f[4200], packed_f[4200];
+            snprintf(done_f, sizeof done_f, "%s/config.json", s->path);
+            snprintf(packed_f, sizeof packed_f, "%s-packed/model.safetensors", s->path);
+            if (reuse && file_size(done_f) > 0) {
+                static double rtn_reused;
+                s->bytes = file_size(packed_f) > 0 ? file_size(packed_f) : rtn_reused;
+                if (s->method == ASSAY_INTQ_RTN) rtn_reused = s->bytes;
+                s->params = src_params;
+                s->quant_seconds = -1;
+                continue;
+            }
             mkdir(s->path, 0755);
             assay_intq_options o;
             assay_intq_options_default(&o, s->method);
@@ -248,7 +265,7 @@ int main(int argc, char **argv) {
             if (st == ASSAY_OK && system(cmd) != 0) st = assay_fail(ASSAY_ERR_IO, "llama-quantize failed (see %s)", work);
             weight_stats(s->path, &s->bytes, &s->params);
         }
-        if (s->kind != 2) s->quant_seconds = assay_now_seconds() - t0;
+        if (s->kind != 2 && s->kind != 0) s->quant_seconds = assay_now_seconds() - t0;
         if (st != ASSAY_OK) return fprintf(stderr, "%s: %s\n", s->name, assay_last_error()), 1;
         fprintf(stderr, "quantized %-18s %.1f s\n", s->name, s->quant_seconds);
     }

@@ -452,6 +452,18 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
             }
             for (int k = 0; k < N_LINEARS && st == ASSAY_OK; k++) {
                 if (IGNORED(lin[k])) continue; /* written in the source dtype with the other tensors */
+                if (o->fake_quant) {
+                    /* the int8 weights as f32, written with the other tensors */
+                    int64_t no = lin[k]->ne[1], ni = lin[k]->ne[0];
+                    float *w = val[IDX(lin[k])], *sc = assay_xmalloc(sizeof(float) * (size_t)no);
+                    int8_t *q = assay_xmalloc((size_t)(no * ni));
+                    assay_int8_quantize_rows(w, no, ni, q, sc);
+                    for (int64_t r = 0; r < no; r++)
+                        for (int64_t j = 0; j < ni; j++) w[r * ni + j] = q[r * ni + j] * sc[r];
+                    free(q);
+                    free(sc);
+                    continue;
+                }
                 iq_prefix(lin[k], prefix, sizeof prefix);
                 st = iq_write_w8(&out, prefix, val[IDX(lin[k])], lin[k]->ne[1], lin[k]->ne[0]);
             }
