@@ -13,7 +13,7 @@ ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
 
 if [ "${ASSAY_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== ctest under AddressSanitizer + UndefinedBehaviorSanitizer (heavy tests skipped)"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DASSAY_SANITIZE=ON -DASSAY_CUDA=OFF >/dev/null &&
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DASSAY_SANITIZE=ON -DASSAY_CUDA=OFF >/dev/null &&
     cmake --build build-asan -j"$jobs" >/dev/null &&
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE heavy || failed=1
