@@ -267,9 +267,71 @@ VD4_Q(vd4_q8_0, assay_block_q8_0, assay_block_q8_0, dec_q8_0, 1, 0)
 
 KQ_DEFINE_VEC_DOT(vd_q2_K, assay_block_q2_K, kq_unpack_q2_K)
 KQ_DEFINE_VEC_DOT(vd_q3_K, assay_block_q3_K, kq_unpack_q3_K)
-KQ_DEFINE_VEC_DOT(vd_q4_K, assay_block_q4_K, kq_unpack_q4_K)
 KQ_DEFINE_VEC_DOT(vd_q5_K, assay_block_q5_K, kq_unpack_q5_K)
-KQ_DEFINE_VEC_DOT(vd_q6_K, assay_block_q6_K, kq_unpack_q6_K)
+
+/* Q4_K and Q6_K straight from the packed super-block (no unpacked copy): per 32 (Q4_K) or 16 (Q6_K) elements an
+ * integer dot with maddubs, weighted by the integer sub-block scale with madd, summed in int32 over the whole
+ * super-block; the mins (Q4_K) and Q6_K's offset of 32 come from the activation's 16-element sums (bsums). */
+static void vd_q4_K(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q4_K *b = w;
+    const assay_block_q8_K *a = x;
+    const __m256i lo4 = _mm256_set1_epi8(0xf);
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) kq_scale_min(j, b[i].scales, &sc[j], &mn[j]);
+        int32_t msum = 0;
+        for (int j = 0; j < 8; j++) msum += mn[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
+            __m256i ql = _mm256_and_si256(q, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+            __m256i yl = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * j));
+            __m256i yh = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * j + 32));
+            __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, yl), _mm256_set1_epi16((short)sc[2 * j]));
+            __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, yh), _mm256_set1_epi16((short)sc[2 * j + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(pl, ph));
+        }
+        float d = a[i].d * _cvtsh_ss(b[i].d), dmin = a[i].d * _cvtsh_ss(b[i].dmin);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+        summ += dmin * (float)msum;
+    }
+    *s = hsum256(acc) - summ;
+}
+
+static void vd_q6_K(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q6_K *b = w;
+    const assay_block_q8_K *a = x;
+    const __m256i lo4 = _mm256_set1_epi8(0xf), lo2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        /* offset: sum_g scale[g] * 32 * bsums[g], as one madd of 16 int16 pairs */
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b[i].scales));
+        __m256i bs = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+        const uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        const int8_t *y = a[i].qs, *scp = b[i].scales;
+        for (int half = 0; half < 2; half++, ql += 64, qh += 32, y += 128, scp += 8) {
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, lo4), _mm256_slli_epi16(_mm256_and_si256(h, lo2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, lo4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), lo2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), lo2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), lo2), 4));
+            for (int k = 0; k < 4; k++) { /* elements 32k..32k+31 of this half: scales 2k (low 16), 2k+1 (high 16) */
+                __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(y + 32 * k)));
+                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(scp[2 * k + 1]), _mm_set1_epi16(scp[2 * k]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * _cvtsh_ss(b[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    *s = hsum256(acc);
+}
 
 /* ---- activation quantizers -------------------------------------------------------------------------------- */
 
