@@ -267,9 +267,8 @@ VD4_Q(vd4_q8_0, assay_block_q8_0, assay_block_q8_0, dec_q8_0, 1, 0)
 
 KQ_DEFINE_VEC_DOT(vd_q2_K, assay_block_q2_K, kq_unpack_q2_K)
 KQ_DEFINE_VEC_DOT(vd_q3_K, assay_block_q3_K, kq_unpack_q3_K)
-KQ_DEFINE_VEC_DOT(vd_q5_K, assay_block_q5_K, kq_unpack_q5_K)
 
-/* Q4_K and Q6_K straight from the packed super-block (no unpacked copy): per 32 (Q4_K) or 16 (Q6_K) elements an
+/* Q4_K, Q5_K and Q6_K straight from the packed super-block (no unpacked copy): per 32 (Q4_K) or 16 (Q6_K) elements an
  * integer dot with maddubs, weighted by the integer sub-block scale with madd, summed in int32 over the whole
  * super-block; the mins (Q4_K) and Q6_K's offset of 32 come from the activation's 16-element sums (bsums). */
 static void vd_q4_K(int64_t n, float *s, const void *w, const void *x) {
@@ -287,6 +286,38 @@ static void vd_q4_K(int64_t n, float *s, const void *w, const void *x) {
         for (int j = 0; j < 4; j++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
             __m256i ql = _mm256_and_si256(q, lo4), qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+            __m256i yl = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * j));
+            __m256i yh = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * j + 32));
+            __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, yl), _mm256_set1_epi16((short)sc[2 * j]));
+            __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(qh, yh), _mm256_set1_epi16((short)sc[2 * j + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(pl, ph));
+        }
+        float d = a[i].d * _cvtsh_ss(b[i].d), dmin = a[i].d * _cvtsh_ss(b[i].dmin);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+        summ += dmin * (float)msum;
+    }
+    *s = hsum256(acc) - summ;
+}
+
+static void vd_q5_K(int64_t n, float *s, const void *w, const void *x) {
+    const assay_block_q5_K *b = w;
+    const assay_block_q8_K *a = x;
+    const __m256i lo4 = _mm256_set1_epi8(0xf);
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) kq_scale_min(j, b[i].scales, &sc[j], &mn[j]);
+        int32_t msum = 0;
+        for (int j = 0; j < 8; j++) msum += mn[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+        __m256i isum = _mm256_setzero_si256();
+        const __m256i one = _mm256_set1_epi8(1), hbits = _mm256_loadu_si256((const __m256i *)b[i].qh);
+        for (int j = 0; j < 4; j++) { /* 5th bits: qh bit 2j for the low nibbles, bit 2j+1 for the high ones */
+            __m256i q = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * j));
+            __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4);
+            __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4);
+            __m256i ql = _mm256_or_si256(_mm256_and_si256(q, lo4), h0);
+            __m256i qh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), lo4), h1);
             __m256i yl = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * j));
             __m256i yh = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * j + 32));
             __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(ql, yl), _mm256_set1_epi16((short)sc[2 * j]));
