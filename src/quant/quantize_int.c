@@ -578,7 +578,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
         const assay_tensor *t = assay_model_file_tensor(mf, i);
         if (is_linear[i] && !o->fake_quant && !IGNORED(t)) continue;
         assay_type ty = t->type;
-        if (o->fake_quant && is_linear[i]) ty = ASSAY_TYPE_F32; /* keep the dequantized values exact */
+        if (o->fake_quant) ty = ASSAY_TYPE_F32; /* exact values: dequantized linears, folded norms unrounded */
         st = iq_add_float(&out, t->source_name, ty, t->n_dims, t->ne, val[i], assay_tensor_nelements(t));
     }
     char path[4096];
