@@ -137,7 +137,7 @@ int assay_cmd_decide(int argc, char **argv) {
     o.text_file = text;
     o.limit = limit;
     o.progress = !quiet;
-    if (!o.data_dir) st = assay_fail(ASSAY_ERR_ARG, "no task data: set ASSAY_SHARED or pass --data-dir");
+    if (!o.data_dir) st = assay_fail(ASSAY_ERR_ARG, "no task data: set ASSAY_SHARED (the folder holding data/) or pass --data-dir");
     if (st == ASSAY_OK && mkdir(out_dir, 0777) != 0 && !assay_path_is_dir(out_dir))
         st = assay_fail(ASSAY_ERR_IO, "%s: cannot create the report directory", out_dir);
     if (st == ASSAY_OK) st = assay_eval_lm_open(base.model, &base.flags, &base.lm);

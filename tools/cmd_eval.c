@@ -142,7 +142,7 @@ int assay_cmd_eval(int argc, char **argv) {
     o.progress = !quiet;
     if (!o.data_dir) {
         cli_args_free(&args);
-        return cli_usage_error(&spec, "no task data: set ASSAY_SHARED or pass --data-dir");
+        return cli_usage_error(&spec, "no task data: set ASSAY_SHARED (the folder holding data/) or pass --data-dir");
     }
     if (dump) {
         rc = dump_requests(tasks, &o, dump, force);

@@ -45,6 +45,10 @@ void assay_output_file_abort(assay_output_file *out);
 
 int assay_path_is_dir(const char *path);
 int assay_path_exists(const char *path);
+/* The shared data and models root: $ASSAY_SHARED when set, else the ../shared beside the source tree this
+ * binary was configured from (when it exists), else NULL. Data defaults (task data, calibration text) hang off it. */
+const char *assay_shared_dir(void);
+
 /* "dir" + "/" + "name" in a new heap string. */
 char *assay_path_join(const char *dir, const char *name);
 

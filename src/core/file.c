@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -118,6 +119,15 @@ int assay_path_is_dir(const char *path) {
 int assay_path_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+const char *assay_shared_dir(void) {
+    const char *env = getenv("ASSAY_SHARED");
+    if (env && *env) return env;
+#ifdef ASSAY_DEFAULT_SHARED_DIR
+    if (assay_path_is_dir(ASSAY_DEFAULT_SHARED_DIR)) return ASSAY_DEFAULT_SHARED_DIR;
+#endif
+    return NULL;
 }
 
 char *assay_path_join(const char *dir, const char *name) {

@@ -11,11 +11,12 @@
 #include <time.h>
 
 #include "assay/eval.h"
+#include "assay/file.h"
 #include "assay/progress.h"
 
 void assay_eval_options_default(assay_eval_options *o) {
     memset(o, 0, sizeof *o);
-    const char *shared = getenv("ASSAY_SHARED");
+    const char *shared = assay_shared_dir();
     o->data_dir = NULL;
     if (shared) {
         static char buf[4096];
@@ -349,7 +350,7 @@ void assay_eval_results_free(assay_eval_results *r) {
 
 assay_status assay_eval_run(const assay_lm *lm, const char *task_list, const assay_eval_options *o,
                             assay_eval_results **out) {
-    if (!o->data_dir) return assay_fail(ASSAY_ERR_ARG, "no data directory: set ASSAY_SHARED or pass --data-dir");
+    if (!o->data_dir) return assay_fail(ASSAY_ERR_ARG, "no data directory: set ASSAY_SHARED (the folder holding data/) or pass --data-dir");
     assay_task_docs *tasks = NULL;
     int n_tasks = 0;
     assay_status st = ASSAY_OK;

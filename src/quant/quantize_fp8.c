@@ -275,7 +275,7 @@ static assay_status calibrate_inputs(const assay_model_file *mf, const assay_qua
     char defpath[4096];
     const char *calib = opt->calib_path;
     if (!calib) {
-        const char *sh = getenv("ASSAY_SHARED");
+        const char *sh = assay_shared_dir();
         snprintf(defpath, sizeof defpath, "%s/data/calibration", sh ? sh : "../shared");
         calib = defpath;
     }

@@ -376,7 +376,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
         const char *calib = o->calib_path;
         char defpath[4096];
         if (!calib) {
-            const char *sh = getenv("ASSAY_SHARED");
+            const char *sh = assay_shared_dir();
             snprintf(defpath, sizeof defpath, "%s/data/calibration", sh ? sh : "../shared");
             calib = defpath;
         }
