@@ -336,6 +336,16 @@ static const assay_tensor *iq_find(const assay_model_file *mf, const char *fmt, 
     return assay_model_file_find(mf, name);
 }
 
+static void assay_intq_free_calib(iq_calib *cal, int64_t L) {
+    for (int64_t i = 0; i < L * IN_COUNT; i++) {
+        free(cal->in[i].gram);
+        free(cal->in[i].buf);
+        free(cal->in[i].sample);
+        free(cal->in[i].absmax);
+    }
+    free(cal->in);
+}
+
 void assay_intq_options_default(assay_intq_options *o, assay_intq_method method) {
     memset(o, 0, sizeof *o);
     o->method = method;
@@ -377,7 +387,12 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
         char defpath[4096];
         if (!calib) {
             const char *sh = assay_shared_dir();
-            snprintf(defpath, sizeof defpath, "%s/data/calibration", sh ? sh : "../shared");
+            if (!sh) {
+                assay_intq_free_calib(&cal, L);
+                assay_model_free(m);
+                return assay_fail(ASSAY_ERR_ARG, "no calibration text: pass --calib FILE (or set ASSAY_SHARED)");
+            }
+            snprintf(defpath, sizeof defpath, "%s/data/calibration", sh);
             calib = defpath;
         }
         st = assay_tokenizer_load(&tok, model_path);
