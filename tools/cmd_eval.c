@@ -7,6 +7,7 @@
 
 #include "assay/eval.h"
 #include "assay/file.h"
+#include "assay/model.h"
 #include "assay/sha256.h"
 #include "assay/strbuf.h"
 #include "cli.h"
@@ -125,6 +126,10 @@ int assay_cmd_eval(int argc, char **argv) {
     if (!tasks) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--tasks is required");
+    }
+    if (quant && assay_model_quantization_check(quant) != ASSAY_OK) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--quantization: %s", assay_last_error());
     }
     if (limit < 0 || ctx < 1 || max_gen < 1 || fewshot < -1 || seed < 0 || seed > 0xffffffffLL) {
         cli_args_free(&args);

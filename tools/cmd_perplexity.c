@@ -1,5 +1,5 @@
 /* cmd_perplexity.c — `assay perplexity MODEL -f FILE [--ctx N] [--score-all] [--save-logits OUT]
- * [--kl-divergence-base BASE] [--json] [--threads N] [--kv-cache-dtype T] [--chunks N]`.
+ * [--kl-divergence-base BASE] [--json] [--threads N] [--kv-cache-dtype T] [--quantization fp8] [--chunks N]`.
  *
  * Conventions:
  *   default (llama.cpp's llama-perplexity): the text is tokenized with the model's BOS, cut into floor(T / N)
@@ -91,6 +91,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
     const char *file = NULL, *kv_name = "f16", *save = NULL, *base = NULL;
     int64_t n_ctx = 512, threads = 0, max_chunks = 0;
     int score_all = 0, json = 0;
+    const char *quant = NULL;
     const cli_option opts[] = {
         {"-f", "--file", CLI_STRING, &file, "FILE", "text to score"},
         {"-c", "--ctx", CLI_INT, &n_ctx, "N", "tokens per chunk (default 512)"},
@@ -101,6 +102,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object with every statistic"},
         {"-t", "--threads", CLI_INT, &threads, "N", "CPU threads (default: all cores)"},
         {NULL, "--kv-cache-dtype", CLI_STRING, &kv_name, "T", "f16 (default), bf16, f32, fp8_e4m3, fp8_e5m2, int8"},
+        {"-q", "--quantization", CLI_STRING, &quant, "SCHEME", "quantize the weights at load: fp8 (E4M3, vLLM's online fp8)"},
         {0}};
     const cli_spec spec = {"perplexity", "MODEL -f FILE [--ctx N] [--score-all] [--save-logits OUT | --kl-divergence-base BASE]",
                            "perplexity with uncertainty, KL divergence against saved baseline logits", opts, 1, 1};
@@ -113,6 +115,8 @@ int assay_cmd_perplexity(int argc, char **argv) {
     assay_kv_dtype kv_dtype;
     if (assay_kv_dtype_from_name(kv_name, &kv_dtype) != ASSAY_OK)
         return cli_args_free(&args), cli_usage_error(&spec, "%s", assay_last_error());
+    if (quant && assay_model_quantization_check(quant) != ASSAY_OK)
+        return cli_args_free(&args), cli_usage_error(&spec, "--quantization: %s", assay_last_error());
 
     const char *path = args.positional[0];
     int exit_code = CLI_EXIT_ERROR;
@@ -134,6 +138,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = (int)threads;
+    mo.quantization = quant;
     if (assay_read_file(file, &text, &text_len) != ASSAY_OK) goto done;
     if (assay_model_load(&m, path, &mo) != ASSAY_OK || assay_tokenizer_load(&tok, path) != ASSAY_OK) goto done;
     const int64_t V = assay_model_get_config(m)->n_vocab;

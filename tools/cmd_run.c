@@ -1,5 +1,5 @@
 /* cmd_run.c — `assay run MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--chat]
- * [--threads N] [--kv-cache-dtype T] [--ctx-size N] [--ignore-eos]`.
+ * [--threads N] [--kv-cache-dtype T] [--quantization fp8] [--ctx-size N] [--ignore-eos]`.
  * Prints the prompt and then each generated token's bytes to stdout as they come; prompt and generation speed
  * go to stderr. --temp 0 is greedy decoding. --chat renders the prompt as a user turn with the model's chat template
  * (chat_template.h) and does not echo it. */
@@ -54,6 +54,7 @@ int assay_cmd_run(int argc, char **argv) {
     int64_t n_predict = 128, top_k = 40, seed = 0, threads = 0, n_ctx = 0;
     double temp = 0.8, top_p = 0.95, min_p = 0.05;
     int chat = 0, ignore_eos = 0;
+    const char *quant = NULL;
     const cli_option opts[] = {
         {"-p", "--prompt", CLI_STRING, &prompt, "TEXT", "the prompt (\"\" : start from BOS alone)"},
         {"-n", "--n-predict", CLI_INT, &n_predict, "N", "tokens to generate (default 128)"},
@@ -65,6 +66,7 @@ int assay_cmd_run(int argc, char **argv) {
         {NULL, "--chat", CLI_FLAG, &chat, NULL, "wrap the prompt as a user turn of the model's chat format"},
         {"-t", "--threads", CLI_INT, &threads, "N", "CPU threads (default: all cores)"},
         {NULL, "--kv-cache-dtype", CLI_STRING, &kv_name, "T", "f16 (default), bf16, f32, fp8_e4m3, fp8_e5m2, int8"},
+        {"-q", "--quantization", CLI_STRING, &quant, "SCHEME", "quantize the weights at load: fp8 (E4M3, vLLM's online fp8)"},
         {"-c", "--ctx-size", CLI_INT, &n_ctx, "N", "context length (default: prompt + n-predict)"},
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "keep generating after an end-of-generation token"},
         {0}};
@@ -86,6 +88,10 @@ int assay_cmd_run(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "%s", assay_last_error());
     }
+    if (quant && assay_model_quantization_check(quant) != ASSAY_OK) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--quantization: %s", assay_last_error());
+    }
     const char *path = args.positional[0];
     assay_model *m = NULL;
     assay_tokenizer *tok = NULL;
@@ -98,6 +104,7 @@ int assay_cmd_run(int argc, char **argv) {
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = (int)threads;
+    mo.quantization = quant;
     double t_load = assay_now_seconds();
     if (assay_model_load(&m, path, &mo) != ASSAY_OK || assay_tokenizer_load(&tok, path) != ASSAY_OK) goto done;
     t_load = assay_now_seconds() - t_load;

@@ -16,7 +16,18 @@
  * Architectures: llama (and mistral), qwen2 (q/k/v bias), qwen3 (q/k RMSNorm), gemma3 (GeGLU, post norms,
  * embedding scale, sliding-window layers with their own RoPE base, q/k norm, logit softcap). Weights are used as
  * stored (f32, f16, bf16, Q4_0 ... Q6_K) straight from the mmapped file; compute is float32.
- */
+ *
+ * On-the-fly FP8 (options.quantization = "fp8", vLLM's `--quantization fp8` on a bf16/f16/f32 checkpoint),
+ * emulated exactly in f32 on the CPU:
+ *   - at load, every linear weight of the blocks (attn_q/k/v/output, ffn_gate/up/down; not the lm_head, not the
+ *     embeddings, not the norms or biases) becomes E4M3 codes with ONE per-tensor scale = amax/448 (f32, as
+ *     vLLM's scaled_fp8_quant(weight, scale=None)), and the engine keeps the exact values code*scale as f32;
+ *   - at run time, the input of each of those layers is quantized to E4M3 with a dynamic PER-TOKEN scale
+ *     (amax_row/448, clamped below by 1/(448*512)) and the matmul reads code*scale. That is what vLLM does on
+ *     Hopper/Ada (Fp8LinearOp with use_per_token_if_dynamic = cutlass_fp8_supported()); vLLM's docs still say
+ *     "per-tensor", which holds only for its torch._scaled_mm fallback.
+ * Products and sums are f32 either way; the GPU's f32 accumulation order is not reproduced.
+ * Quantized checkpoints (GGUF blocks, FP8 files) are refused: vLLM refuses them too. */
 #ifndef ASSAY_MODEL_H
 #define ASSAY_MODEL_H
 
@@ -30,7 +41,8 @@ typedef struct assay_model assay_model;
 typedef struct assay_session assay_session;
 
 typedef struct assay_model_options {
-    int n_threads; /* <= 0: every core */
+    int n_threads;            /* <= 0: every core */
+    const char *quantization; /* NULL: weights as stored; "fp8": on-the-fly FP8, see below */
 } assay_model_options;
 
 typedef struct assay_session_options {
@@ -41,6 +53,9 @@ typedef struct assay_session_options {
 } assay_session_options;
 
 void assay_model_options_default(assay_model_options *o);
+/* ASSAY_OK when `name` is an on-the-fly quantization the engine knows ("fp8"), else ASSAY_ERR_ARG with a message
+ * that lists the known names (for usage errors before a model is loaded). */
+assay_status assay_model_quantization_check(const char *name);
 void assay_session_options_default(assay_session_options *o);
 
 /* `path`: a .gguf file or a Hugging Face directory (see model_file.h). */
@@ -51,6 +66,11 @@ const assay_model_file *assay_model_get_file(const assay_model *m);
 /* Bytes of weights one token's forward pass reads (every linear layer once, plus the one embedding row). */
 size_t assay_model_weight_bytes(const assay_model *m);
 const char *assay_model_kernels(const assay_model *m); /* "avx2" or "scalar" */
+/* The values the engine multiplies by for linear weight `name` (canonical, e.g. "blk.0.ffn_down.weight", or
+ * "output.weight"): sets *n_in, *n_out and, when out is not NULL, writes them dequantized to f32 in
+ * out[n_out][n_in] (HF [out, in] order; llama Q/K rows permuted as loaded). For tests and inspection: with
+ * quantization "fp8" these are the fake-quantized weights. Error: unknown name. */
+assay_status assay_model_weight_f32(const assay_model *m, const char *name, int64_t *n_in, int64_t *n_out, float *out);
 
 assay_status assay_session_open(assay_session **out, assay_model *m, const assay_session_options *opt);
 void assay_session_close(assay_session *s);

@@ -145,11 +145,10 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *fla
     *out = NULL;
     if (flags->device && strcmp(flags->device, "cpu") != 0)
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "--device %s: the eval runs on the CPU engine only in this build", flags->device);
-    if (flags->quantization)
-        return assay_fail(ASSAY_ERR_UNSUPPORTED,
-                          "--quantization %s: on-the-fly weight quantization is not in the engine yet; quantize a file with "
-                          "`assay quantize` and evaluate that file",
-                          flags->quantization);
+    if (flags->quantization) {
+        assay_status st = assay_model_quantization_check(flags->quantization);
+        if (st != ASSAY_OK) return assay_fail_context(st, "--quantization");
+    }
     assay_session_options so;
     assay_session_options_default(&so);
     if (flags->kv_cache_dtype && strcmp(flags->kv_cache_dtype, "auto") != 0) {
@@ -161,6 +160,7 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *fla
     assay_model_options mo;
     assay_model_options_default(&mo);
     if (flags->threads > 0) mo.n_threads = (int)flags->threads;
+    mo.quantization = flags->quantization; /* on-the-fly, as vLLM's --quantization (model.h) */
     assay_status st = assay_model_load(&e->model, model, &mo);
     if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, model);
     if (st != ASSAY_OK) {

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "assay/dequant.h"
+#include "assay/progress.h"
+#include "assay/quant_fp8.h"
 #include "engine/kv_cache.h"
 
 typedef struct model_layer {
@@ -32,6 +34,7 @@ struct assay_model {
     void **owned;                     /* permuted copies */
     int n_owned;
     size_t weight_bytes;
+    int fp8; /* on-the-fly FP8 (model.h): block linear weights hold code*scale, their inputs are fake-quantized */
 };
 
 struct assay_session {
@@ -45,9 +48,20 @@ struct assay_session {
     assay_kv_seq_view *views;
     assay_calib_fn calib;
     void *calib_user;
+    /* on-the-fly FP8 activations: [n_batch][max n_in] codes and dequantized values, [n_batch] scales */
+    uint8_t *aq;
+    float *ax, *as;
 };
 
-void assay_model_options_default(assay_model_options *o) { o->n_threads = 0; }
+void assay_model_options_default(assay_model_options *o) {
+    o->n_threads = 0;
+    o->quantization = NULL;
+}
+
+assay_status assay_model_quantization_check(const char *name) {
+    if (name && strcmp(name, "fp8") == 0) return ASSAY_OK;
+    return assay_fail(ASSAY_ERR_ARG, "unknown quantization '%s' (known: fp8)", name ? name : "(null)");
+}
 
 void assay_session_options_default(assay_session_options *o) {
     o->kv_dtype = ASSAY_KV_F16;
@@ -130,6 +144,32 @@ static float *rope_freqs(const assay_model_config *c, double theta, int64_t n_ro
     return f;
 }
 
+/* On-the-fly FP8 of one linear weight (model.h): per-tensor E4M3 with scale amax/448 in f32 (no bf16 rounding:
+ * vLLM keeps online scales in f32), codes from quant_fp8.h's reference, then the exact f32 values code*scale
+ * replace the weight. */
+static assay_status fp8_weight(assay_model *m, assay_weight *w) {
+    if (w->type != ASSAY_TYPE_F32 && w->type != ASSAY_TYPE_F16 && w->type != ASSAY_TYPE_BF16)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED,
+                          "--quantization fp8 needs an unquantized checkpoint (f32/f16/bf16), but %s is %s", w->name,
+                          assay_type_name(w->type));
+    int64_t n = w->n_in * w->n_out;
+    float *f = assay_xmalloc((size_t)n * sizeof(float));
+    uint8_t *q = assay_xmalloc((size_t)n);
+    assay_status st = assay_dequantize(w->type, w->data, f, n);
+    if (st == ASSAY_OK) {
+        float scale;
+        assay_fp8_quantize_weight(ASSAY_FP8_E4M3, ASSAY_FP8_GRAN_TENSOR, 0, 0, 0, f, w->n_out, w->n_in, q, &scale);
+        assay_fp8_dequantize_weight(ASSAY_FP8_E4M3, ASSAY_FP8_GRAN_TENSOR, 0, 0, q, &scale, w->n_out, w->n_in, f);
+        w->type = ASSAY_TYPE_F32;
+        w->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, w->n_in);
+        w->data = own(m, f);
+        f = NULL;
+    }
+    free(f);
+    free(q);
+    return st ? assay_fail_context(st, "%s", w->name) : ASSAY_OK;
+}
+
 static size_t weight_bytes(const assay_weight *w) { return w->data ? w->row_bytes * (size_t)w->n_out : 0; }
 
 assay_status assay_model_load(assay_model **out, const char *path, const assay_model_options *opt) {
@@ -147,6 +187,12 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     }
     m->c = *assay_model_file_config(m->mf);
     const assay_model_config *c = &m->c;
+    if (opt->quantization) {
+        if ((st = assay_model_quantization_check(opt->quantization))) goto fail;
+        m->fp8 = 1;
+    }
+    double t_quant = 0;
+    int n_quant = 0;
     if (c->rope_scaling == ASSAY_ROPE_SCALING_YARN) {
         st = assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: YaRN rope scaling is not supported by the CPU engine yet", path);
         goto fail;
@@ -189,6 +235,14 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
         V(post_ffn_norm, "post_ffw_norm.weight", E, !c->has_post_norms);
 #undef W
 #undef V
+        if (m->fp8) {
+            double t0 = assay_now_seconds();
+            assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (int i = 0; i < 7; i++)
+                if ((st = fp8_weight(m, lin[i]))) goto fail;
+            n_quant += 7;
+            t_quant += assay_now_seconds() - t0;
+        }
         L->sliding = c->sliding_window > 0 && c->sliding_window_pattern > 0 && (l + 1) % c->sliding_window_pattern != 0;
         m->weight_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
                            weight_bytes(&L->w_gate) + weight_bytes(&L->w_up) + weight_bytes(&L->w_down);
@@ -197,6 +251,8 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     m->inv_freq = own(m, rope_freqs(c, c->rope_theta, hd));
     m->inv_freq_local = own(m, rope_freqs(c, c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta, hd));
     if ((st = assay_backend_cpu_open(&m->be, opt->n_threads))) goto fail;
+    /* a note like vLLM's load log: what on-the-fly quantization cost */
+    if (m->fp8) fprintf(stderr, "quantized %d linear layers to fp8 in %.2f s\n", n_quant, t_quant);
     *out = m;
     return ASSAY_OK;
 fail:
@@ -218,6 +274,21 @@ const assay_model_config *assay_model_get_config(const assay_model *m) { return 
 const assay_model_file *assay_model_get_file(const assay_model *m) { return m->mf; }
 size_t assay_model_weight_bytes(const assay_model *m) { return m->weight_bytes; }
 const char *assay_model_kernels(const assay_model *m) { return assay_backend_cpu_kernels(m->be); }
+
+assay_status assay_model_weight_f32(const assay_model *m, const char *name, int64_t *n_in, int64_t *n_out, float *out) {
+    const assay_weight *w = NULL;
+    if (strcmp(name, "output.weight") == 0) w = &m->output;
+    for (int64_t l = 0; l < m->c.n_layer && !w; l++) {
+        const model_layer *L = &m->layers[l];
+        const assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++)
+            if (strcmp(lin[i]->name, name) == 0) w = lin[i];
+    }
+    if (!w) return assay_fail(ASSAY_ERR_ARG, "no linear weight named %s", name);
+    *n_in = w->n_in;
+    *n_out = w->n_out;
+    return out ? assay_dequantize(w->type, w->data, out, w->n_in * w->n_out) : ASSAY_OK;
+}
 
 /* ---- sessions --------------------------------------------------------------------------------------------- */
 
@@ -253,6 +324,13 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
     s->act = assay_xmalloc((size_t)(B * c->n_ff) * 4);
     s->mask = assay_xmalloc((size_t)B);
     s->views = assay_xmalloc((size_t)B * sizeof(assay_kv_seq_view));
+    if (m->fp8) {
+        int64_t max_in = E > qd ? E : qd;
+        if (c->n_ff > max_in) max_in = c->n_ff;
+        s->aq = assay_xmalloc((size_t)(B * max_in));
+        s->ax = assay_xmalloc((size_t)(B * max_in) * 4);
+        s->as = assay_xmalloc((size_t)B * 4);
+    }
     *out = s;
     return ASSAY_OK;
 }
@@ -262,6 +340,7 @@ void assay_session_close(assay_session *s) {
     assay_kv_cache_free(&s->kv);
     free(s->x); free(s->h); free(s->rows); free(s->q); free(s->att); free(s->k); free(s->v);
     free(s->gate); free(s->up); free(s->act); free(s->mask); free(s->views);
+    free(s->aq); free(s->ax); free(s->as);
     free(s);
 }
 
@@ -277,6 +356,15 @@ void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *use
 static void linear(assay_session *s, float *y, const assay_weight *w, const float *x, int64_t n, const float *bias) {
     assay_backend *be = s->m->be;
     if (s->calib) s->calib(s->calib_user, w->name, x, n, w->n_in);
+    if (s->m->fp8 && w != &s->m->output) {
+        /* on-the-fly FP8 (model.h): the matmul reads the dynamic per-token E4M3 fake-quant of x, written to
+         * scratch so that x (shared by q/k/v and gate/up) stays the unquantized input */
+        int64_t K = w->n_in;
+        assay_fp8_quantize_act_token(ASSAY_FP8_E4M3, x, n, K, s->aq, s->as);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t k = 0; k < K; k++) s->ax[t * K + k] = assay_fp8_decode(ASSAY_FP8_E4M3, s->aq[t * K + k]) * s->as[t];
+        x = s->ax;
+    }
     be->ops->matmul(be, y, w, x, n);
     if (bias)
         for (int64_t t = 0; t < n; t++) be->ops->add(be, y + t * w->n_out, y + t * w->n_out, bias, w->n_out);
