@@ -206,7 +206,11 @@ assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *f, c
         if (!val) return assay_fail(ASSAY_ERR_ARG, "engine flag %s needs a value", tok);
         char *end = NULL;
         if (strcmp(tok, "--device") == 0) f->device = val;
-        else if (strcmp(tok, "--quantization") == 0 || strcmp(tok, "-q") == 0) f->quantization = val;
+        else if (strcmp(tok, "--quantization") == 0 || strcmp(tok, "-q") == 0) {
+            f->quantization = val;
+            assay_status st = assay_model_quantization_check(val); /* a usage error before any model loads */
+            if (st != ASSAY_OK) return st;
+        }
         else if (strcmp(tok, "--kv-cache-dtype") == 0) f->kv_cache_dtype = val;
         else if (strcmp(tok, "--threads") == 0 || strcmp(tok, "-t") == 0) {
             f->threads = strtoll(val, &end, 10);

@@ -15,8 +15,7 @@ expect() { # expect CODE PATTERN -- command...
 }
 expect 2 "give --candidate" -- "$ASSAY_BIN" decide "$house"
 expect 2 "unknown engine flag '--bogus'" -- "$ASSAY_BIN" decide "$house" --candidate '--bogus 1'
-expect 1 "on-the-fly weight quantization is not in the engine yet" -- \
-  "$ASSAY_BIN" decide "$house" --candidate '--quantization fp8' -o "$tmp/q" --quiet
+expect 2 "unknown quantization 'int3'" -- "$ASSAY_BIN" decide "$house" --candidate '--quantization int3' -o "$tmp/q" --quiet
 # the same configuration twice: no difference, exit 0
 out=$("$ASSAY_BIN" decide "$house" --candidate '--kv-cache-dtype f16' --tasks arc_challenge --limit 6 --kld-windows 1 \
       --bench-prompt 16 --bench-gen 4 -o "$tmp/same" --quiet 2>&1); rc=$?
@@ -32,5 +31,11 @@ grep -q "^Verdict: ship with monitoring" <<<"$out" && want=3
 grep -q "^Verdict: investigate" <<<"$out" && want=4
 if [ "$rc" = "$want" ] && grep -q "kld" "$tmp/fp8/report.md" && grep -q "<svg" "$tmp/fp8/report.html"; then pass=$((pass+1))
 else echo "FAIL: fp8 KV: exit $rc, verdict code $want: $out"; fail=$((fail+1)); fi
+# on-the-fly fp8 weights + activations and an fp8 KV cache (vLLM's flags): the candidate loads, quantized at load
+out=$("$ASSAY_BIN" decide "$house" --candidate '--quantization fp8 --kv-cache-dtype fp8' --tasks heldout --limit 6 \
+      --kld-windows 1 --bench-prompt 16 --bench-gen 4 -o "$tmp/w8" 2>&1); rc=$?
+if grep -q "quantized 49 linear layers to fp8 in" <<<"$out" && grep -q "^Verdict: " <<<"$out" && [ -s "$tmp/w8/report.md" ] &&
+   grep -q -- "--quantization fp8" "$tmp/w8/candidate.json"; then pass=$((pass+1))
+else echo "FAIL: fp8 weights: exit $rc: $out"; fail=$((fail+1)); fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
