@@ -167,7 +167,11 @@ static assay_status parse_number(parser *p, assay_json *v) {
         if (errno == 0) v->is_integer = 1, v->integer = ll;
     }
     if (tmp != buf) free(tmp);
-    v->str = b;
+    /* The literal is copied into the arena: the input text may be freed once parsing is done. */
+    char *lit = arena_alloc(p->doc, n + 1);
+    memcpy(lit, b, n);
+    lit[n] = 0;
+    v->str = lit;
     v->str_len = n;
     p->s = s;
     return ASSAY_OK;
