@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "quant_blocks.h"
 #include "assay/dtype.h"
 #include "assay/ggml_quant.h"
 #include "assay/status.h"
@@ -21,28 +22,17 @@
 #define KQ_SUPER 256       /* QK_K: super-block of the k-quants */
 #define KQ_EPS 1e-15f      /* a group whose max |x| is below this is all zero (ggml's GROUP_MAX_EPS) */
 
-/* ---- block structs (ggml-common.h layouts; fp16 fields stored as raw uint16_t) ---------------------------- */
-typedef struct { uint16_t d; uint8_t qs[16]; } kq_block_q4_0;
-typedef struct { uint16_t d, m; uint8_t qs[16]; } kq_block_q4_1;
-typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } kq_block_q5_0;
-typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } kq_block_q5_1;
-typedef struct { uint16_t d; int8_t qs[32]; } kq_block_q8_0;
-typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } kq_block_q2_k;
-typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } kq_block_q3_k;
-typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } kq_block_q4_k;
-typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } kq_block_q5_k;
-typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } kq_block_q6_k;
-
-_Static_assert(sizeof(kq_block_q4_0) == 18, "q4_0 block");
-_Static_assert(sizeof(kq_block_q4_1) == 20, "q4_1 block");
-_Static_assert(sizeof(kq_block_q5_0) == 22, "q5_0 block");
-_Static_assert(sizeof(kq_block_q5_1) == 24, "q5_1 block");
-_Static_assert(sizeof(kq_block_q8_0) == 34, "q8_0 block");
-_Static_assert(sizeof(kq_block_q2_k) == 84, "q2_K block");
-_Static_assert(sizeof(kq_block_q3_k) == 110, "q3_K block");
-_Static_assert(sizeof(kq_block_q4_k) == 144, "q4_K block");
-_Static_assert(sizeof(kq_block_q5_k) == 176, "q5_K block");
-_Static_assert(sizeof(kq_block_q6_k) == 210, "q6_K block");
+/* ---- block structs: the one definition in quant_blocks.h (ggml-common.h layouts, size-checked there) ---- */
+typedef assay_block_q4_0 kq_block_q4_0;
+typedef assay_block_q4_1 kq_block_q4_1;
+typedef assay_block_q5_0 kq_block_q5_0;
+typedef assay_block_q5_1 kq_block_q5_1;
+typedef assay_block_q8_0 kq_block_q8_0;
+typedef assay_block_q2_K kq_block_q2_k;
+typedef assay_block_q3_K kq_block_q3_k;
+typedef assay_block_q4_K kq_block_q4_k;
+typedef assay_block_q5_K kq_block_q5_k;
+typedef assay_block_q6_K kq_block_q6_k;
 
 /* fp16 scales: round to nearest even, as ggml converts them */
 #define F16(x) assay_f32_to_f16(x)
