@@ -1,18 +1,10 @@
 #!/usr/bin/env bash
-# test_cli_decide.sh — `assay decide` end to end on the house model (a few documents), its usage errors, and
+# test_cli_decide_heavy.sh — `assay decide` end to end on the house model (a few documents), its usage errors, and
 # `assay eval` on the real engine: report.md + report.html written, exit code = the verdict's.
 set -u
-fail=0; pass=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 house="$ASSAY_SHARED/models/house"
-expect() { # expect CODE PATTERN -- command...
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" != "$code" ] || ! grep -q -- "$pattern" <<<"$out"; then
-    echo "FAIL: '$*' exited $rc (want $code), output: $out"; fail=$((fail+1))
-  else pass=$((pass+1)); fi
-}
+. "$(dirname "$0")/expect.sh"
 expect 2 "give --candidate" -- "$ASSAY_BIN" decide "$house"
 expect 2 "unknown engine flag '--bogus'" -- "$ASSAY_BIN" decide "$house" --candidate '--bogus 1'
 expect 2 "unknown quantization 'int3'" -- "$ASSAY_BIN" decide "$house" --candidate '--quantization int3' -o "$tmp/q" --quiet

@@ -1,16 +1,8 @@
 #!/usr/bin/env bash
 # test_cli_eval.sh — `assay eval` usage and data errors: clear message and the right exit code, no output file.
 set -u
-fail=0; pass=0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-expect() { # expect CODE PATTERN -- command...
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" != "$code" ] || ! grep -q -- "$pattern" <<<"$out"; then
-    echo "FAIL: '$*' exited $rc (want $code), output: $out"; fail=$((fail+1))
-  else pass=$((pass+1)); fi
-}
+. "$(dirname "$0")/expect.sh"
 expect 2 "--tasks is required" -- "$ASSAY_BIN" eval model.gguf
 expect 2 "give a MODEL" -- "$ASSAY_BIN" eval --tasks hellaswag
 expect 1 "unknown task 'nope'" -- "$ASSAY_BIN" eval --tasks nope --dump-requests "$tmp/r.jsonl"

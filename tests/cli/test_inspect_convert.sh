@@ -2,15 +2,7 @@
 # test_inspect_convert.sh — the contract of `assay inspect` and `assay convert`: usage errors exit 2, errors a
 # file or the user causes exit 1 with one "assay <cmd>: ..." line, and nothing half-written is left behind.
 set -u
-fail=0 pass=0
-expect() { # expect CODE PATTERN -- command...
-  local code=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" != "$code" ] || ! grep -q -- "$pattern" <<<"$out"; then
-    echo "FAIL: '$*' exited $rc (want $code), output: $out"; fail=$((fail+1))
-  else pass=$((pass+1)); fi
-}
+. "$(dirname "$0")/expect.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 house=$ASSAY_SHARED/models/house
 stories=$ASSAY_SHARED/data/stories260K/stories260K.gguf
