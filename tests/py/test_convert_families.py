@@ -17,17 +17,13 @@ import numpy as np
 from gguf import GGUFReader
 from safetensors import safe_open
 from safetensors.numpy import save_file
+import testlib  # noqa: E402
+from testlib import check  # noqa: E402
 
 ASSAY = os.environ["ASSAY_BIN"]
 HOUSE = os.path.join(os.environ["ASSAY_SHARED"], "models", "house")
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
 
 
 def run(*args):
@@ -157,5 +153,4 @@ with tempfile.TemporaryDirectory() as tmp:
             check(c2.get(key) == cfg[key], f"{fam}: config {key} {c2.get(key)!r} != {cfg[key]!r}")
         check(c2["head_dim"] == hd and c2["model_type"] == ("llama" if arch == "llama" else fam), f"{fam}: head_dim/model_type")
 
-print(f"test_convert_families: {len(families)} families, {failures} failures")
-sys.exit(1 if failures else 0)
+testlib.finish(f"test_convert_families: {len(families)} families")

@@ -18,17 +18,13 @@ import numpy as np
 from gguf import GGUFReader
 from safetensors import safe_open
 from tokenizers import Tokenizer
+import testlib  # noqa: E402
+from testlib import check  # noqa: E402
 
 ASSAY = os.environ["ASSAY_BIN"]
 HOUSE = os.path.join(os.environ["ASSAY_SHARED"], "models", "house")
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
 
 
 def run(*args):
@@ -187,5 +183,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r1.returncode == 1 and "already exists" in r1.stderr, f"overwrite refused: {r1.returncode} {r1.stderr}")
     run("convert", HOUSE, "-o", g_path, "-q", "--force")
 
-print(f"test_convert_house: {failures} failures")
-sys.exit(1 if failures else 0)
+testlib.finish("test_convert_house")

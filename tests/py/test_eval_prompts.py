@@ -28,22 +28,16 @@ import datasets  # noqa: E402
 import lm_eval  # noqa: E402
 from lm_eval.api.task import ConfigurableTask  # noqa: E402
 from lm_eval.tasks._yaml_loader import load_yaml  # noqa: E402
+import testlib  # noqa: E402
+from testlib import check  # noqa: E402
 
 datasets.disable_progress_bars()
 SHARED = os.environ["ASSAY_SHARED"]
 DATA = os.path.join(SHARED, "data")
 BIN = os.environ["ASSAY_BIN"]
 TASKS = os.path.join(os.path.dirname(lm_eval.__file__), "tasks")
-failures = 0
-checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
 
 
 def dump(tasks, limit, fewshot=None):
@@ -210,8 +204,7 @@ def test_wikitext():
 
 
 for fn in (test_arc, test_piqa, test_hellaswag, test_mmlu, test_gsm8k, test_wikitext):
-    before = failures
+    before = testlib.failures
     fn()
-    print(f"{fn.__name__}: {'ok' if failures == before else 'FAILED'}")
-print(f"{checks - failures} passed, {failures} failed")
-sys.exit(1 if failures or checks == 0 else 0)
+    print(f"{fn.__name__}: {'ok' if testlib.failures == before else 'FAILED'}")
+testlib.finish()

@@ -22,17 +22,12 @@ import logging
 logging.disable(logging.WARNING)
 from lm_eval.api.metrics import mean_stderr, pooled_sample_stderr  # noqa: E402
 from lm_eval.utils import make_table  # noqa: E402
+import testlib  # noqa: E402
+from testlib import check  # noqa: E402
 
 build = os.environ["ASSAY_BUILD_DIR"]
-fails = checks = 0
 
 
-def check(cond, what):
-    global fails, checks
-    checks += 1
-    if not cond:
-        fails += 1
-        print("FAIL:", what)
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -89,5 +84,4 @@ check(abs(sum(a * n for a, n in zip(accs, ns)) / sum(ns) - stem["acc,none"]) < 1
 check(abs(pooled_sample_stderr(ses, ns) - stem["acc_stderr,none"]) < 1e-12, "mmlu_stem stderr is lm-eval's pooled_sample_stderr")
 check(res["higher_is_better"]["wikitext"]["word_perplexity"] is False, "higher_is_better for perplexity is false")
 
-print(f"{checks - fails} passed, {fails} failed")
-sys.exit(1 if fails or not checks else 0)
+testlib.finish()

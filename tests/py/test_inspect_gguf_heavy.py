@@ -11,18 +11,14 @@ import subprocess
 import sys
 
 from gguf import GGUFReader
+import testlib  # noqa: E402
+from testlib import check  # noqa: E402
 
 ASSAY = os.environ["ASSAY_BIN"]
 SHARED = os.environ["ASSAY_SHARED"]
 SRC = os.environ["ASSAY_SOURCE_DIR"]
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
 
 
 def inspect(path):
@@ -49,8 +45,7 @@ models = [os.path.join(SHARED, "data", "stories260K", "stories260K.gguf"),
 checked = 0
 for path in models:
     if not os.path.exists(path):
-        print(f"MISSING {path} (run scripts/setup.sh)")
-        failures += 1
+        check(False, f"{path} exists (run scripts/setup.sh)")
         continue
     checked += 1
     r = GGUFReader(path)
@@ -108,5 +103,4 @@ check(h["tokenizer"]["vocab_size"] == 8192 and h["tokenizer"]["bos_id"] == 0, f"
 text = subprocess.run([ASSAY, "inspect", os.path.join(SHARED, "models", "house")], capture_output=True, text=True).stdout
 check("28,122,624" in text and "layers 7, hidden 512, heads 8/2" in text and "dtype bf16" in text, "house text output")
 
-print(f"test_inspect_gguf: {checked} GGUF models, {failures} failures")
-sys.exit(1 if failures else 0)
+testlib.finish(f"test_inspect_gguf: {checked} GGUF models")

@@ -17,17 +17,12 @@ import subprocess
 import sys
 import tempfile
 import zlib
+import testlib  # noqa: E402
+from testlib import check  # noqa: E402
 
 BIN = os.environ["ASSAY_BIN"]
-fails = checks = 0
 
 
-def check(cond, what):
-    global fails, checks
-    checks += 1
-    if not cond:
-        fails += 1
-        print("FAIL:", what)
 
 
 def results_file(path, acc, acc_norm, docs):
@@ -178,8 +173,8 @@ def main():
         open(bad, "w").write("<!DOCTYPE html><html><body><script>console.error('deliberate error')</script></body></html>")
         rc, _, console = render(bad, d, "bad")
         check(any("deliberate error" in l for l in console), f"the console check sees a deliberate error: {console}")
-    print(f"{checks - fails} passed, {fails} failed")
-    return 1 if fails or not checks else 0
+    print(f"{testlib.checks - testlib.failures} passed, {testlib.failures} failed")
+    return 1 if testlib.failures or not testlib.checks else 0
 
 
 sys.exit(main())

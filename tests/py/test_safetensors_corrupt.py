@@ -14,17 +14,13 @@ import tempfile
 
 import numpy as np
 from safetensors.numpy import save_file
+import testlib  # noqa: E402
+from testlib import check  # noqa: E402
 
 ASSAY = os.environ["ASSAY_BIN"]
-failures = 0
 cases = 0
 
 
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
 
 
 def inspect(d):
@@ -122,5 +118,4 @@ with tempfile.TemporaryDirectory() as tmp:
     open(index, "w").write('{"weight_map": {')
     expect_error(bad, "index is not JSON", "index")
 
-print(f"test_safetensors_corrupt: {cases} damaged inputs, {failures} failures")
-sys.exit(1 if failures else 0)
+testlib.finish(f"test_safetensors_corrupt: {cases} damaged inputs")
