@@ -89,6 +89,15 @@ void assay_int4_pack_gptq(const assay_int4_result *r, int32_t *qweight, int32_t 
  * Needs r without act-order. */
 void assay_int4_pack_awq(const assay_int4_result *r, int32_t *qweight, int32_t *qzeros, uint16_t *scales);
 
+/* Readers of the two layouts (inverse of the packers), as transformers / vLLM dequantize them:
+ * w[o][i] = scales[g][o] · (q − zero) in f32, w row-major [n_out][n_in]; scales already widened to f32.
+ * GPTQ: g = g_idx[i] (each < the number of groups: the caller checks), zero = stored nibble + zero_offset (1 for
+ * the "gptq" v1 format this library writes, 0 for "gptq_v2"). AWQ GEMM: g = i / group_size, zero = the nibble. */
+void assay_int4_unpack_gptq(const void *qweight, const void *qzeros, const float *scales, const int32_t *g_idx,
+                            int64_t n_in, int64_t n_out, int zero_offset, float *w);
+void assay_int4_unpack_awq(const void *qweight, const void *qzeros, const float *scales, int64_t n_in, int64_t n_out,
+                           int64_t group_size, float *w);
+
 /* ---- INT8 W8A8 (SmoothQuant) ------------------------------------------------------------------------------ */
 /* s_j = max|X_j|^α / max|W_j|^(1−α), max|W_j| over every consumer of the input; clamped >= 1e-5. */
 void assay_smoothquant_scales(const float *act_absmax, int64_t n_in, const float *const *w, const int64_t *n_out,

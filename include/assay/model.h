@@ -27,7 +27,30 @@
  *     Hopper/Ada (Fp8LinearOp with use_per_token_if_dynamic = cutlass_fp8_supported()); vLLM's docs still say
  *     "per-tensor", which holds only for its torch._scaled_mm fallback.
  * Products and sums are f32 either way; the GPU's f32 accumulation order is not reproduced.
- * Quantized checkpoints (GGUF blocks, FP8 files) are refused: vLLM refuses them too. */
+ * `--quantization fp8` on an already quantized checkpoint (GGUF blocks, the formats below) is refused, as in vLLM.
+ *
+ * Quantized checkpoints (HF directories whose config.json has a "quantization_config"), as `assay quantize` writes
+ * them and vLLM / transformers load them, run natively. The loader is picked from quant_method (+ format) by the
+ * table assay_ckpt_loaders[] in src/model/model_ckpt.c:
+ *   compressed-tensors "float-quantized"  FP8 E4M3/E5M2 weights, weight_scale per tensor [1], per channel [out, 1] or
+ *                                          per block (block_structure, e.g. 128x128); inputs: static per-tensor
+ *                                          (input_scale), dynamic per token, or dynamic 1 x group_size (fp8-block);
+ *   compressed-tensors "int-quantized"    INT8 weights with weight_scale per channel/tensor; inputs: dynamic
+ *                                          per-token symmetric INT8 (w8a8-int8) or none;
+ *   quant_method "gptq"                   int4 qweight / qzeros / scales / g_idx (act-order), checkpoint_format
+ *                                          "gptq" (stored zero = zero - 1, read back as nibble + 1 without wrapping,
+ *                                          as transformers/AutoGPTQ/vLLM do) or "gptq_v2"; inputs not quantized;
+ *   quant_method "awq"                    AWQ GEMM int4 (nibble order 0,2,4,6,1,3,5,7), zero points; inputs not
+ *                                          quantized.
+ * What the engine does with them (this first version): each quantized linear is dequantized ONCE at load with the
+ * format code of src/quant (quant_fp8.h, int_quant.h) into exact f32 values (code * scale, scale * (q - zero)),
+ * llama Q/K rows permuted like any HF weight; the forward pass then fake-quantizes each linear's input exactly as
+ * the GPU kernels quantize it (the same per-linear mechanism as on-the-fly fp8) and multiplies in f32. Linears the
+ * checkpoint left in float (the lm_head, --ignore) run as stored. Load prints one note with the layer count, the
+ * format and the activation treatment. The FP8 activation format follows the weights' (E5M2 schemes quantize
+ * inputs to E5M2; compressed-tensors itself only says "float", i.e. E4M3).
+ * Adding a format (nvfp4, mxfp4, ...) is one row in assay_ckpt_loaders[] and one function that turns a module's
+ * tensors into f32 weights and names its activation treatment (src/model/model_ckpt.h explains the contract). */
 #ifndef ASSAY_MODEL_H
 #define ASSAY_MODEL_H
 

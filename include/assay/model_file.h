@@ -8,6 +8,12 @@
  *   assay_tensor_copy_rows(wq, dst);        // raw bytes, with the Q/K row permutation applied when needed
  *   assay_model_file_close(mf);
  *
+ * Quantized HF checkpoints (config.json with a "quantization_config": compressed-tensors, GPTQ, AWQ) keep their
+ * extra tensors under canonical names built from the module's: "model.layers.0.self_attn.q_proj.qweight" becomes
+ * "blk.0.attn_q.qweight", "...q_proj.weight_scale" becomes "blk.0.attn_q.weight_scale", "lm_head.input_scale"
+ * becomes "output.input_scale". A quantized linear may then have no ".weight" at all (GPTQ/AWQ); turning those
+ * tensors into weights is the model layer's job (model.h, "Quantized checkpoints").
+ *
  * Tensor data stays in the mmapped files. HF q_proj/k_proj weights of the llama architecture are stored
  * un-permuted; `t->permute_heads` says so, and assay_tensor_copy_rows applies llama.cpp's permutation
  * (rows of each head reordered from [half0, half1] to interleaved pairs) so both sources feed one forward pass.
@@ -19,6 +25,7 @@
 #include <stdint.h>
 
 #include "assay/gguf.h"
+#include "assay/json.h"
 #include "assay/status.h"
 #include "assay/weight_type.h"
 
@@ -99,6 +106,8 @@ const assay_tensor *assay_model_file_find(const assay_model_file *mf, const char
 const assay_gguf *assay_model_file_gguf(const assay_model_file *mf);
 /* For an HF directory: its tokenizer.json path (NULL if absent); for GGUF: NULL. */
 const char *assay_model_file_tokenizer_json(const assay_model_file *mf);
+/* HF: config.json's "quantization_config" object, NULL when absent (and always for GGUF). Valid until close. */
+const assay_json *assay_model_file_quantization_config(const assay_model_file *mf);
 /* The chat template text (GGUF tokenizer.chat_template or HF tokenizer_config.json) or NULL. */
 const char *assay_model_file_chat_template(const assay_model_file *mf);
 

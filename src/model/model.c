@@ -15,9 +15,12 @@
 #include "assay/progress.h"
 #include "assay/quant_fp8.h"
 #include "engine/kv_cache.h"
+#include "model/model_ckpt.h"
 
 typedef struct model_layer {
     assay_weight wq, wk, wv, wo, w_gate, w_up, w_down;
+    /* how each linear's input is quantized before its matmul (quantized checkpoints, on-the-fly fp8) */
+    assay_act_quant aq, ak, av, ao, a_gate, a_up, a_down;
     float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm, *q_norm, *k_norm; /* f32, owned */
     float *bq, *bk, *bv;
     int sliding;     /* gemma3 local layer */
@@ -35,6 +38,11 @@ struct assay_model {
     int n_owned;
     size_t weight_bytes;
     int fp8; /* on-the-fly FP8 (model.h): block linear weights hold code*scale, their inputs are fake-quantized */
+    assay_ckpt ck;            /* a quantized checkpoint's loader (ck.loader NULL: none) */
+    assay_act_quant output_act;
+    int n_ckpt_linears;       /* linears loaded through ck */
+    int64_t act_max_scales;   /* most activation scales per row any linear needs; >0: sessions need the scratch */
+    int act_quant;            /* some linear quantizes its input */
 };
 
 struct assay_session {
@@ -48,7 +56,7 @@ struct assay_session {
     assay_kv_seq_view *views;
     assay_calib_fn calib;
     void *calib_user;
-    /* on-the-fly FP8 activations: [n_batch][max n_in] codes and dequantized values, [n_batch] scales */
+    /* activation fake-quant: [n_batch][max n_in] codes and dequantized values, [n_batch][act_max_scales] scales */
     uint8_t *aq;
     float *ax, *as;
 };
@@ -78,8 +86,64 @@ static void *own(assay_model *m, void *p) {
     return p;
 }
 
-static assay_status load_weight(assay_model *m, const char *name, assay_weight *w, int64_t n_in, int64_t n_out,
-                                int optional) {
+/* llama / mistral HF q/k rows get llama.cpp's permutation (model_file.h); the heads to permute for, or 0. */
+static int64_t permute_heads_of(const assay_model *m, const char *name) {
+    if (strcmp(m->c.arch, "llama") != 0 && strcmp(m->c.arch, "mistral") != 0) return 0;
+    if (assay_model_file_format(m->mf) != ASSAY_MODEL_FORMAT_HF) return 0;
+    size_t n = strlen(name);
+    if (n > 14 && strcmp(name + n - 14, ".attn_q.weight") == 0) return m->c.n_head;
+    if (n > 14 && strcmp(name + n - 14, ".attn_k.weight") == 0) return m->c.n_head_kv;
+    return 0;
+}
+
+/* A linear layer of a quantized checkpoint through its loader (model_ckpt.h): the dequantized f32 weight, Q/K rows
+ * permuted like any HF llama weight, and its activation treatment. *found = 0: stored unquantized. */
+static assay_status load_ckpt_linear(assay_model *m, const char *name, assay_weight *w, assay_act_quant *act,
+                                     int64_t n_in, int64_t n_out, int *found) {
+    char module[128];
+    size_t len = strlen(name);
+    ASSAY_ASSERT(len > 7 && len < sizeof module && strcmp(name + len - 7, ".weight") == 0);
+    memcpy(module, name, len - 7);
+    module[len - 7] = 0;
+    float *f = assay_xmalloc((size_t)(n_in * n_out) * sizeof(float));
+    assay_status st = m->ck.loader->linear(&m->ck, module, n_in, n_out, f, act, found);
+    if (st || !*found) {
+        free(f);
+        return st ? assay_fail_context(st, "%s", name) : ASSAY_OK;
+    }
+    int64_t heads = permute_heads_of(m, name);
+    if (heads > 0) {
+        if (n_out % (2 * heads)) {
+            free(f);
+            return assay_fail(ASSAY_ERR_FORMAT, "%s: %lld rows are not a multiple of 2 x %lld heads", name,
+                              (long long)n_out, (long long)heads);
+        }
+        assay_tensor t = {.name = name, .type = ASSAY_TYPE_F32, .n_dims = 2, .ne = {n_in, n_out, 1, 1}, .data = f,
+                          .bytes = (size_t)(n_in * n_out) * sizeof(float), .permute_heads = heads};
+        float *p = assay_xmalloc(t.bytes);
+        assay_tensor_copy_rows(&t, p);
+        free(f);
+        f = p;
+    }
+    w->type = ASSAY_TYPE_F32;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, n_in);
+    w->name = own(m, assay_xstrdup(name));
+    w->data = own(m, f);
+    m->n_ckpt_linears++;
+    return ASSAY_OK;
+}
+
+/* `act` is NULL for the embedding (not a linear layer), else receives the input's quantization. */
+static assay_status load_weight(assay_model *m, const char *name, assay_weight *w, assay_act_quant *act, int64_t n_in,
+                                int64_t n_out, int optional) {
+    if (act) memset(act, 0, sizeof *act);
+    if (act && m->ck.loader) {
+        int found = 0;
+        assay_status st = load_ckpt_linear(m, name, w, act, n_in, n_out, &found);
+        if (st || found) return st;
+    }
     const assay_tensor *t = assay_model_file_find(m->mf, name);
     if (!t) {
         if (optional) return ASSAY_OK;
@@ -187,8 +251,15 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     }
     m->c = *assay_model_file_config(m->mf);
     const assay_model_config *c = &m->c;
+    double t_load = assay_now_seconds();
+    if ((st = assay_ckpt_open(&m->ck, m->mf))) goto fail;
     if (opt->quantization) {
         if ((st = assay_model_quantization_check(opt->quantization))) goto fail;
+        if (m->ck.loader) {
+            st = assay_fail(ASSAY_ERR_ARG, "%s is already quantized (%s); --quantization %s applies to unquantized "
+                            "checkpoints", path, m->ck.loader->label, opt->quantization);
+            goto fail;
+        }
         m->fp8 = 1;
     }
     double t_quant = 0;
@@ -203,27 +274,27 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
         goto fail;
     }
     int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd, F = c->n_ff;
-    if ((st = load_weight(m, "token_embd.weight", &m->tok_embd, E, c->n_vocab, 0))) goto fail;
-    if ((st = load_weight(m, "output.weight", &m->output, E, c->n_vocab, 1))) goto fail;
+    if ((st = load_weight(m, "token_embd.weight", &m->tok_embd, NULL, E, c->n_vocab, 0))) goto fail;
+    if ((st = load_weight(m, "output.weight", &m->output, &m->output_act, E, c->n_vocab, 1))) goto fail;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     if ((st = load_vec(m, "output_norm.weight", &m->output_norm, E, 0))) goto fail;
     m->layers = assay_xcalloc((size_t)c->n_layer, sizeof *m->layers);
     for (int64_t l = 0; l < c->n_layer; l++) {
         model_layer *L = &m->layers[l];
         char nm[128];
-#define W(field, suffix, nin, nout)                                                                \
+#define W(field, act, suffix, nin, nout)                                                           \
     snprintf(nm, sizeof nm, "blk.%lld." suffix, (long long)l);                                     \
-    if ((st = load_weight(m, nm, &L->field, nin, nout, 0))) goto fail;
+    if ((st = load_weight(m, nm, &L->field, &L->act, nin, nout, 0))) goto fail;
 #define V(field, suffix, n, opt)                                                                   \
     snprintf(nm, sizeof nm, "blk.%lld." suffix, (long long)l);                                     \
     if ((st = load_vec(m, nm, &L->field, n, opt))) goto fail;
-        W(wq, "attn_q.weight", E, qd);
-        W(wk, "attn_k.weight", E, kvd);
-        W(wv, "attn_v.weight", E, kvd);
-        W(wo, "attn_output.weight", qd, E);
-        W(w_gate, "ffn_gate.weight", E, F);
-        W(w_up, "ffn_up.weight", E, F);
-        W(w_down, "ffn_down.weight", F, E);
+        W(wq, aq, "attn_q.weight", E, qd);
+        W(wk, ak, "attn_k.weight", E, kvd);
+        W(wv, av, "attn_v.weight", E, kvd);
+        W(wo, ao, "attn_output.weight", qd, E);
+        W(w_gate, a_gate, "ffn_gate.weight", E, F);
+        W(w_up, a_up, "ffn_up.weight", E, F);
+        W(w_down, a_down, "ffn_down.weight", F, E);
         V(attn_norm, "attn_norm.weight", E, 0);
         V(ffn_norm, "ffn_norm.weight", E, 0);
         V(bq, "attn_q.bias", qd, !c->has_qkv_bias);
@@ -238,10 +309,23 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
         if (m->fp8) {
             double t0 = assay_now_seconds();
             assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            for (int i = 0; i < 7; i++)
+            assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
+            for (int i = 0; i < 7; i++) {
                 if ((st = fp8_weight(m, lin[i]))) goto fail;
+                acts[i]->kind = ASSAY_ACT_QUANT_FP8_TOKEN; /* vLLM's per-token dynamic scales on Hopper */
+                acts[i]->fmt = ASSAY_FP8_E4M3;
+            }
             n_quant += 7;
             t_quant += assay_now_seconds() - t0;
+        }
+        {
+            const assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
+            const assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (int i = 0; i < 7; i++) {
+                int64_t ns = assay_act_quant_scales_per_row(acts[i], lin[i]->n_in);
+                if (ns > m->act_max_scales) m->act_max_scales = ns;
+                if (acts[i]->kind != ASSAY_ACT_QUANT_NONE) m->act_quant = 1;
+            }
         }
         L->sliding = c->sliding_window > 0 && c->sliding_window_pattern > 0 && (l + 1) % c->sliding_window_pattern != 0;
         m->weight_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
@@ -253,6 +337,17 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     if ((st = assay_backend_cpu_open(&m->be, opt->n_threads))) goto fail;
     /* a note like vLLM's load log: what on-the-fly quantization cost */
     if (m->fp8) fprintf(stderr, "quantized %d linear layers to fp8 in %.2f s\n", n_quant, t_quant);
+    if (m->output_act.kind != ASSAY_ACT_QUANT_NONE) {
+        m->act_quant = 1;
+        int64_t ns = assay_act_quant_scales_per_row(&m->output_act, E);
+        if (ns > m->act_max_scales) m->act_max_scales = ns;
+    }
+    if (m->ck.loader) {
+        char how[96];
+        assay_act_quant_describe(c->n_layer > 0 ? &m->layers[0].aq : &m->output_act, how, sizeof how);
+        fprintf(stderr, "loaded %d linear layers of a %s checkpoint in %.2f s (dequantized to f32; inputs: %s)\n",
+                m->n_ckpt_linears, m->ck.loader->label, assay_now_seconds() - t_load, how);
+    }
     *out = m;
     return ASSAY_OK;
 fail:
@@ -324,12 +419,12 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
     s->act = assay_xmalloc((size_t)(B * c->n_ff) * 4);
     s->mask = assay_xmalloc((size_t)B);
     s->views = assay_xmalloc((size_t)B * sizeof(assay_kv_seq_view));
-    if (m->fp8) {
+    if (m->act_quant) {
         int64_t max_in = E > qd ? E : qd;
         if (c->n_ff > max_in) max_in = c->n_ff;
         s->aq = assay_xmalloc((size_t)(B * max_in));
         s->ax = assay_xmalloc((size_t)(B * max_in) * 4);
-        s->as = assay_xmalloc((size_t)B * 4);
+        s->as = assay_xmalloc((size_t)(B * (m->act_max_scales > 0 ? m->act_max_scales : 1)) * 4);
     }
     *out = s;
     return ASSAY_OK;
@@ -353,16 +448,14 @@ void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *use
     s->calib_user = user;
 }
 
-static void linear(assay_session *s, float *y, const assay_weight *w, const float *x, int64_t n, const float *bias) {
+static void linear(assay_session *s, float *y, const assay_weight *w, const assay_act_quant *act, const float *x,
+                   int64_t n, const float *bias) {
     assay_backend *be = s->m->be;
     if (s->calib) s->calib(s->calib_user, w->name, x, n, w->n_in);
-    if (s->m->fp8 && w != &s->m->output) {
-        /* on-the-fly FP8 (model.h): the matmul reads the dynamic per-token E4M3 fake-quant of x, written to
-         * scratch so that x (shared by q/k/v and gate/up) stays the unquantized input */
-        int64_t K = w->n_in;
-        assay_fp8_quantize_act_token(ASSAY_FP8_E4M3, x, n, K, s->aq, s->as);
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t k = 0; k < K; k++) s->ax[t * K + k] = assay_fp8_decode(ASSAY_FP8_E4M3, s->aq[t * K + k]) * s->as[t];
+    if (act->kind != ASSAY_ACT_QUANT_NONE) {
+        /* the matmul reads the fake-quantized input (model.h), written to scratch so that x (shared by q/k/v and
+         * gate/up, whose quantization may differ) stays the unquantized input */
+        assay_act_quant_apply(act, x, n, w->n_in, s->ax, s->aq, s->as);
         x = s->ax;
     }
     be->ops->matmul(be, y, w, x, n);
@@ -397,9 +490,9 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
     for (int64_t l = 0; l < c->n_layer; l++) {
         const model_layer *L = &m->layers[l];
         op->rmsnorm(be, h, x, L->attn_norm, E, n, eps);
-        linear(s, s->q, &L->wq, h, n, L->bq);
-        linear(s, s->k, &L->wk, h, n, L->bk);
-        linear(s, s->v, &L->wv, h, n, L->bv);
+        linear(s, s->q, &L->wq, &L->aq, h, n, L->bq);
+        linear(s, s->k, &L->wk, &L->ak, h, n, L->bk);
+        linear(s, s->v, &L->wv, &L->av, h, n, L->bv);
         if (L->q_norm) op->rmsnorm(be, s->q, s->q, L->q_norm, hd, n * c->n_head, eps);
         if (L->k_norm) op->rmsnorm(be, s->k, s->k, L->k_norm, hd, n * c->n_head_kv, eps);
         rp.inv_freq = L->sliding ? m->inv_freq_local : m->inv_freq;
@@ -408,15 +501,15 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
         op->kv_store(be, &s->kv.layers[l], &s->kv.geom, s->k, s->v, n, s->views, pos);
         assay_attn_params ap = {c->n_head, c->n_head_kv, hd, attn_scale, L->sliding ? c->sliding_window : 0, 0};
         op->attention(be, s->att, s->q, n, &ap, &s->kv.layers[l], &s->kv.geom, s->views, pos);
-        linear(s, h, &L->wo, s->att, n, NULL);
+        linear(s, h, &L->wo, &L->ao, s->att, n, NULL);
         if (L->post_attn_norm) op->rmsnorm(be, h, h, L->post_attn_norm, E, n, eps);
         op->add(be, x, x, h, n * E);
         op->rmsnorm(be, h, x, L->ffn_norm, E, n, eps);
-        linear(s, s->gate, &L->w_gate, h, n, NULL);
-        linear(s, s->up, &L->w_up, h, n, NULL);
+        linear(s, s->gate, &L->w_gate, &L->a_gate, h, n, NULL);
+        linear(s, s->up, &L->w_up, &L->a_up, h, n, NULL);
         if (c->activation == ASSAY_ACT_GELU_TANH) op->geglu(be, s->act, s->gate, s->up, F, n, F);
         else op->swiglu(be, s->act, s->gate, s->up, F, n, F);
-        linear(s, h, &L->w_down, s->act, n, NULL);
+        linear(s, h, &L->w_down, &L->a_down, s->act, n, NULL);
         if (L->post_ffn_norm) op->rmsnorm(be, h, h, L->post_ffn_norm, E, n, eps);
         op->add(be, x, x, h, n * E);
     }
@@ -427,7 +520,7 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
     if (r == 0) return ASSAY_OK;
     op->rmsnorm(be, s->rows, s->rows, m->output_norm, E, r, eps);
     float *out = logits + *n_written * c->n_vocab;
-    linear(s, out, &m->output, s->rows, r, NULL);
+    linear(s, out, &m->output, &m->output_act, s->rows, r, NULL);
     if (c->final_logit_softcap > 0) {
         float cap = (float)c->final_logit_softcap;
         for (int64_t i = 0; i < r * c->n_vocab; i++) out[i] = cap * tanhf(out[i] / cap);

@@ -63,21 +63,24 @@ static assay_status check_tensor(const assay_model_file *mf, const char *name, i
 
 static assay_status validate_tensors(assay_model_file *mf, int strict_names) {
     const assay_model_config *c = &mf->config;
+    /* a quantized checkpoint may store a linear as packed tensors with no ".weight" (GPTQ qweight, ...): the model
+     * layer's checkpoint loader checks those; a ".weight" that is present must still have the right shape */
+    int q = mf->quant_config != NULL;
     const char *a = c->arch;
     int llama = strcmp(a, "llama") == 0 || strcmp(a, "mistral") == 0, qwen2 = strcmp(a, "qwen2") == 0;
     int qwen3 = strcmp(a, "qwen3") == 0, gemma = strcmp(a, "gemma3") == 0;
     if (!llama && !qwen2 && !qwen3 && !gemma) return ASSAY_OK; /* an architecture we only inspect */
     if (mf->n_tensors == 0 && !strict_names) return ASSAY_OK;  /* a vocab-only GGUF (llama.cpp's tokenizer fixtures) */
-    int64_t e = c->n_embd, q = c->n_head * c->head_dim, kv = c->n_head_kv * c->head_dim, ff = c->n_ff;
+    int64_t e = c->n_embd, qd = c->n_head * c->head_dim, kv = c->n_head_kv * c->head_dim, ff = c->n_ff;
     const expected_tensor global[] = {
         {"token_embd.weight", e, c->n_vocab, 0}, {"output_norm.weight", e, 0, 0}, {"output.weight", e, c->n_vocab, 1},
         {"rope_freqs.weight", c->head_dim / 2, 0, 1}};
     const expected_tensor block[] = {
-        {"blk.%d.attn_norm.weight", e, 0, 0},        {"blk.%d.attn_q.weight", e, q, 0},
-        {"blk.%d.attn_k.weight", e, kv, 0},          {"blk.%d.attn_v.weight", e, kv, 0},
-        {"blk.%d.attn_output.weight", q, e, 0},      {"blk.%d.ffn_norm.weight", e, 0, 0},
-        {"blk.%d.ffn_gate.weight", e, ff, 0},        {"blk.%d.ffn_up.weight", e, ff, 0},
-        {"blk.%d.ffn_down.weight", ff, e, 0},        {"blk.%d.attn_q.bias", q, 0, !qwen2},
+        {"blk.%d.attn_norm.weight", e, 0, 0},        {"blk.%d.attn_q.weight", e, qd, q},
+        {"blk.%d.attn_k.weight", e, kv, q},          {"blk.%d.attn_v.weight", e, kv, q},
+        {"blk.%d.attn_output.weight", qd, e, q},     {"blk.%d.ffn_norm.weight", e, 0, 0},
+        {"blk.%d.ffn_gate.weight", e, ff, q},        {"blk.%d.ffn_up.weight", e, ff, q},
+        {"blk.%d.ffn_down.weight", ff, e, q},        {"blk.%d.attn_q.bias", qd, 0, !qwen2},
         {"blk.%d.attn_k.bias", kv, 0, !qwen2},       {"blk.%d.attn_v.bias", kv, 0, !qwen2},
         {"blk.%d.attn_output.bias", e, 0, 1},        {"blk.%d.attn_q_norm.weight", c->head_dim, 0, !(qwen3 || gemma)},
         {"blk.%d.attn_k_norm.weight", c->head_dim, 0, !(qwen3 || gemma)},
@@ -103,6 +106,8 @@ static assay_status validate_tensors(assay_model_file *mf, int strict_names) {
             for (size_t g = 0; g < sizeof global / sizeof global[0] && !known; g++) known = strcmp(n, global[g].name) == 0;
             long layer = -1;
             const char *dot = NULL;
+            /* companions of a quantized lm_head / embedding ("output.weight_scale") */
+            if (!known && q) known = strncmp(n, "output.", 7) == 0 || strncmp(n, "token_embd.", 11) == 0;
             if (!known && strncmp(n, "blk.", 4) == 0) {
                 layer = strtol(n + 4, (char **)&dot, 10);
                 known = dot && *dot == '.' && layer >= 0 && layer < c->n_layer;
@@ -117,6 +122,21 @@ static assay_status validate_tensors(assay_model_file *mf, int strict_names) {
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The canonical name of a quantization companion ("<module>.qweight", "<module>.weight_scale", ...): the module's
+ * weight name mapped as usual, with "weight" replaced by the companion's last component. 0 if the module is not
+ * one we know. */
+static int companion_name(const char *hf, const char *arch, char *out, size_t cap) {
+    const char *dot = strrchr(hf, '.');
+    if (!dot || strcmp(dot, ".weight") == 0 || strcmp(dot, ".bias") == 0) return 0;
+    char w[256], g[256];
+    int n = snprintf(w, sizeof w, "%.*s.weight", (int)(dot - hf), hf);
+    if (n <= 0 || n >= (int)sizeof w || !assay_hf_to_gguf_name(w, arch, g, sizeof g)) return 0;
+    size_t gl = strlen(g);
+    if (gl < 7 || strcmp(g + gl - 7, ".weight") != 0) return 0;
+    n = snprintf(out, cap, "%.*s%s", (int)(gl - 7), g, dot);
+    return n > 0 && n < (int)cap;
 }
 
 /* The chat template from tokenizer_config.json ("chat_template": a string, or a list of {name, template}
@@ -155,8 +175,12 @@ static assay_status open_hf(assay_model_file *mf) {
         return rc;
     }
     assay_status rc = assay_model_config_from_hf_file(&mf->config, cfg_path);
+    if (rc == ASSAY_OK) rc = assay_json_parse_file(cfg_path, &mf->config_doc);
     free(cfg_path);
     if (rc != ASSAY_OK) return rc;
+    mf->quant_config = assay_json_get(assay_json_root(mf->config_doc), "quantization_config");
+    if (mf->quant_config && !assay_json_is(mf->quant_config, ASSAY_JSON_OBJECT))
+        return assay_fail(ASSAY_ERR_FORMAT, "%s/config.json: quantization_config is not an object", mf->path);
     assay_model_config *c = &mf->config;
     if (strcmp(c->arch, "gemma3") == 0)
         return assay_fail(ASSAY_ERR_UNSUPPORTED,
@@ -175,7 +199,8 @@ static assay_status open_hf(assay_model_file *mf) {
         for (int64_t i = 0; i < assay_safetensors_tensor_count(sf); i++) {
             const assay_safetensors_tensor *s = assay_safetensors_tensor_at(sf, i);
             char name[128];
-            if (!assay_hf_to_gguf_name(s->name, c->arch, name, sizeof name)) {
+            if (!assay_hf_to_gguf_name(s->name, c->arch, name, sizeof name) &&
+                !(mf->quant_config && companion_name(s->name, c->arch, name, sizeof name))) {
                 /* llama.cpp drops the precomputed RoPE table; anything else keeps its HF name. */
                 if (ends_with(s->name, "rotary_emb.inv_freq")) continue;
                 snprintf(name, sizeof name, "%s", s->name);
@@ -209,7 +234,9 @@ static assay_status open_hf(assay_model_file *mf) {
     }
     if ((rc = build_index(mf)) != ASSAY_OK) return rc;
     if ((rc = validate_tensors(mf, 1)) != ASSAY_OK) return rc;
-    c->tied_embeddings = assay_model_file_find(mf, "output.weight") == NULL;
+    c->tied_embeddings = 1; /* no lm_head tensor at all, packed or not */
+    for (int64_t i = 0; i < mf->n_tensors; i++)
+        if (strncmp(mf->tensors[i].name, "output.", 7) == 0) c->tied_embeddings = 0;
 
     char *tok = assay_path_join(mf->path, "tokenizer.json");
     if (assay_path_exists(tok)) mf->tokenizer_json = tok;
@@ -251,6 +278,7 @@ void assay_model_file_close(assay_model_file *mf) {
     if (mf->gguf) assay_model_file_close_gguf_(mf);
     free(mf->tokenizer_json);
     free(mf->chat_template);
+    assay_json_doc_free(mf->config_doc);
     free(mf->path);
     free(mf);
 }
@@ -262,6 +290,7 @@ int64_t assay_model_file_tensor_count(const assay_model_file *mf) { return mf->n
 const assay_gguf *assay_model_file_gguf(const assay_model_file *mf) { return mf->gguf; }
 const char *assay_model_file_tokenizer_json(const assay_model_file *mf) { return mf->tokenizer_json; }
 const char *assay_model_file_chat_template(const assay_model_file *mf) { return mf->chat_template; }
+const assay_json *assay_model_file_quantization_config(const assay_model_file *mf) { return mf->quant_config; }
 
 const assay_tensor *assay_model_file_tensor(const assay_model_file *mf, int64_t i) {
     ASSAY_ASSERT(i >= 0 && i < mf->n_tensors);

@@ -3,6 +3,7 @@
 #ifndef ASSAY_MODEL_FILE_INTERNAL_H
 #define ASSAY_MODEL_FILE_INTERNAL_H
 
+#include "assay/json.h"
 #include "assay/model_file.h"
 #include "assay/safetensors.h"
 
@@ -19,6 +20,8 @@ struct assay_model_file {
     assay_gguf *gguf;               /* GGUF */
     char *tokenizer_json;
     char *chat_template;
+    assay_json_doc *config_doc;     /* HF: config.json, kept for quantization_config */
+    const assay_json *quant_config; /* HF: its "quantization_config" object, or NULL */
 };
 
 /* Keeps `s` until close and returns it. */

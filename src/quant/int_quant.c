@@ -562,6 +562,45 @@ void assay_int4_pack_awq(const assay_int4_result *r, int32_t *qweight, int32_t *
     }
 }
 
+/* The readers' side of the two packers (the engine's GPTQ / AWQ checkpoint loaders): w[o][i] in f32. Inputs are
+ * validated by the caller (g_idx in range); words are read with memcpy because mmapped tensors may be unaligned. */
+static uint32_t iq_word(const void *p, int64_t i) {
+    uint32_t v;
+    memcpy(&v, (const uint8_t *)p + 4 * i, 4);
+    return v;
+}
+
+void assay_int4_unpack_gptq(const void *qweight, const void *qzeros, const float *scales, const int32_t *g_idx,
+                            int64_t n_in, int64_t n_out, int zero_offset, float *w) {
+    ASSAY_ASSERT(n_in % 8 == 0 && n_out % 8 == 0);
+    for (int64_t i = 0; i < n_in; i++) {
+        int64_t g = g_idx[i];
+        for (int64_t o = 0; o < n_out; o++) {
+            int q = (int)(iq_word(qweight, (i / 8) * n_out + o) >> (4 * (i % 8))) & 0xF;
+            /* no wrap: a stored 15 (zero 0 written as −1) reads back as 16, as every "gptq" v1 reader does */
+            int z = ((int)(iq_word(qzeros, g * (n_out / 8) + o / 8) >> (4 * (o % 8))) & 0xF) + zero_offset;
+            w[o * n_in + i] = scales[g * n_out + o] * (float)(q - z);
+        }
+    }
+}
+
+void assay_int4_unpack_awq(const void *qweight, const void *qzeros, const float *scales, int64_t n_in, int64_t n_out,
+                           int64_t group_size, float *w) {
+    ASSAY_ASSERT(n_out % 8 == 0 && group_size > 0);
+    int64_t n8 = n_out / 8;
+    for (int64_t i = 0; i < n_in; i++) {
+        int64_t g = i / group_size;
+        for (int64_t j = 0; j < n8; j++) {
+            uint32_t qv = iq_word(qweight, i * n8 + j), zv = iq_word(qzeros, g * n8 + j);
+            for (int k = 0; k < 8; k++) {
+                int64_t o = 8 * j + iq_awq_order[k];
+                int q = (int)(qv >> (4 * k)) & 0xF, z = (int)(zv >> (4 * k)) & 0xF;
+                w[o * n_in + i] = scales[g * n_out + o] * (float)(q - z);
+            }
+        }
+    }
+}
+
 /* ---- INT8 ------------------------------------------------------------------------------------------------ */
 
 void assay_smoothquant_scales(const float *act_absmax, int64_t n_in, const float *const *w, const int64_t *n_out,

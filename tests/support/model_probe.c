@@ -7,6 +7,12 @@
  *   writes OUTDIR/logits.f32 ([n_ids][n_vocab], every position) and OUTDIR/NAME.f32 for each linear weight NAME
  *   ([n_out][n_in] f32, as assay_model_weight_f32 returns it).
  *
+ * Environment: ASSAY_PROBE_KV_F32=1 keeps the KV cache in f32 (default: the engine's f16), for oracles that compare
+ * logits more tightly than f16 keys/values allow; ASSAY_PROBE_INPUTS=1 also writes OUTDIR/in.NAME.f32, the input
+ * of every linear layer NAME as the engine hands it to the matmul's quantizer ([n_ids][n_in], from the calibration
+ * hook), so an oracle can recompute each layer from the engine's own inputs (quantized activations make an
+ * end-to-end comparison chaotic: one rounding-boundary flip changes every later code).
+ *
  * Exit code 0 on success, 2 on usage errors, 1 on engine or I/O errors. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +27,14 @@ static int write_f32(const char *dir, const char *name, const float *x, int64_t 
     if (!f) return 1;
     int bad = fwrite(x, sizeof(float), (size_t)n, f) != (size_t)n;
     return fclose(f) != 0 || bad;
+}
+
+static const char *g_dir;
+static void dump_input(void *user, const char *name, const float *x, int64_t n_tok, int64_t n_in) {
+    char nm[300];
+    (void)user;
+    snprintf(nm, sizeof nm, "in.%s", name);
+    if (write_f32(g_dir, nm, x, n_tok * n_in)) fprintf(stderr, "cannot write %s/%s.f32\n", g_dir, nm);
 }
 
 int main(int argc, char **argv) {
@@ -49,11 +63,16 @@ int main(int argc, char **argv) {
     int rc = 0;
     const assay_model_config *c = assay_model_get_config(m);
     assay_session *s;
-    if (assay_session_open(&s, m, NULL) != ASSAY_OK) {
+    assay_session_options so;
+    assay_session_options_default(&so);
+    if (getenv("ASSAY_PROBE_KV_F32")) so.kv_dtype = ASSAY_KV_F32;
+    if (assay_session_open(&s, m, &so) != ASSAY_OK) {
         fprintf(stderr, "%s\n", assay_last_error());
         assay_model_free(m);
         return 1;
     }
+    g_dir = argv[3];
+    if (getenv("ASSAY_PROBE_INPUTS")) assay_session_set_calib_hook(s, dump_input, NULL);
     float *logits = malloc(sizeof(float) * (size_t)(n * c->n_vocab));
     assay_batch b = {.n_tokens = n, .token = ids, .pos = pos, .logits = want};
     if (assay_session_forward(s, &b, logits) != ASSAY_OK) {

@@ -1,0 +1,349 @@
+/* model_ckpt.c — loaders for quantized HF checkpoints (see model_ckpt.h and model.h): one row per format in
+ * assay_ckpt_loaders[], detected from config.json's quantization_config. Each loader turns a linear layer's stored
+ * tensors into the f32 weight the engine multiplies by, using the format code of src/quant (quant_fp8.h for FP8
+ * codes and scales, int_quant.h for the GPTQ / AWQ packing), and names how its input is quantized at run time. */
+#include "model/model_ckpt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/dequant.h"
+#include "assay/int_quant.h"
+#include "assay/quant_fp8.h"
+
+/* ---- activations ------------------------------------------------------------------------------------------ */
+
+int64_t assay_act_quant_scales_per_row(const assay_act_quant *a, int64_t k) {
+    switch (a->kind) {
+    case ASSAY_ACT_QUANT_NONE: return 0;
+    case ASSAY_ACT_QUANT_FP8_GROUP: return (k + a->group - 1) / a->group;
+    default: return 1;
+    }
+}
+
+void assay_act_quant_apply(const assay_act_quant *a, const float *x, int64_t n, int64_t k, float *out, uint8_t *codes,
+                           float *scales) {
+    float lut[256]; /* FP8 decode table: codes are decoded n*k times per call, the table costs 256 */
+    if (a->kind != ASSAY_ACT_QUANT_INT8_TOKEN && a->kind != ASSAY_ACT_QUANT_NONE)
+        for (int c = 0; c < 256; c++) lut[c] = assay_fp8_decode((assay_fp8_format)a->fmt, (uint8_t)c);
+    switch (a->kind) {
+    case ASSAY_ACT_QUANT_NONE: memcpy(out, x, (size_t)(n * k) * sizeof(float)); return;
+    case ASSAY_ACT_QUANT_FP8_TOKEN:
+        assay_fp8_quantize_act_token((assay_fp8_format)a->fmt, x, n, k, codes, scales);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < k; i++) out[t * k + i] = lut[codes[t * k + i]] * scales[t];
+        return;
+    case ASSAY_ACT_QUANT_FP8_GROUP: {
+        int64_t ng = (k + a->group - 1) / a->group;
+        assay_fp8_quantize_act_group((assay_fp8_format)a->fmt, x, n, k, a->group, codes, scales);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < k; i++) out[t * k + i] = lut[codes[t * k + i]] * scales[t * ng + i / a->group];
+        return;
+    }
+    case ASSAY_ACT_QUANT_FP8_STATIC:
+        assay_fp8_quantize_act_static((assay_fp8_format)a->fmt, x, n, k, a->scale, codes);
+        for (int64_t i = 0; i < n * k; i++) out[i] = lut[codes[i]] * a->scale;
+        return;
+    case ASSAY_ACT_QUANT_INT8_TOKEN:
+        for (int64_t t = 0; t < n; t++) {
+            int8_t *q = (int8_t *)codes + t * k;
+            assay_int8_quantize_token(x + t * k, k, q, &scales[t]);
+            for (int64_t i = 0; i < k; i++) out[t * k + i] = (float)q[i] * scales[t];
+        }
+        return;
+    }
+    ASSAY_ASSERT(!"unknown activation quantization");
+}
+
+const char *assay_act_quant_describe(const assay_act_quant *a, char *buf, size_t cap) {
+    const char *f = a->fmt == ASSAY_FP8_E5M2 ? "fp8 e5m2" : "fp8 e4m3";
+    switch (a->kind) {
+    case ASSAY_ACT_QUANT_NONE: snprintf(buf, cap, "not quantized"); break;
+    case ASSAY_ACT_QUANT_FP8_TOKEN: snprintf(buf, cap, "%s dynamic per token", f); break;
+    case ASSAY_ACT_QUANT_FP8_GROUP: snprintf(buf, cap, "%s dynamic per 1x%lld group", f, (long long)a->group); break;
+    case ASSAY_ACT_QUANT_FP8_STATIC: snprintf(buf, cap, "%s static per tensor (input_scale)", f); break;
+    case ASSAY_ACT_QUANT_INT8_TOKEN: snprintf(buf, cap, "int8 dynamic per token"); break;
+    }
+    return buf;
+}
+
+/* ---- helpers ---------------------------------------------------------------------------------------------- */
+
+const assay_tensor *assay_ckpt_tensor(const assay_ckpt *ck, const char *module, const char *suffix) {
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", module, suffix);
+    return assay_model_file_find(ck->mf, name);
+}
+
+static int is_float_type(assay_type t) { return t == ASSAY_TYPE_F32 || t == ASSAY_TYPE_F16 || t == ASSAY_TYPE_BF16; }
+
+/* A tensor's ggml shape must be {ne0, ne1} (ne1 = 1 also accepts a 1-D tensor). */
+static assay_status want_shape(const assay_ckpt *ck, const assay_tensor *t, int64_t ne0, int64_t ne1) {
+    if (t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == 1 && t->ne[3] == 1) return ASSAY_OK;
+    return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor %s has shape [%lld, %lld] (ggml order), expected [%lld, %lld]",
+                      assay_model_file_path(ck->mf), t->source_name, (long long)t->ne[0], (long long)t->ne[1],
+                      (long long)ne0, (long long)ne1);
+}
+
+static assay_status want_type(const assay_ckpt *ck, const assay_tensor *t, int float_ok, assay_type exact) {
+    if (float_ok ? is_float_type(t->type) : t->type == exact) return ASSAY_OK;
+    return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor %s is %s, expected %s", assay_model_file_path(ck->mf),
+                      t->source_name, assay_type_name(t->type), float_ok ? "f32/f16/bf16" : assay_type_name(exact));
+}
+
+static const assay_tensor *need(const assay_ckpt *ck, const char *module, const char *suffix, assay_status *st) {
+    const assay_tensor *t = assay_ckpt_tensor(ck, module, suffix);
+    if (!t && *st == ASSAY_OK)
+        *st = assay_fail(ASSAY_ERR_FORMAT, "%s: %s.%s is missing (a %s checkpoint stores it for every quantized linear)",
+                         assay_model_file_path(ck->mf), module, suffix, ck->loader->label);
+    return t;
+}
+
+/* A float tensor (f32/f16/bf16) widened to a new f32 array. */
+static float *read_floats(const assay_tensor *t) {
+    int64_t n = assay_tensor_nelements(t);
+    float *v = assay_xmalloc((size_t)n * sizeof(float));
+    ASSAY_ASSERT(assay_dequantize(t->type, t->data, v, n) == ASSAY_OK); /* callers checked the type */
+    return v;
+}
+
+static const char *json_str(const assay_json *o, const char *key) { return assay_json_string(assay_json_get(o, key), NULL); }
+
+/* ---- compressed-tensors: float-quantized (FP8) and int-quantized (INT8) ------------------------------------ */
+
+static assay_status ct_bad(const assay_ckpt *ck, const char *what) {
+    return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: quantization_config: %s (%s)", assay_model_file_path(ck->mf), what,
+                      ck->loader->label);
+}
+
+static assay_status ct_parse(assay_ckpt *ck, const assay_json *qc) {
+    int int_fmt = strcmp(ck->loader->format, "int-quantized") == 0;
+    const assay_json *groups = assay_json_get(qc, "config_groups");
+    if (!assay_json_is(groups, ASSAY_JSON_OBJECT) || groups->count != 1)
+        return ct_bad(ck, "exactly one entry in config_groups is supported");
+    const assay_json *g = groups->first, *w = assay_json_get(g, "weights"), *a = assay_json_get(g, "input_activations");
+    if (!assay_json_is(w, ASSAY_JSON_OBJECT)) return ct_bad(ck, "config group without weights");
+    const char *wt = json_str(w, "type"), *ws = json_str(w, "strategy");
+    if (assay_json_int(assay_json_get(w, "num_bits"), 0) != 8 || !wt || strcmp(wt, int_fmt ? "int" : "float") != 0)
+        return ct_bad(ck, int_fmt ? "weights must be 8-bit int" : "weights must be 8-bit float");
+    if (!assay_json_bool(assay_json_get(w, "symmetric"), 1)) return ct_bad(ck, "asymmetric weights (zero points)");
+    if (!ws) return ct_bad(ck, "weights without a strategy");
+    if (strcmp(ws, "tensor") == 0) ck->weight_strategy = 0;
+    else if (strcmp(ws, "channel") == 0) ck->weight_strategy = 1;
+    else if (strcmp(ws, "block") == 0 && !int_fmt) {
+        const assay_json *bs = assay_json_get(w, "block_structure");
+        ck->weight_strategy = 2;
+        ck->block[0] = assay_json_int(assay_json_at(bs, 0), 0);
+        ck->block[1] = assay_json_int(assay_json_at(bs, 1), 0);
+        if (ck->block[0] <= 0 || ck->block[1] <= 0) return ct_bad(ck, "block strategy without a block_structure [m, n]");
+    } else return ct_bad(ck, "this weight strategy is not supported");
+    memset(&ck->act, 0, sizeof ck->act);
+    if (!a || assay_json_is(a, ASSAY_JSON_NULL)) return ASSAY_OK; /* weight-only */
+    const char *at = json_str(a, "type"), *as = json_str(a, "strategy");
+    const assay_json *dyn = assay_json_get(a, "dynamic");
+    if (assay_json_int(assay_json_get(a, "num_bits"), 0) != 8 || !at || !as || !dyn ||
+        !(assay_json_is(dyn, ASSAY_JSON_TRUE) || assay_json_is(dyn, ASSAY_JSON_FALSE)))
+        return ct_bad(ck, "input_activations must be 8-bit with a strategy and a boolean 'dynamic'");
+    int dynamic = assay_json_is(dyn, ASSAY_JSON_TRUE);
+    if (strcmp(at, "int") == 0) {
+        if (!dynamic || strcmp(as, "token") != 0 || !assay_json_bool(assay_json_get(a, "symmetric"), 1))
+            return ct_bad(ck, "int8 activations are supported as dynamic, symmetric, per token");
+        ck->act.kind = ASSAY_ACT_QUANT_INT8_TOKEN;
+    } else if (strcmp(at, "float") == 0) {
+        if (dynamic && strcmp(as, "token") == 0) ck->act.kind = ASSAY_ACT_QUANT_FP8_TOKEN;
+        else if (dynamic && strcmp(as, "group") == 0) {
+            ck->act.kind = ASSAY_ACT_QUANT_FP8_GROUP;
+            ck->act.group = assay_json_int(assay_json_get(a, "group_size"), 0);
+            if (ck->act.group <= 0) return ct_bad(ck, "group activations without a group_size");
+        } else if (!dynamic && strcmp(as, "tensor") == 0) ck->act.kind = ASSAY_ACT_QUANT_FP8_STATIC;
+        else return ct_bad(ck, "fp8 activations are supported per token / per group (dynamic) or per tensor (static)");
+    } else return ct_bad(ck, "activation type must be int or float");
+    return ASSAY_OK;
+}
+
+static assay_status ct_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                              assay_act_quant *act, int *found) {
+    int int_fmt = strcmp(ck->loader->format, "int-quantized") == 0;
+    const assay_tensor *wt = assay_ckpt_tensor(ck, module, "weight"), *sc = assay_ckpt_tensor(ck, module, "weight_scale");
+    assay_status st = ASSAY_OK;
+    *found = 0;
+    if (!wt) {
+        need(ck, module, "weight", &st);
+        return st;
+    }
+    if (!sc && is_float_type(wt->type)) return ASSAY_OK; /* in the ignore list: stored unquantized */
+    need(ck, module, "weight_scale", &st);
+    if (st) return st;
+    *found = 1;
+    if ((st = want_shape(ck, wt, n_in, n_out)) || (st = want_type(ck, sc, 1, 0))) return st;
+    if (int_fmt ? wt->type != ASSAY_TYPE_I8 : (wt->type != ASSAY_TYPE_F8_E4M3 && wt->type != ASSAY_TYPE_F8_E5M2))
+        return want_type(ck, wt, 0, int_fmt ? ASSAY_TYPE_I8 : ASSAY_TYPE_F8_E4M3);
+    /* scale count of the configured strategy (tensor: [1]; channel: [out, 1]; block: [ceil(out/bm), ceil(in/bn)]) */
+    static const assay_fp8_granularity gran[] = {ASSAY_FP8_GRAN_TENSOR, ASSAY_FP8_GRAN_CHANNEL, ASSAY_FP8_GRAN_BLOCK};
+    assay_fp8_granularity g = gran[ck->weight_strategy];
+    int64_t want = assay_fp8_weight_scale_count(g, ck->block[0], ck->block[1], n_out, n_in);
+    if (assay_tensor_nelements(sc) != want)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: %s has %lld scales, a %s weight of [%lld, %lld] needs %lld",
+                          assay_model_file_path(ck->mf), sc->source_name, (long long)assay_tensor_nelements(sc),
+                          ck->weight_strategy == 0 ? "per-tensor" : ck->weight_strategy == 1 ? "per-channel" : "block",
+                          (long long)n_out, (long long)n_in, (long long)want);
+    float *s = read_floats(sc);
+    if (int_fmt) {
+        const int8_t *q = wt->data;
+        for (int64_t o = 0; o < n_out; o++)
+            for (int64_t i = 0; i < n_in; i++) w[o * n_in + i] = (float)q[o * n_in + i] * s[g == ASSAY_FP8_GRAN_TENSOR ? 0 : o];
+    } else {
+        assay_fp8_dequantize_weight(wt->type == ASSAY_TYPE_F8_E5M2 ? ASSAY_FP8_E5M2 : ASSAY_FP8_E4M3, g, ck->block[0],
+                                    ck->block[1], wt->data, s, n_out, n_in, w);
+    }
+    free(s);
+    *act = ck->act;
+    /* compressed-tensors' "float" 8-bit is E4M3; our e5m2 schemes quantize the activations to the weights' E5M2 */
+    act->fmt = wt->type == ASSAY_TYPE_F8_E5M2 ? ASSAY_FP8_E5M2 : ASSAY_FP8_E4M3;
+    if (int_fmt && act->kind != ASSAY_ACT_QUANT_NONE && act->kind != ASSAY_ACT_QUANT_INT8_TOKEN)
+        return ct_bad(ck, "fp8 activations with int8 weights");
+    if (!int_fmt && act->kind == ASSAY_ACT_QUANT_INT8_TOKEN) return ct_bad(ck, "int8 activations with fp8 weights");
+    if (act->kind == ASSAY_ACT_QUANT_FP8_STATIC) {
+        const assay_tensor *is = need(ck, module, "input_scale", &st);
+        if (st) return st;
+        if ((st = want_type(ck, is, 1, 0))) return st;
+        if (assay_tensor_nelements(is) != 1)
+            return assay_fail(ASSAY_ERR_FORMAT, "%s: %s must hold one scale", assay_model_file_path(ck->mf), is->source_name);
+        float *v = read_floats(is);
+        act->scale = v[0];
+        free(v);
+        if (!(act->scale > 0) || act->scale > 3.0e38f)
+            return assay_fail(ASSAY_ERR_FORMAT, "%s: %s = %g is not a usable scale", assay_model_file_path(ck->mf),
+                              is->source_name, (double)act->scale);
+    }
+    return ASSAY_OK;
+}
+
+/* ---- GPTQ ("gptq" / "gptq_v2" checkpoint formats) and AWQ GEMM --------------------------------------------- */
+
+static assay_status int4_parse_common(assay_ckpt *ck, const assay_json *qc) {
+    if (assay_json_int(assay_json_get(qc, "bits"), 0) != 4)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: %s checkpoints with bits != 4 are not supported",
+                          assay_model_file_path(ck->mf), ck->loader->label);
+    ck->group_size = assay_json_int(assay_json_get(qc, "group_size"), -1);
+    if (ck->group_size == 0 || ck->group_size < -1)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: group_size %lld", assay_model_file_path(ck->mf), (long long)ck->group_size);
+    return ASSAY_OK;
+}
+
+static assay_status gptq_parse(assay_ckpt *ck, const assay_json *qc) {
+    assay_status st = int4_parse_common(ck, qc);
+    if (st) return st;
+    /* "gptq" (v1, what transformers / AutoGPTQ / vLLM read and this library writes) stores zero − 1 */
+    const char *f = json_str(qc, "checkpoint_format");
+    if (!f || strcmp(f, "gptq") == 0) ck->zero_offset = 1;
+    else if (strcmp(f, "gptq_v2") == 0) ck->zero_offset = 0;
+    else return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: GPTQ checkpoint_format '%s' is not supported (gptq, gptq_v2)",
+                           assay_model_file_path(ck->mf), f);
+    return ASSAY_OK;
+}
+
+static assay_status awq_parse(assay_ckpt *ck, const assay_json *qc) {
+    assay_status st = int4_parse_common(ck, qc);
+    if (st) return st;
+    const char *v = json_str(qc, "version");
+    if (v && strcmp(v, "gemm") != 0 && strcmp(v, "GEMM") != 0)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: AWQ version '%s' is not supported (gemm)", assay_model_file_path(ck->mf), v);
+    if (!assay_json_bool(assay_json_get(qc, "zero_point"), 1))
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: AWQ without zero points is not supported", assay_model_file_path(ck->mf));
+    if (ck->group_size < 0)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: AWQ needs a group_size", assay_model_file_path(ck->mf));
+    return ASSAY_OK;
+}
+
+/* qweight / qzeros / scales of one packed linear, checked; `awq` picks the layout. */
+static assay_status int4_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                                assay_act_quant *act, int *found, int awq) {
+    assay_status st = ASSAY_OK;
+    const assay_tensor *qw = assay_ckpt_tensor(ck, module, "qweight");
+    *found = 0;
+    memset(act, 0, sizeof *act); /* weight-only: activations stay f32 */
+    if (!qw) return ASSAY_OK;    /* a module the quantizer skipped (modules_to_not_convert, lm_head) */
+    *found = 1;
+    const assay_tensor *qz = need(ck, module, "qzeros", &st), *sc = need(ck, module, "scales", &st);
+    if (st) return st;
+    if (n_out % 8 || (!awq && n_in % 8))
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: %s is [%lld, %lld]; packed int4 needs multiples of 8",
+                          assay_model_file_path(ck->mf), module, (long long)n_out, (long long)n_in);
+    int64_t ng = sc->ne[1];
+    if ((st = want_type(ck, qw, 0, ASSAY_TYPE_I32)) || (st = want_type(ck, qz, 0, ASSAY_TYPE_I32)) ||
+        (st = want_type(ck, sc, 1, 0)) ||
+        (st = want_shape(ck, qw, awq ? n_out / 8 : n_out, awq ? n_in : n_in / 8)) ||
+        (st = want_shape(ck, qz, n_out / 8, ng)) || (st = want_shape(ck, sc, n_out, ng)))
+        return st;
+    int64_t gs = ck->group_size > 0 ? ck->group_size : n_in;
+    int32_t *g_idx = assay_xmalloc((size_t)n_in * sizeof(int32_t));
+    const assay_tensor *gi = awq ? NULL : assay_ckpt_tensor(ck, module, "g_idx");
+    if (gi) { /* act-order: the group of each input column, in any order */
+        if ((st = want_type(ck, gi, 0, ASSAY_TYPE_I32)) || (st = want_shape(ck, gi, n_in, 1))) {
+            free(g_idx);
+            return st;
+        }
+        memcpy(g_idx, gi->data, (size_t)n_in * sizeof(int32_t)); /* mmapped data may be unaligned */
+    } else
+        for (int64_t i = 0; i < n_in; i++) g_idx[i] = (int32_t)(i / gs);
+    for (int64_t i = 0; i < n_in && st == ASSAY_OK; i++)
+        if (g_idx[i] < 0 || g_idx[i] >= ng)
+            st = assay_fail(ASSAY_ERR_FORMAT, "%s: %s g_idx[%lld] = %d is outside the %lld groups of %s",
+                            assay_model_file_path(ck->mf), module, (long long)i, g_idx[i], (long long)ng, sc->source_name);
+    if (st == ASSAY_OK && !gi && ng != (n_in + gs - 1) / gs)
+        st = assay_fail(ASSAY_ERR_FORMAT, "%s: %s has %lld groups; %lld inputs in groups of %lld need %lld",
+                        assay_model_file_path(ck->mf), sc->source_name, (long long)ng, (long long)n_in, (long long)gs,
+                        (long long)((n_in + gs - 1) / gs));
+    if (st == ASSAY_OK) {
+        float *s = read_floats(sc);
+        if (awq) assay_int4_unpack_awq(qw->data, qz->data, s, n_in, n_out, gs, w);
+        else assay_int4_unpack_gptq(qw->data, qz->data, s, g_idx, n_in, n_out, ck->zero_offset, w);
+        free(s);
+    }
+    free(g_idx);
+    return st;
+}
+
+static assay_status gptq_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                                assay_act_quant *act, int *found) {
+    return int4_linear(ck, module, n_in, n_out, w, act, found, 0);
+}
+
+static assay_status awq_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                               assay_act_quant *act, int *found) {
+    return int4_linear(ck, module, n_in, n_out, w, act, found, 1);
+}
+
+/* ---- the table -------------------------------------------------------------------------------------------- */
+
+const assay_ckpt_loader assay_ckpt_loaders[] = {
+    /* quant_method, format, label, parse, linear */
+    {"compressed-tensors", "float-quantized", "compressed-tensors float-quantized (fp8)", ct_parse, ct_linear},
+    {"compressed-tensors", "int-quantized", "compressed-tensors int-quantized (int8)", ct_parse, ct_linear},
+    {"gptq", NULL, "GPTQ int4", gptq_parse, gptq_linear},
+    {"awq", NULL, "AWQ GEMM int4", awq_parse, awq_linear},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+assay_status assay_ckpt_open(assay_ckpt *ck, const assay_model_file *mf) {
+    memset(ck, 0, sizeof *ck);
+    ck->mf = mf;
+    const assay_json *qc = assay_model_file_quantization_config(mf);
+    if (!qc) return ASSAY_OK;
+    const char *method = json_str(qc, "quant_method"), *format = json_str(qc, "format");
+    if (!method)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s/config.json: quantization_config has no quant_method", assay_model_file_path(mf));
+    for (const assay_ckpt_loader *l = assay_ckpt_loaders; l->quant_method; l++) {
+        if (strcmp(l->quant_method, method) != 0) continue;
+        if (l->format && (!format || strcmp(l->format, format) != 0)) continue;
+        ck->loader = l;
+        return l->parse(ck, qc);
+    }
+    return assay_fail(ASSAY_ERR_UNSUPPORTED,
+                      "%s: the engine cannot run quant_method '%s'%s%s%s (it runs compressed-tensors float-quantized / "
+                      "int-quantized, gptq, awq)",
+                      assay_model_file_path(mf), method, format ? " with format '" : "", format ? format : "",
+                      format ? "'" : "");
+}

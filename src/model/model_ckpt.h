@@ -1,0 +1,87 @@
+/* model_ckpt.h — quantized HF checkpoints in the engine (model.h, "Quantized checkpoints"): the table that maps
+ * config.json's quantization_config to a loader, and the activation fake-quantization a loader asks for.
+ * Not a public header: model.c is its only user.
+ *
+ * Adding a format (e.g. compressed-tensors "nvfp4-pack-quantized") is one row in assay_ckpt_loaders[]
+ * (model_ckpt.c) and one linear function:
+ *   {"compressed-tensors", "nvfp4-pack-quantized", "compressed-tensors nvfp4", ct_parse, nvfp4_linear},
+ * where nvfp4_linear reads "<module>.weight_packed" / ".weight_scale" / ... with assay_ckpt_tensor(), writes the
+ * dequantized weight and names the activation treatment (a new assay_act_quant_kind + its case in
+ * assay_act_quant_apply when the activations are quantized too).
+ */
+#ifndef ASSAY_MODEL_CKPT_H
+#define ASSAY_MODEL_CKPT_H
+
+#include <stdint.h>
+
+#include "assay/json.h"
+#include "assay/model_file.h"
+#include "assay/status.h"
+
+/* How the input of one linear layer is quantized before the matmul reads it (emulated: the matmul reads the
+ * exact dequantized values code * scale). */
+typedef enum assay_act_quant_kind {
+    ASSAY_ACT_QUANT_NONE = 0,
+    ASSAY_ACT_QUANT_FP8_TOKEN,  /* dynamic per-token FP8 (vLLM dynamic_per_token_scaled_fp8_quant) */
+    ASSAY_ACT_QUANT_FP8_GROUP,  /* dynamic 1 x group FP8 (vLLM per_token_group_quant_fp8) */
+    ASSAY_ACT_QUANT_FP8_STATIC, /* static per-tensor FP8, the checkpoint's input_scale */
+    ASSAY_ACT_QUANT_INT8_TOKEN, /* dynamic per-token symmetric INT8 (W8A8 kernels) */
+} assay_act_quant_kind;
+
+typedef struct assay_act_quant {
+    assay_act_quant_kind kind;
+    int fmt;       /* FP8 kinds: assay_fp8_format */
+    int64_t group; /* FP8_GROUP: elements per group */
+    float scale;   /* FP8_STATIC: dequantization multiplier */
+} assay_act_quant;
+
+/* Scales per row of x that assay_act_quant_apply needs room for (0 for NONE). */
+int64_t assay_act_quant_scales_per_row(const assay_act_quant *a, int64_t k);
+/* out[n][k] = dequantized fake-quant of x[n][k] (out may not alias x). Scratch: codes [n*k] bytes, scales
+ * [n * assay_act_quant_scales_per_row] floats. */
+void assay_act_quant_apply(const assay_act_quant *a, const float *x, int64_t n, int64_t k, float *out, uint8_t *codes,
+                           float *scales);
+/* "fp8 e4m3 dynamic per-token", ... for the load note. */
+const char *assay_act_quant_describe(const assay_act_quant *a, char *buf, size_t cap);
+
+typedef struct assay_ckpt_loader assay_ckpt_loader;
+
+/* A detected quantized checkpoint: its loader row and what the row's parse function read from the config. */
+typedef struct assay_ckpt {
+    const assay_ckpt_loader *loader;
+    const assay_model_file *mf;
+    /* filled by the row's parse function; each row uses the fields it needs */
+    int64_t group_size;      /* GPTQ / AWQ groups along the input (-1: one per row) */
+    int zero_offset;         /* GPTQ: 1 for the "gptq" (v1) checkpoint format, 0 for "gptq_v2" */
+    int weight_strategy;     /* compressed-tensors: 0 tensor, 1 channel, 2 block */
+    int64_t block[2];        /* compressed-tensors block_structure (rows, cols) */
+    assay_act_quant act;     /* compressed-tensors input_activations (static: the scale comes per layer) */
+} assay_ckpt;
+
+/* Reads the config into ck. */
+typedef assay_status (*assay_ckpt_parse_fn)(assay_ckpt *ck, const assay_json *qc);
+/* One linear layer, `module` canonical without ".weight" ("blk.0.attn_q", "output"). Sets *found = 0 when the
+ * checkpoint stores this layer unquantized (an ordinary float ".weight"; the caller loads it as usual). Otherwise
+ * writes w[n_out][n_in] (f32, the file's row order: no llama Q/K permutation) and *act. */
+typedef assay_status (*assay_ckpt_linear_fn)(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                                             float *w, assay_act_quant *act, int *found);
+
+struct assay_ckpt_loader {
+    const char *quant_method; /* quantization_config.quant_method */
+    const char *format;       /* quantization_config.format (compressed-tensors); NULL: any */
+    const char *label;        /* for messages and the load note */
+    assay_ckpt_parse_fn parse;
+    assay_ckpt_linear_fn linear;
+};
+
+/* Terminated by a row whose quant_method is NULL. */
+extern const assay_ckpt_loader assay_ckpt_loaders[];
+
+/* Detects the checkpoint's format. ck->loader = NULL for an unquantized model (or a GGUF file); an error names the
+ * quantization_config this engine cannot run. */
+assay_status assay_ckpt_open(assay_ckpt *ck, const assay_model_file *mf);
+
+/* "<module>.<suffix>" of the checkpoint, or NULL. */
+const assay_tensor *assay_ckpt_tensor(const assay_ckpt *ck, const char *module, const char *suffix);
+
+#endif
