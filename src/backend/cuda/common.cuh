@@ -126,3 +126,67 @@ __device__ __forceinline__ float warp_sum_quad(float v) {
     v += __shfl_xor_sync(0xffffffff, v, 2);
     return v;
 }
+
+// ---- Hopper asynchronous copies (sm_90+): bulk copies global -> shared that complete on an mbarrier ----------
+// The producer thread arms the barrier with the bytes it will receive (arrive + expect_tx), then issues the
+// copies; consumers wait on the barrier's phase parity. On older targets these compile to a trap: callers
+// dispatch to them only on compute capability >= 9.0.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define ASSAY_SM90_ASYNC 1
+#endif
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+#else
+    __trap();
+#endif
+}
+// Makes the initialized barriers visible to the async proxy (the copy engine) and the rest of the cluster.
+__device__ __forceinline__ void mbar_fence_init() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile(
+        "{\n"
+        ".reg .pred P1;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+        "@!P1 bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_u32(bar)),
+        "r"(parity)
+        : "memory");
+#else
+    __trap();
+#endif
+}
+// bytes % 16 == 0, both addresses 16-byte aligned.
+__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+            smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(smem_u32(bar))
+        : "memory");
+#else
+    __trap();
+#endif
+}

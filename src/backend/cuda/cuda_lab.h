@@ -5,7 +5,8 @@
 extern "C" {
 #endif
 /* Decode GEMM version: 1 = direct double-buffered register loads, 64 columns per CTA; 2 = per-lane cp.async
- * ring; 3 = direct loads, 32 columns per CTA, two CTAs per SM (default). */
+ * ring; 3 = direct loads, 32 columns per CTA, two CTAs per SM; 4 = bulk-copy pipeline, 128 columns per CTA,
+ * cluster split-K (default; falls back to 3 off sm_90 or when n % 128 != 0). */
 void assay_cuda_lab_set_gemm_variant(int v);
 /* Decode attention: 1 = block-table entry read when a tile is issued (default), 2 = read one tile ahead. */
 void assay_cuda_lab_set_decode_variant(int v);

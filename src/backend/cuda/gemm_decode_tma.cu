@@ -1,0 +1,307 @@
+// Decode-shape GEMMs, Hopper version (v4): Y[m][n] = sum_k X[m][k] W[n][k] for m <= 16, weights streamed once
+// through a bulk-copy pipeline.
+//
+// Why (dev/cuda/NOTES.md): the register-prefetch kernels (v1/v3) keep only one step of weights in flight per
+// warp, about 32 KB per SM, which by Little's law caps them near 2.6-2.8 TB/s; and with 32 columns per CTA every
+// CTA re-reads all of X, so at m = 16 the X traffic from L2 equals the fp8 weight traffic (twice the int4 one).
+// Here a producer warp copies whole stages (weights of 128 output channels x KC columns, the matching X slice,
+// int4 group scales) with cp.async.bulk into a 4-stage shared-memory ring that completes on mbarriers, so about
+// 100 KB per SM are in flight without registers; 128 columns per CTA cut X traffic 4x. To keep >= 128 CTAs,
+// K is split over a thread-block cluster of S CTAs whose partial sums are added through distributed shared
+// memory (no workspace, no second launch).
+//
+// Consumers are 8 warps: warp w takes K slice (w & 3) of every stage and output rows 64 * (w >> 2) .. +64
+// (8 n8 tiles). The m16n8k16 fragment mapping is the one of gemm_decode.cu (lane t owns a contiguous run of K,
+// so each lane reads its weights and activations as 16-byte vectors; the same permutation of K on both sides
+// leaves the dot product unchanged). INT4 partial sums of one 128-group are accumulated separately in fp32
+// and multiplied by the group scale of their output column, instead of scaling every weight in f16.
+#include <cooperative_groups.h>
+
+#include "common.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int V4_BN = 128;          // output channels per CTA
+constexpr int V4_CW = 8;            // consumer warps
+constexpr int V4_THREADS = (V4_CW + 1) * 32;
+constexpr int V4_STAGES = 4;
+
+template <bool INT4>
+struct V4Cfg {
+    static constexpr int KC = INT4 ? 512 : 256;               // K columns per stage
+    // fp8: 128 weight rows of KC bytes; the row pitch KC + 64 makes the 16-byte reads of lanes (g, t) and
+    // (g + 1, t) fall in different bank quarters (conflict-free). int4: 16 n8 tiles x 4 groups x 512 bytes,
+    // already in lane order (conflict-free as is).
+    static constexpr int WP = KC + 64;
+    static constexpr int WBYTES = INT4 ? 16 * (KC / 128) * 512 : V4_BN * WP;   // shared-memory footprint
+    static constexpr int WCOPY = INT4 ? 16 * (KC / 128) * 512 : V4_BN * KC;    // bytes copied per stage
+    static constexpr int XP = INT4 ? 2 * KC + 32 : 2 * KC + 16;  // X row pitch (bf16)
+    static constexpr int XOFF = WBYTES;
+    static constexpr int SOFF = XOFF + 16 * XP;                // int4 group scales: [KC/128][128] f16
+    static constexpr int STAGE = SOFF + (INT4 ? (KC / 128) * V4_BN * 2 : 0);
+    static constexpr int BAR = V4_STAGES * STAGE;
+    static constexpr size_t SMEM = (size_t)BAR + 2 * V4_STAGES * 8;
+    static_assert(STAGE % 16 == 0 && XOFF % 16 == 0 && SOFF % 16 == 0, "bulk copy destinations need 16-byte alignment");
+    static_assert(V4_CW * 16 * 64 * 4 + 16 * V4_BN * 4 <= BAR, "reduction buffers reuse the stages");
+};
+
+__device__ __forceinline__ void cvt_x8(const uint4 &v, uint32_t *d) {
+    d[0] = bf16x2_to_f16x2(v.x); d[1] = bf16x2_to_f16x2(v.y); d[2] = bf16x2_to_f16x2(v.z); d[3] = bf16x2_to_f16x2(v.w);
+}
+
+// Two int4 nibbles (bits 0-3 and 16-19 of v) -> f16x2 (q - 8); and the pair at bits 4-7 / 20-23 (see gemm_decode.cu).
+__device__ __forceinline__ void int4_dequant_v4(uint32_t v, uint32_t &lo, uint32_t &hi) {
+    const uint32_t MAGIC = 0x64006400u, SUB = 0x64086408u, MUL = 0x2C002C00u, ADD = 0xD480D480u;
+    uint32_t l = (v & 0x000F000Fu) | MAGIC;
+    uint32_t h = (v & 0x00F000F0u) | MAGIC;
+    __half2 rl = __hsub2(*reinterpret_cast<__half2 *>(&l), *reinterpret_cast<const __half2 *>(&SUB));
+    __half2 rh = __hfma2(*reinterpret_cast<__half2 *>(&h), *reinterpret_cast<const __half2 *>(&MUL),
+                         *reinterpret_cast<const __half2 *>(&ADD));
+    lo = *reinterpret_cast<uint32_t *>(&rl);
+    hi = *reinterpret_cast<uint32_t *>(&rh);
+}
+
+struct V4Params {
+    const __nv_bfloat16 *x;
+    const uint8_t *w;
+    const float *col_scale;   // fp8: per output channel
+    const __half *gscale;     // int4: [k/128][n]
+    __nv_bfloat16 *y;
+    int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
+};
+
+template <bool INT4, bool M16>
+__global__ void __launch_bounds__(V4_THREADS, 1) gemm_decode_v4(V4Params p) {
+    using C = V4Cfg<INT4>;
+    extern __shared__ __align__(128) uint8_t sm[];
+    uint64_t *full = reinterpret_cast<uint64_t *>(sm + C::BAR);
+    uint64_t *empty = full + V4_STAGES;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * V4_BN;
+    const int split = blockIdx.y;
+    const int kbase = split * p.kper;
+    const int nst = p.kper / C::KC;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < V4_STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], V4_CW);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    float acc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+
+    if (warp == V4_CW) {
+        // ---- producer: one warp; lane 0 arms the stage's barrier, all lanes issue copies ----
+        const uint32_t xbytes = (uint32_t)p.m * C::KC * 2;
+        const uint32_t bytes = C::WCOPY + xbytes + (INT4 ? (C::KC / 128) * V4_BN * 2 : 0);
+        for (int st = 0; st < nst; ++st) {
+            const int s = st % V4_STAGES;
+            if (st >= V4_STAGES) mbar_wait(&empty[s], ((st / V4_STAGES) - 1) & 1);
+            if (lane == 0) mbar_arrive_expect_tx(&full[s], bytes);
+            __syncwarp();
+            uint8_t *stg = sm + s * C::STAGE;
+            const int k0 = kbase + st * C::KC;
+            if (INT4) {
+                // 16 n8 tiles: for a fixed tile the groups are contiguous in the packed layout (cuda_pack.c).
+                const int ngroup = p.k / 128, gr0 = k0 / 128;
+                if (lane < 16)
+                    bulk_g2s(stg + lane * (C::KC / 128) * 512,
+                             p.w + ((size_t)(n0 / 8 + lane) * ngroup + gr0) * 512, (C::KC / 128) * 512, &full[s]);
+                else if (lane < 16 + C::KC / 128) {
+                    const int gi = lane - 16;
+                    bulk_g2s(stg + C::SOFF + gi * V4_BN * 2, p.gscale + (size_t)(gr0 + gi) * p.n + n0, V4_BN * 2,
+                             &full[s]);
+                }
+            } else {
+                for (int r = lane; r < V4_BN; r += 32)
+                    bulk_g2s(stg + r * C::WP, p.w + (size_t)(n0 + r) * p.k + k0, C::KC, &full[s]);
+            }
+            if (lane < p.m) bulk_g2s(stg + C::XOFF + lane * C::XP, p.x + (size_t)lane * p.k + k0, C::KC * 2, &full[s]);
+        }
+    } else {
+        // ---- consumers ----
+        const int ks = warp & 3, nh = warp >> 2;
+        for (int st = 0; st < nst; ++st) {
+            const int s = st % V4_STAGES;
+            mbar_wait(&full[s], (st / V4_STAGES) & 1);
+            const uint8_t *stg = sm + s * C::STAGE;
+            if (INT4) {
+                // this warp's group gi = ks: lane t owns its K columns [32t, 32t + 32) of the group
+                uint32_t xa[16], xb[16];
+                const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
+#pragma unroll
+                for (int h = 0; h < 4; ++h) {
+                    cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16 * h), xa + 4 * h);
+                    if (M16) cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h), xb + 4 * h);
+                }
+                const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * V4_BN + nh * 64;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const uint4 wv = *reinterpret_cast<const uint4 *>(
+                        stg + ((nh * 8 + nt) * (C::KC / 128) + ks) * 512 + lane * 16);
+                    float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                    for (int wd = 0; wd < 4; ++wd) {
+                        const uint32_t word = wd == 0 ? wv.x : wd == 1 ? wv.y : wd == 2 ? wv.z : wv.w;
+                        uint32_t b0, b1, b2, b3;
+                        int4_dequant_v4(word, b0, b1);
+                        int4_dequant_v4(word >> 8, b2, b3);
+                        const int c0 = 2 * wd, c1 = 2 * wd + 1;
+                        uint32_t a0[4] = {xa[2 * c0], M16 ? xb[2 * c0] : 0u, xa[2 * c0 + 1], M16 ? xb[2 * c0 + 1] : 0u};
+                        uint32_t a1[4] = {xa[2 * c1], M16 ? xb[2 * c1] : 0u, xa[2 * c1 + 1], M16 ? xb[2 * c1 + 1] : 0u};
+                        mma_f16_16816(tmp, a0, b0, b1);
+                        mma_f16_16816(tmp, a1, b2, b3);
+                    }
+                    const float2 s2 = __half22float2(*reinterpret_cast<const __half2 *>(sc + nt * 8 + 2 * t));
+                    acc[nt][0] = fmaf(tmp[0], s2.x, acc[nt][0]);
+                    acc[nt][1] = fmaf(tmp[1], s2.y, acc[nt][1]);
+                    acc[nt][2] = fmaf(tmp[2], s2.x, acc[nt][2]);
+                    acc[nt][3] = fmaf(tmp[3], s2.y, acc[nt][3]);
+                }
+            } else {
+                // K slice ks: 64 columns; lane t owns [16t, 16t + 16)
+                uint32_t xa[8], xb[8];
+                const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 64 + 16 * t) * 2;
+                cvt_x8(*reinterpret_cast<const uint4 *>(xr), xa);
+                cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16), xa + 4);
+                if (M16) {
+                    cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP), xb);
+                    cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16), xb + 4);
+                }
+                const uint8_t *wr = stg + (nh * 64 + g) * C::WP + ks * 64 + 16 * t;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const uint4 wv = *reinterpret_cast<const uint4 *>(wr + nt * 8 * C::WP);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
+                        const uint32_t word = j == 0 ? wv.x : j == 1 ? wv.y : j == 2 ? wv.z : wv.w;
+                        uint32_t b0, b1;
+                        byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(word, b0, b1);
+                        mma_f16_16816(acc[nt], a, b0, b1);
+                    }
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+        }
+    }
+
+    // ---- reduction: 4 K slices inside the CTA, then the S CTAs of the cluster ----
+    __syncthreads();  // every stage was consumed, so all copies have landed: the ring is free
+    float *wred = reinterpret_cast<float *>(sm);                  // [8 warps][16][64]
+    float *tot = reinterpret_cast<float *>(sm) + V4_CW * 16 * 64;  // [16][128]
+    if (warp < V4_CW) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                wred[(warp * 16 + g + (e >> 1) * 8) * 64 + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * V4_BN; i += V4_THREADS) {
+        const int row = i / V4_BN, c = i % V4_BN, h = c >> 6;
+        float s = 0.f;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s += wred[((h * 4 + q) * 16 + row) * 64 + (c & 63)];
+        tot[i] = s;
+    }
+    if (p.splits == 1) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < p.m * V4_BN; i += V4_THREADS) {
+            const int row = i / V4_BN, c = i % V4_BN;
+            float v = tot[i];
+            if (!INT4) v *= p.col_scale[n0 + c];
+            p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
+        }
+        return;
+    }
+#ifdef ASSAY_SM90_ASYNC
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();  // every CTA's tot is complete and visible to the cluster
+    const int cols = V4_BN / p.splits, c0 = split * cols;
+    for (int i = threadIdx.x; i < p.m * cols; i += V4_THREADS) {
+        const int row = i / cols, c = c0 + i % cols;
+        float v = 0.f;
+        for (int r = 0; r < p.splits; ++r) v += cl.map_shared_rank(tot, r)[row * V4_BN + c];
+        if (!INT4) v *= p.col_scale[n0 + c];
+        p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
+    }
+    cl.sync();  // no CTA leaves while another still reads its shared memory
+#else
+    __trap();
+#endif
+}
+
+int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
+
+template <bool INT4, bool M16>
+int launch_v4(const V4Params &p0, int splits, cudaStream_t stream) {
+    using C = V4Cfg<INT4>;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(gemm_decode_v4<INT4, M16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)C::SMEM));
+        configured = true;
+    }
+    V4Params p = p0;
+    p.splits = splits;
+    p.kper = p.k / splits;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
+    cfg.blockDim = dim3(V4_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = C::SMEM;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = splits;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, gemm_decode_v4<INT4, M16>, p));
+    return 0;
+}
+
+}  // namespace
+
+// Returns 1 when v4 ran, 0 when the shape or device needs the older kernels, -1 on error.
+int assay_cuda_gemm_v4(bool int4, const void *x, const uint8_t *w, const float *col_scale, const uint16_t *gscale,
+                       void *y, int m, int n, int k, cudaStream_t stream) {
+    if (g_v4_ok < 0) {
+        int dev = 0, major = 0;
+        g_v4_ok = cudaGetDevice(&dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    }
+    const int kc = int4 ? V4Cfg<true>::KC : V4Cfg<false>::KC;
+    if (!g_v4_ok || n % V4_BN || k % kc) return 0;
+    // K splits (cluster size): the one whose CTA count best fills the SMs (one CTA each); ties to fewer.
+    int sms = assay_cuda_sm_count();
+    if (sms <= 0) sms = 132;
+    const int tiles = n / V4_BN;
+    int splits = 1;
+    double best = 0;
+    for (int s = 1; s <= 8; s *= 2) {
+        if (k % (kc * s)) break;
+        double waves = (double)tiles * s / sms;
+        double eff = waves / ceil(waves);
+        if (eff > best + 0.02) { best = eff; splits = s; }
+    }
+    V4Params p;
+    p.x = (const __nv_bfloat16 *)x;
+    p.w = w;
+    p.col_scale = col_scale;
+    p.gscale = (const __half *)gscale;
+    p.y = (__nv_bfloat16 *)y;
+    p.m = m; p.n = n; p.k = k;
+    int rc;
+    if (int4) rc = m > 8 ? launch_v4<true, true>(p, splits, stream) : launch_v4<true, false>(p, splits, stream);
+    else rc = m > 8 ? launch_v4<false, true>(p, splits, stream) : launch_v4<false, false>(p, splits, stream);
+    return rc < 0 ? -1 : 1;
+}
