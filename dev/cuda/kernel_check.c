@@ -458,7 +458,7 @@ static void section_decode_bench(lab_out *o) {
 typedef struct gemm_ctx {
     int m, n, k, copies, which; /* which: 0 fp8, 1 int4 */
     void *dx, *dy;
-    uint8_t *dw[8];
+    uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -466,7 +466,8 @@ typedef struct gemm_ctx {
 static void gemm_fn(void *ctx, int it) {
     gemm_ctx *g = ctx;
     int c = it % g->copies;
-    if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
+    if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else KCALL(assay_cuda_gemm_int4g128(g->dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
 }
 
@@ -502,17 +503,25 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (g.copies > 8) g.copies = 8;
     uint8_t *packed = NULL;
     if (which == 1) { packed = malloc(wbytes); assay_cuda_int4_pack(w, n, k, packed); }
+    uint8_t *packed8 = NULL; /* fp8 weights in the v5 layout */
+    if (which == 0 && n % 128 == 0 && k % 256 == 0) { packed8 = malloc(wbytes); assay_cuda_fp8w_pack(w, n, k, packed8); }
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
+        g.dwp[c] = packed8 ? lab_upload(packed8, wbytes) : NULL;
         g.dscale[c] = lab_upload(scale, sizeof(float) * n);
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
     g.dx = lab_upload(x, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);
     uint16_t *y = malloc((size_t)m * n * 2);
-    static const int variants[4] = {4, 3, 1, 2}; /* the default first; the others recorded with a _vN suffix */
-    for (int vi = 0; vi < 4; ++vi) {
+    /* the default first (5: packed fp8 weights, or int4), the others recorded with a _vN suffix */
+    static const int variants[5] = {5, 4, 3, 1, 2};
+    uint8_t *saved_wp[8];
+    memcpy(saved_wp, g.dwp, sizeof saved_wp);
+    for (int vi = 0; vi < 5; ++vi) {
     int variant = variants[vi];
+    if (variant == 5 && which == 0 && !packed8) continue;
+    for (int c = 0; c < g.copies; ++c) g.dwp[c] = variant == 5 ? saved_wp[c] : NULL;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);
@@ -545,10 +554,10 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         lab_bench(o, name, shape, us, 2.0 * m * n * k, bytes);
     }
     }
-    assay_cuda_lab_set_gemm_variant(4);
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
+    assay_cuda_lab_set_gemm_variant(5);
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dy);
-    free(x); free(w); free(scale); free(gs); free(packed); free(y);
+    free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(y);
 }
 
 static void section_gemm(lab_out *o) {

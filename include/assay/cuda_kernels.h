@@ -118,6 +118,15 @@ int assay_cuda_attn_decode(const assay_cuda_attn_decode_args *a, assay_cuda_stre
 int assay_cuda_gemm_fp8w(const void *x_bf16, const uint8_t *w_e4m3, const float *w_scale, void *y_bf16,
                          int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 
+/* The same product with the weights re-packed by assay_cuda_fp8w_pack (faster: each CTA streams contiguous
+ * memory). K % 256 == 0, N % 128 == 0, compute capability 9.0 (Hopper). */
+int assay_cuda_gemm_fp8w_packed(const void *x_bf16, const uint8_t *w_packed, const float *w_scale, void *y_bf16,
+                                int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+
+/* Host-side re-packing of FP8 weights w[n][k] (row-major codes) into 512-byte lane-order blocks, 128 rows x 64
+ * columns per 16 blocks (layout in cuda_pack.c). out has n*k bytes. */
+void assay_cuda_fp8w_pack(const uint8_t *w, int32_t n, int32_t k, uint8_t *out);
+
 /* INT4 weights, symmetric (q - 8) * scale, groups of 128 along K, packed by assay_cuda_int4_pack.
  * Scales fp16 [K/128][N]. K % 128 == 0, N % 64 == 0. */
 int assay_cuda_gemm_int4g128(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,

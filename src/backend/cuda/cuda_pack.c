@@ -28,3 +28,21 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) 
             }
         }
 }
+
+/* Layout (gemm_decode_tma.cu, v5): for each 128-row tile nb, each 64-column chunk kc and each of its 16 8-row
+ * tiles nt, a 512-byte block at ((nb * (k/64) + kc) * 16 + nt) * 512. Lane (g, t) = 4g + t owns bytes
+ * [16*lane, 16*lane + 16): row nb*128 + nt*8 + g, columns kc*64 + 16t + [0, 16), in order. One pipeline stage
+ * of a CTA (4 chunks of 64 columns) is then one contiguous 32 KB run. */
+void assay_cuda_fp8w_pack(const uint8_t *w, int32_t n, int32_t k, uint8_t *out) {
+    int32_t nkc = k / 64;
+    for (int32_t nb = 0; nb < n / 128; ++nb)
+        for (int32_t kc = 0; kc < nkc; ++kc)
+            for (int nt = 0; nt < 16; ++nt) {
+                uint8_t *blk = out + (((size_t)nb * nkc + kc) * 16 + nt) * 512;
+                for (int lane = 0; lane < 32; ++lane) {
+                    int g = lane >> 2, t = lane & 3;
+                    const uint8_t *src = w + (size_t)(nb * 128 + nt * 8 + g) * k + kc * 64 + 16 * t;
+                    for (int i = 0; i < 16; ++i) blk[lane * 16 + i] = src[i];
+                }
+            }
+}

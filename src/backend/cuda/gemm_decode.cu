@@ -418,10 +418,12 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 
 // Kernel variant for the lab (cuda_lab.h): 1 = direct double-buffered loads, 64 columns per CTA; 2 = per-lane
 // cp.async ring; 3 = direct loads, 32 columns per CTA and two CTAs per SM; 4 = bulk-copy pipeline with cluster
-// split-K (gemm_decode_tma.cu; default on sm_90 when n % 128 == 0, else variant 3).
-static int g_gemm_variant = 4;
-int assay_cuda_gemm_v4(bool int4, const void *x, const uint8_t *w, const float *col_scale, const uint16_t *gscale,
-                       void *y, int m, int n, int k, cudaStream_t stream);
+// split-K; 5 = cp.async ring, 128 columns per CTA, cluster split-K (default for int4 on sm_90 when
+// n % 128 == 0 and k % 512 == 0, else variant 3). Row-major fp8 weights use variants 1-4 (5 and 4 -> 3 for the
+// row-major entry); packed fp8 weights always use 5 (assay_cuda_gemm_fp8w_packed).
+static int g_gemm_variant = 5;
+int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
+                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream);
 extern "C" void assay_cuda_lab_set_gemm_variant(int v) { g_gemm_variant = v; }
 
 extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float *w_scale, void *y, int32_t m,
@@ -431,11 +433,11 @@ extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float
         return assay_cuda_fail("gemm_fp8w: shape m=%d n=%d k=%d (need 1<=m<=16, n%%64==0, k%%64==0)", m, n, k);
     cudaStream_t s = (cudaStream_t)stream;
     if (g_gemm_variant == 4) {
-        int rc = assay_cuda_gemm_v4(false, x, w, w_scale, NULL, y, m, n, k, s);
+        int rc = assay_cuda_gemm_v45(4, false, x, w, w_scale, NULL, y, m, n, k, s);
         if (rc < 0) return -1;
         if (rc == 1) { ASSAY_CUDA_LAUNCHED(); return 0; }
     }
-    if (g_gemm_variant == 3 || g_gemm_variant == 4) {
+    if (g_gemm_variant >= 3) {
         if (m > 8)
             gemm_fp8w_direct<true, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale,
                                                                  (__nv_bfloat16 *)y, m, n, k);
@@ -471,6 +473,18 @@ extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float
     return 0;
 }
 
+extern "C" int assay_cuda_gemm_fp8w_packed(const void *x, const uint8_t *wp, const float *w_scale, void *y,
+                                           int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
+    if (!x || !wp || !w_scale || !y) return assay_cuda_fail("gemm_fp8w_packed: null pointer argument");
+    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
+        return assay_cuda_fail("gemm_fp8w_packed: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
+    int rc = assay_cuda_gemm_v45(5, false, x, wp, w_scale, NULL, y, m, n, k, (cudaStream_t)stream);
+    if (rc < 0) return -1;
+    if (rc == 0) return assay_cuda_fail("gemm_fp8w_packed: needs a compute capability 9.0 device");
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
 extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                         int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
     if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128: null pointer argument");
@@ -478,12 +492,12 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
         return assay_cuda_fail("gemm_int4g128: shape m=%d n=%d k=%d (need 1<=m<=16, n%%64==0, k%%128==0)", m, n,
                                k);
     cudaStream_t s = (cudaStream_t)stream;
-    if (g_gemm_variant == 4) {
-        int rc = assay_cuda_gemm_v4(true, x, wp, NULL, scales, y, m, n, k, s);
+    if (g_gemm_variant >= 4) {
+        int rc = assay_cuda_gemm_v45(g_gemm_variant, true, x, wp, NULL, scales, y, m, n, k, s);
         if (rc < 0) return -1;
         if (rc == 1) { ASSAY_CUDA_LAUNCHED(); return 0; }
     }
-    if (g_gemm_variant == 3 || g_gemm_variant == 4) {
+    if (g_gemm_variant >= 3) {
         if (m > 8)
             gemm_int4_direct<true, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
                                                                  (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);

@@ -72,6 +72,57 @@ struct V4Params {
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
 };
 
+// Sums the 4 K-slice warps of each output half inside the CTA, then the S CTAs of the cluster through
+// distributed shared memory; CTA rank r writes columns [r * 128 / S, (r + 1) * 128 / S). Called by all threads
+// after the stages are free.
+template <bool INT4, int NTH>
+__device__ __forceinline__ void v4_reduce_store(float (*acc)[4], const V4Params &p, uint8_t *sm, int n0, int split) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    // ---- reduction: 4 K slices inside the CTA, then the S CTAs of the cluster ----
+    float *wred = reinterpret_cast<float *>(sm);                  // [8 warps][16][64]
+    float *tot = reinterpret_cast<float *>(sm) + V4_CW * 16 * 64;  // [16][128]
+    if (warp < V4_CW) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                wred[(warp * 16 + g + (e >> 1) * 8) * 64 + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * V4_BN; i += NTH) {
+        const int row = i / V4_BN, c = i % V4_BN, h = c >> 6;
+        float s = 0.f;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s += wred[((h * 4 + q) * 16 + row) * 64 + (c & 63)];
+        tot[i] = s;
+    }
+    if (p.splits == 1) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < p.m * V4_BN; i += NTH) {
+            const int row = i / V4_BN, c = i % V4_BN;
+            float v = tot[i];
+            if (!INT4) v *= p.col_scale[n0 + c];
+            p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
+        }
+        return;
+    }
+#ifdef ASSAY_SM90_ASYNC
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();  // every CTA's tot is complete and visible to the cluster
+    const int cols = V4_BN / p.splits, c0 = split * cols;
+    for (int i = threadIdx.x; i < p.m * cols; i += NTH) {
+        const int row = i / cols, c = c0 + i % cols;
+        float v = 0.f;
+        for (int r = 0; r < p.splits; ++r) v += cl.map_shared_rank(tot, r)[row * V4_BN + c];
+        if (!INT4) v *= p.col_scale[n0 + c];
+        p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
+    }
+    cl.sync();  // no CTA leaves while another still reads its shared memory
+#else
+    __trap();
+#endif
+}
+
 template <bool INT4, bool M16>
 __global__ void __launch_bounds__(V4_THREADS, 1) gemm_decode_v4(V4Params p) {
     using C = V4Cfg<INT4>;
@@ -193,61 +244,157 @@ __global__ void __launch_bounds__(V4_THREADS, 1) gemm_decode_v4(V4Params p) {
         }
     }
 
-    // ---- reduction: 4 K slices inside the CTA, then the S CTAs of the cluster ----
     __syncthreads();  // every stage was consumed, so all copies have landed: the ring is free
-    float *wred = reinterpret_cast<float *>(sm);                  // [8 warps][16][64]
-    float *tot = reinterpret_cast<float *>(sm) + V4_CW * 16 * 64;  // [16][128]
-    if (warp < V4_CW) {
+    v4_reduce_store<INT4, V4_THREADS>(acc, p, sm, n0, split);
+}
+
+// ---- v5: the same CTA tile, split-K cluster and fragment mapping, but the stages are filled with 16-byte
+// cp.async by all 256 threads (v4's bulk copies proved slow: about 40 cycles per copy request plus a per-SM
+// byte rate well under the share of DRAM bandwidth, bench/results) in a 4-stage ring with one block barrier per
+// stage. FP8 weights come pre-packed (assay_cuda_fp8w_pack) so that one stage of a CTA is one contiguous 32 KB
+// run of memory in lane order; INT4 uses the int4 packing (16 runs of 2 KB per stage).
+constexpr int V5_THREADS = V4_CW * 32;
+
+template <bool INT4>
+struct V5Cfg {
+    static constexpr int KC = INT4 ? 512 : 256;
+    static constexpr int WBYTES = V4_BN * KC / (INT4 ? 2 : 1);    // 32 KB, lane-order blocks of 512 bytes
+    static constexpr int XP = INT4 ? 2 * KC + 32 : 2 * KC + 16;
+    static constexpr int XOFF = WBYTES;
+    static constexpr int SOFF = XOFF + 16 * XP;
+    static constexpr int STAGE = SOFF + (INT4 ? (KC / 128) * V4_BN * 2 : 0);
+    static constexpr size_t SMEM = (size_t)V4_STAGES * STAGE;
+    static_assert(STAGE % 16 == 0 && XOFF % 16 == 0 && SOFF % 16 == 0, "cp.async destinations need 16-byte alignment");
+    static_assert(V4_CW * 16 * 64 * 4 + 16 * V4_BN * 4 <= V4_STAGES * STAGE, "reduction buffers reuse the stages");
+};
+
+template <bool INT4>
+__device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, int n0, int k0) {
+    using C = V5Cfg<INT4>;
+    const int tid = threadIdx.x;
+    if (INT4) {
+        const int ngroup = p.k / 128, gr0 = k0 / 128;
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                wred[(warp * 16 + g + (e >> 1) * 8) * 64 + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < 16 * V4_BN; i += V4_THREADS) {
-        const int row = i / V4_BN, c = i % V4_BN, h = c >> 6;
-        float s = 0.f;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) s += wred[((h * 4 + q) * 16 + row) * 64 + (c & 63)];
-        tot[i] = s;
-    }
-    if (p.splits == 1) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < p.m * V4_BN; i += V4_THREADS) {
-            const int row = i / V4_BN, c = i % V4_BN;
-            float v = tot[i];
-            if (!INT4) v *= p.col_scale[n0 + c];
-            p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
+        for (int j = 0; j < C::WBYTES / 16 / V5_THREADS; ++j) {
+            const int c = tid + j * V5_THREADS, run = c >> 7, off = c & 127;  // 16 runs (n8 tiles) of 2 KB
+            cp_async16(stg + run * 2048 + off * 16, p.w + ((size_t)(n0 / 8 + run) * ngroup + gr0) * 512 + off * 16, 16);
         }
-        return;
+        if (tid < (C::KC / 128) * V4_BN * 2 / 16) {  // group scales: 4 rows of 256 bytes
+            const int gi = tid >> 4, off = tid & 15;
+            cp_async16(stg + C::SOFF + gi * V4_BN * 2 + off * 16, p.gscale + (size_t)(gr0 + gi) * p.n + n0 + off * 8, 16);
+        }
+    } else {
+        // packed [n / 128][k / 64][16 n8 tiles][512]: the stage is contiguous
+        const uint8_t *src = p.w + ((size_t)(n0 / V4_BN) * (p.k / 64) + k0 / 64) * (16 * 512);
+#pragma unroll
+        for (int j = 0; j < C::WBYTES / 16 / V5_THREADS; ++j) {
+            const int c = tid + j * V5_THREADS;
+            cp_async16(stg + c * 16, src + c * 16, 16);
+        }
     }
-#ifdef ASSAY_SM90_ASYNC
-    cg::cluster_group cl = cg::this_cluster();
-    cl.sync();  // every CTA's tot is complete and visible to the cluster
-    const int cols = V4_BN / p.splits, c0 = split * cols;
-    for (int i = threadIdx.x; i < p.m * cols; i += V4_THREADS) {
-        const int row = i / cols, c = c0 + i % cols;
-        float v = 0.f;
-        for (int r = 0; r < p.splits; ++r) v += cl.map_shared_rank(tot, r)[row * V4_BN + c];
-        if (!INT4) v *= p.col_scale[n0 + c];
-        p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
+    constexpr int XCH = C::KC * 2 / 16;  // 16-byte chunks per X row
+    for (int c = tid; c < p.m * XCH; c += V5_THREADS) {
+        const int row = c / XCH, off = c % XCH;
+        cp_async16(stg + C::XOFF + row * C::XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 8, 16);
     }
-    cl.sync();  // no CTA leaves while another still reads its shared memory
-#else
-    __trap();
-#endif
+}
+
+template <bool INT4, bool M16>
+__global__ void __launch_bounds__(V5_THREADS, 1) gemm_decode_v5(V4Params p) {
+    using C = V5Cfg<INT4>;
+    extern __shared__ __align__(128) uint8_t sm[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * V4_BN;
+    const int split = blockIdx.y;
+    const int kbase = split * p.kper;
+    const int nst = p.kper / C::KC;
+    const int ks = warp & 3, nh = warp >> 2;
+
+    float acc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int s = 0; s < V4_STAGES - 1; ++s) {
+        if (s < nst) v5_load_stage<INT4>(sm + s * C::STAGE, p, n0, kbase + s * C::KC);
+        cp_async_commit();
+    }
+    for (int st = 0; st < nst; ++st) {
+        cp_async_wait<V4_STAGES - 2>();
+        __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
+        {
+            const int nx = st + V4_STAGES - 1;
+            if (nx < nst) v5_load_stage<INT4>(sm + (nx % V4_STAGES) * C::STAGE, p, n0, kbase + nx * C::KC);
+            cp_async_commit();
+        }
+        const uint8_t *stg = sm + (st % V4_STAGES) * C::STAGE;
+        if (INT4) {
+            uint32_t xa[16], xb[16];
+            const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16 * h), xa + 4 * h);
+                if (M16) cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h), xb + 4 * h);
+            }
+            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * V4_BN + nh * 64;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                const uint4 wv = *reinterpret_cast<const uint4 *>(stg + ((nh * 8 + nt) * (C::KC / 128) + ks) * 512 + lane * 16);
+                float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                for (int wd = 0; wd < 4; ++wd) {
+                    const uint32_t word = wd == 0 ? wv.x : wd == 1 ? wv.y : wd == 2 ? wv.z : wv.w;
+                    uint32_t b0, b1, b2, b3;
+                    int4_dequant_v4(word, b0, b1);
+                    int4_dequant_v4(word >> 8, b2, b3);
+                    const int c0 = 2 * wd, c1 = 2 * wd + 1;
+                    uint32_t a0[4] = {xa[2 * c0], M16 ? xb[2 * c0] : 0u, xa[2 * c0 + 1], M16 ? xb[2 * c0 + 1] : 0u};
+                    uint32_t a1[4] = {xa[2 * c1], M16 ? xb[2 * c1] : 0u, xa[2 * c1 + 1], M16 ? xb[2 * c1 + 1] : 0u};
+                    mma_f16_16816(tmp, a0, b0, b1);
+                    mma_f16_16816(tmp, a1, b2, b3);
+                }
+                const float2 s2 = __half22float2(*reinterpret_cast<const __half2 *>(sc + nt * 8 + 2 * t));
+                acc[nt][0] = fmaf(tmp[0], s2.x, acc[nt][0]);
+                acc[nt][1] = fmaf(tmp[1], s2.y, acc[nt][1]);
+                acc[nt][2] = fmaf(tmp[2], s2.x, acc[nt][2]);
+                acc[nt][3] = fmaf(tmp[3], s2.y, acc[nt][3]);
+            }
+        } else {
+            uint32_t xa[8], xb[8];
+            const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 64 + 16 * t) * 2;
+            cvt_x8(*reinterpret_cast<const uint4 *>(xr), xa);
+            cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16), xa + 4);
+            if (M16) {
+                cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP), xb);
+                cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16), xb + 4);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                const uint4 wv = *reinterpret_cast<const uint4 *>(stg + (ks * 16 + nh * 8 + nt) * 512 + lane * 16);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
+                    const uint32_t word = j == 0 ? wv.x : j == 1 ? wv.y : j == 2 ? wv.z : wv.w;
+                    uint32_t b0, b1;
+                    byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(word, b0, b1);
+                    mma_f16_16816(acc[nt], a, b0, b1);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    v4_reduce_store<INT4, V5_THREADS>(acc, p, sm, n0, split);
 }
 
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
 
-template <bool INT4, bool M16>
-int launch_v4(const V4Params &p0, int splits, cudaStream_t stream) {
-    using C = V4Cfg<INT4>;
+template <bool INT4, bool M16, int VER>
+int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
+    auto kern = VER == 4 ? gemm_decode_v4<INT4, M16> : gemm_decode_v5<INT4, M16>;
+    const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : V5Cfg<INT4>::SMEM;
     static bool configured = false;
     if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(gemm_decode_v4<INT4, M16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)C::SMEM));
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         configured = true;
     }
     V4Params p = p0;
@@ -255,8 +402,8 @@ int launch_v4(const V4Params &p0, int splits, cudaStream_t stream) {
     p.kper = p.k / splits;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
-    cfg.blockDim = dim3(V4_THREADS, 1, 1);
-    cfg.dynamicSmemBytes = C::SMEM;
+    cfg.blockDim = dim3(VER == 4 ? V4_THREADS : V5_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -265,21 +412,22 @@ int launch_v4(const V4Params &p0, int splits, cudaStream_t stream) {
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, gemm_decode_v4<INT4, M16>, p));
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
     return 0;
 }
 
 }  // namespace
 
-// Returns 1 when v4 ran, 0 when the shape or device needs the older kernels, -1 on error.
-int assay_cuda_gemm_v4(bool int4, const void *x, const uint8_t *w, const float *col_scale, const uint16_t *gscale,
-                       void *y, int m, int n, int k, cudaStream_t stream) {
+// Returns 1 when the kernel ran, 0 when the shape or device needs the older kernels, -1 on error.
+// ver 4: bulk copies (row-major fp8 weights); ver 5: cp.async ring (fp8 weights packed by assay_cuda_fp8w_pack).
+int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
+                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream) {
     if (g_v4_ok < 0) {
         int dev = 0, major = 0;
         g_v4_ok = cudaGetDevice(&dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
     }
-    const int kc = int4 ? V4Cfg<true>::KC : V4Cfg<false>::KC;
+    const int kc = int4 ? 512 : 256;
     if (!g_v4_ok || n % V4_BN || k % kc) return 0;
     // K splits (cluster size): the one whose CTA count best fills the SMs (one CTA each); ties to fewer.
     int sms = assay_cuda_sm_count();
@@ -301,7 +449,12 @@ int assay_cuda_gemm_v4(bool int4, const void *x, const uint8_t *w, const float *
     p.y = (__nv_bfloat16 *)y;
     p.m = m; p.n = n; p.k = k;
     int rc;
-    if (int4) rc = m > 8 ? launch_v4<true, true>(p, splits, stream) : launch_v4<true, false>(p, splits, stream);
-    else rc = m > 8 ? launch_v4<false, true>(p, splits, stream) : launch_v4<false, false>(p, splits, stream);
+    if (ver == 4) {
+        if (int4) rc = m > 8 ? launch_v45<true, true, 4>(p, splits, stream) : launch_v45<true, false, 4>(p, splits, stream);
+        else rc = m > 8 ? launch_v45<false, true, 4>(p, splits, stream) : launch_v45<false, false, 4>(p, splits, stream);
+    } else {
+        if (int4) rc = m > 8 ? launch_v45<true, true, 5>(p, splits, stream) : launch_v45<true, false, 5>(p, splits, stream);
+        else rc = m > 8 ? launch_v45<false, true, 5>(p, splits, stream) : launch_v45<false, false, 5>(p, splits, stream);
+    }
     return rc < 0 ? -1 : 1;
 }
