@@ -418,10 +418,11 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 
 // Kernel variant for the lab (cuda_lab.h): 1 = direct double-buffered loads, 64 columns per CTA; 2 = per-lane
 // cp.async ring; 3 = direct loads, 32 columns per CTA and two CTAs per SM; 4 = bulk-copy pipeline with cluster
-// split-K; 5 = cp.async ring, 128 columns per CTA, cluster split-K (default for int4 on sm_90 when
-// n % 128 == 0 and k % 512 == 0, else variant 3). Row-major fp8 weights use variants 1-4 (5 and 4 -> 3 for the
-// row-major entry); packed fp8 weights always use 5 (assay_cuda_gemm_fp8w_packed).
-static int g_gemm_variant = 5;
+// split-K; 5 / 6 = cp.async ring, 128 columns per CTA, cluster split-K, 8 / 16 warps (6 is the default for int4
+// on sm_90 when n % 128 == 0 and k % 512 == 0, else variant 3); 7 = 6 without arithmetic (lab diagnostic).
+// Row-major fp8 weights use variants 1-4 (5 and up -> 3 for the row-major entry); packed fp8 weights use 5-7
+// (assay_cuda_gemm_fp8w_packed; 6 unless the lab picks 5 or 7).
+static int g_gemm_variant = 6;
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
                         const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream);
 extern "C" void assay_cuda_lab_set_gemm_variant(int v) { g_gemm_variant = v; }
@@ -478,7 +479,8 @@ extern "C" int assay_cuda_gemm_fp8w_packed(const void *x, const uint8_t *wp, con
     if (!x || !wp || !w_scale || !y) return assay_cuda_fail("gemm_fp8w_packed: null pointer argument");
     if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
         return assay_cuda_fail("gemm_fp8w_packed: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
-    int rc = assay_cuda_gemm_v45(5, false, x, wp, w_scale, NULL, y, m, n, k, (cudaStream_t)stream);
+    int rc = assay_cuda_gemm_v45(g_gemm_variant >= 5 ? g_gemm_variant : 6, false, x, wp, w_scale, NULL, y, m, n, k,
+                                 (cudaStream_t)stream);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_fp8w_packed: needs a compute capability 9.0 device");
     ASSAY_CUDA_LAUNCHED();

@@ -75,25 +75,25 @@ struct V4Params {
 // Sums the 4 K-slice warps of each output half inside the CTA, then the S CTAs of the cluster through
 // distributed shared memory; CTA rank r writes columns [r * 128 / S, (r + 1) * 128 / S). Called by all threads
 // after the stages are free.
-template <bool INT4, int NTH>
+template <bool INT4, int NTH, int NW = V4_CW>
 __device__ __forceinline__ void v4_reduce_store(float (*acc)[4], const V4Params &p, uint8_t *sm, int n0, int split) {
+    constexpr int NTW = 16 / (NW / 4), CW = NTW * 8;  // n8 tiles and columns per warp
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    // ---- reduction: 4 K slices inside the CTA, then the S CTAs of the cluster ----
-    float *wred = reinterpret_cast<float *>(sm);                  // [8 warps][16][64]
-    float *tot = reinterpret_cast<float *>(sm) + V4_CW * 16 * 64;  // [16][128]
-    if (warp < V4_CW) {
+    float *wred = reinterpret_cast<float *>(sm);                  // [NW warps][16][CW]
+    float *tot = reinterpret_cast<float *>(sm) + NW * 16 * CW;     // [16][128]
+    if (warp < NW) {
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+        for (int nt = 0; nt < NTW; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                wred[(warp * 16 + g + (e >> 1) * 8) * 64 + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+                wred[(warp * 16 + g + (e >> 1) * 8) * CW + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
     }
     __syncthreads();
     for (int i = threadIdx.x; i < 16 * V4_BN; i += NTH) {
-        const int row = i / V4_BN, c = i % V4_BN, h = c >> 6;
+        const int row = i / V4_BN, c = i % V4_BN, h = c / CW;
         float s = 0.f;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) s += wred[((h * 4 + q) * 16 + row) * 64 + (c & 63)];
+        for (int q = 0; q < 4; ++q) s += wred[((h * 4 + q) * 16 + row) * CW + (c % CW)];
         tot[i] = s;
     }
     if (p.splits == 1) {
@@ -253,7 +253,6 @@ __global__ void __launch_bounds__(V4_THREADS, 1) gemm_decode_v4(V4Params p) {
 // byte rate well under the share of DRAM bandwidth, bench/results) in a 4-stage ring with one block barrier per
 // stage. FP8 weights come pre-packed (assay_cuda_fp8w_pack) so that one stage of a CTA is one contiguous 32 KB
 // run of memory in lane order; INT4 uses the int4 packing (16 runs of 2 KB per stage).
-constexpr int V5_THREADS = V4_CW * 32;
 
 template <bool INT4>
 struct V5Cfg {
@@ -265,18 +264,18 @@ struct V5Cfg {
     static constexpr int STAGE = SOFF + (INT4 ? (KC / 128) * V4_BN * 2 : 0);
     static constexpr size_t SMEM = (size_t)V4_STAGES * STAGE;
     static_assert(STAGE % 16 == 0 && XOFF % 16 == 0 && SOFF % 16 == 0, "cp.async destinations need 16-byte alignment");
-    static_assert(V4_CW * 16 * 64 * 4 + 16 * V4_BN * 4 <= V4_STAGES * STAGE, "reduction buffers reuse the stages");
+    static_assert(16 * 16 * 32 * 4 + 16 * V4_BN * 4 <= V4_STAGES * STAGE, "reduction buffers reuse the stages");
 };
 
-template <bool INT4>
+template <bool INT4, int NTH>
 __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, int n0, int k0) {
     using C = V5Cfg<INT4>;
     const int tid = threadIdx.x;
     if (INT4) {
         const int ngroup = p.k / 128, gr0 = k0 / 128;
 #pragma unroll
-        for (int j = 0; j < C::WBYTES / 16 / V5_THREADS; ++j) {
-            const int c = tid + j * V5_THREADS, run = c >> 7, off = c & 127;  // 16 runs (n8 tiles) of 2 KB
+        for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
+            const int c = tid + j * NTH, run = c >> 7, off = c & 127;  // 16 runs (n8 tiles) of 2 KB
             cp_async16(stg + run * 2048 + off * 16, p.w + ((size_t)(n0 / 8 + run) * ngroup + gr0) * 512 + off * 16, 16);
         }
         if (tid < (C::KC / 128) * V4_BN * 2 / 16) {  // group scales: 4 rows of 256 bytes
@@ -287,21 +286,24 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
         // packed [n / 128][k / 64][16 n8 tiles][512]: the stage is contiguous
         const uint8_t *src = p.w + ((size_t)(n0 / V4_BN) * (p.k / 64) + k0 / 64) * (16 * 512);
 #pragma unroll
-        for (int j = 0; j < C::WBYTES / 16 / V5_THREADS; ++j) {
-            const int c = tid + j * V5_THREADS;
+        for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
+            const int c = tid + j * NTH;
             cp_async16(stg + c * 16, src + c * 16, 16);
         }
     }
     constexpr int XCH = C::KC * 2 / 16;  // 16-byte chunks per X row
-    for (int c = tid; c < p.m * XCH; c += V5_THREADS) {
+    for (int c = tid; c < p.m * XCH; c += NTH) {
         const int row = c / XCH, off = c % XCH;
         cp_async16(stg + C::XOFF + row * C::XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 8, 16);
     }
 }
 
-template <bool INT4, bool M16>
-__global__ void __launch_bounds__(V5_THREADS, 1) gemm_decode_v5(V4Params p) {
+// NW consumer warps = 4 K slices x (NW / 4) groups of output rows; NTW n8 tiles per warp. LOADONLY (lab
+// diagnostic): the pipeline runs without the arithmetic, to separate load time from compute time.
+template <bool INT4, bool M16, int NW, bool LOADONLY>
+__global__ void __launch_bounds__(NW * 32, 1) gemm_decode_v5(V4Params p) {
     using C = V5Cfg<INT4>;
+    constexpr int NTH = NW * 32, NTW = 16 / (NW / 4);
     extern __shared__ __align__(128) uint8_t sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * V4_BN;
@@ -310,12 +312,12 @@ __global__ void __launch_bounds__(V5_THREADS, 1) gemm_decode_v5(V4Params p) {
     const int nst = p.kper / C::KC;
     const int ks = warp & 3, nh = warp >> 2;
 
-    float acc[8][4];
+    float acc[NTW][4];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    for (int nt = 0; nt < NTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
     for (int s = 0; s < V4_STAGES - 1; ++s) {
-        if (s < nst) v5_load_stage<INT4>(sm + s * C::STAGE, p, n0, kbase + s * C::KC);
+        if (s < nst) v5_load_stage<INT4, NTH>(sm + s * C::STAGE, p, n0, kbase + s * C::KC);
         cp_async_commit();
     }
     for (int st = 0; st < nst; ++st) {
@@ -323,9 +325,10 @@ __global__ void __launch_bounds__(V5_THREADS, 1) gemm_decode_v5(V4Params p) {
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
         {
             const int nx = st + V4_STAGES - 1;
-            if (nx < nst) v5_load_stage<INT4>(sm + (nx % V4_STAGES) * C::STAGE, p, n0, kbase + nx * C::KC);
+            if (nx < nst) v5_load_stage<INT4, NTH>(sm + (nx % V4_STAGES) * C::STAGE, p, n0, kbase + nx * C::KC);
             cp_async_commit();
         }
+        if (LOADONLY) continue;
         const uint8_t *stg = sm + (st % V4_STAGES) * C::STAGE;
         if (INT4) {
             uint32_t xa[16], xb[16];
@@ -335,28 +338,37 @@ __global__ void __launch_bounds__(V5_THREADS, 1) gemm_decode_v5(V4Params p) {
                 cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16 * h), xa + 4 * h);
                 if (M16) cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h), xb + 4 * h);
             }
-            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * V4_BN + nh * 64;
+            uint4 wv[NTW];
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                const uint4 wv = *reinterpret_cast<const uint4 *>(stg + ((nh * 8 + nt) * (C::KC / 128) + ks) * 512 + lane * 16);
-                float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int nt = 0; nt < NTW; ++nt)
+                wv[nt] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + nt) * (C::KC / 128) + ks) * 512 + lane * 16);
+            // word-outer, tile-inner: NTW independent accumulator chains instead of one chain of 8 mma per tile
+            float tmp[NTW][4];
 #pragma unroll
-                for (int wd = 0; wd < 4; ++wd) {
-                    const uint32_t word = wd == 0 ? wv.x : wd == 1 ? wv.y : wd == 2 ? wv.z : wv.w;
+            for (int nt = 0; nt < NTW; ++nt) tmp[nt][0] = tmp[nt][1] = tmp[nt][2] = tmp[nt][3] = 0.f;
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                const int c0 = 2 * wd, c1 = 2 * wd + 1;
+                uint32_t a0[4] = {xa[2 * c0], M16 ? xb[2 * c0] : 0u, xa[2 * c0 + 1], M16 ? xb[2 * c0 + 1] : 0u};
+                uint32_t a1[4] = {xa[2 * c1], M16 ? xb[2 * c1] : 0u, xa[2 * c1 + 1], M16 ? xb[2 * c1 + 1] : 0u};
+#pragma unroll
+                for (int nt = 0; nt < NTW; ++nt) {
+                    const uint32_t word = wd == 0 ? wv[nt].x : wd == 1 ? wv[nt].y : wd == 2 ? wv[nt].z : wv[nt].w;
                     uint32_t b0, b1, b2, b3;
                     int4_dequant_v4(word, b0, b1);
                     int4_dequant_v4(word >> 8, b2, b3);
-                    const int c0 = 2 * wd, c1 = 2 * wd + 1;
-                    uint32_t a0[4] = {xa[2 * c0], M16 ? xb[2 * c0] : 0u, xa[2 * c0 + 1], M16 ? xb[2 * c0 + 1] : 0u};
-                    uint32_t a1[4] = {xa[2 * c1], M16 ? xb[2 * c1] : 0u, xa[2 * c1 + 1], M16 ? xb[2 * c1 + 1] : 0u};
-                    mma_f16_16816(tmp, a0, b0, b1);
-                    mma_f16_16816(tmp, a1, b2, b3);
+                    mma_f16_16816(tmp[nt], a0, b0, b1);
+                    mma_f16_16816(tmp[nt], a1, b2, b3);
                 }
+            }
+            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * V4_BN + nh * NTW * 8;
+#pragma unroll
+            for (int nt = 0; nt < NTW; ++nt) {
                 const float2 s2 = __half22float2(*reinterpret_cast<const __half2 *>(sc + nt * 8 + 2 * t));
-                acc[nt][0] = fmaf(tmp[0], s2.x, acc[nt][0]);
-                acc[nt][1] = fmaf(tmp[1], s2.y, acc[nt][1]);
-                acc[nt][2] = fmaf(tmp[2], s2.x, acc[nt][2]);
-                acc[nt][3] = fmaf(tmp[3], s2.y, acc[nt][3]);
+                acc[nt][0] = fmaf(tmp[nt][0], s2.x, acc[nt][0]);
+                acc[nt][1] = fmaf(tmp[nt][1], s2.y, acc[nt][1]);
+                acc[nt][2] = fmaf(tmp[nt][2], s2.x, acc[nt][2]);
+                acc[nt][3] = fmaf(tmp[nt][3], s2.y, acc[nt][3]);
             }
         } else {
             uint32_t xa[8], xb[8];
@@ -367,13 +379,16 @@ __global__ void __launch_bounds__(V5_THREADS, 1) gemm_decode_v5(V4Params p) {
                 cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP), xb);
                 cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16), xb + 4);
             }
+            uint4 wv[NTW];
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                const uint4 wv = *reinterpret_cast<const uint4 *>(stg + (ks * 16 + nh * 8 + nt) * 512 + lane * 16);
+            for (int nt = 0; nt < NTW; ++nt)
+                wv[nt] = *reinterpret_cast<const uint4 *>(stg + (ks * 16 + nh * NTW + nt) * 512 + lane * 16);
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
-                    const uint32_t word = j == 0 ? wv.x : j == 1 ? wv.y : j == 2 ? wv.z : wv.w;
+            for (int j = 0; j < 4; ++j) {
+                uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
+#pragma unroll
+                for (int nt = 0; nt < NTW; ++nt) {
+                    const uint32_t word = j == 0 ? wv[nt].x : j == 1 ? wv[nt].y : j == 2 ? wv[nt].z : wv[nt].w;
                     uint32_t b0, b1;
                     byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(word, b0, b1);
                     mma_f16_16816(acc[nt], a, b0, b1);
@@ -383,14 +398,17 @@ __global__ void __launch_bounds__(V5_THREADS, 1) gemm_decode_v5(V4Params p) {
     }
     cp_async_wait<0>();
     __syncthreads();
-    v4_reduce_store<INT4, V5_THREADS>(acc, p, sm, n0, split);
+    v4_reduce_store<INT4, NTH, NW>(acc, p, sm, n0, split);
 }
 
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
 
 template <bool INT4, bool M16, int VER>
 int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
-    auto kern = VER == 4 ? gemm_decode_v4<INT4, M16> : gemm_decode_v5<INT4, M16>;
+    auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
+                : VER == 5 ? gemm_decode_v5<INT4, M16, 8, false>
+                : VER == 6 ? gemm_decode_v5<INT4, M16, 16, false>
+                           : gemm_decode_v5<INT4, M16, 16, true>;
     const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : V5Cfg<INT4>::SMEM;
     static bool configured = false;
     if (!configured) {
@@ -402,7 +420,7 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     p.kper = p.k / splits;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
-    cfg.blockDim = dim3(VER == 4 ? V4_THREADS : V5_THREADS, 1, 1);
+    cfg.blockDim = dim3(VER == 4 ? V4_THREADS : VER == 5 ? 256 : 512, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
@@ -419,7 +437,8 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
 }  // namespace
 
 // Returns 1 when the kernel ran, 0 when the shape or device needs the older kernels, -1 on error.
-// ver 4: bulk copies (row-major fp8 weights); ver 5: cp.async ring (fp8 weights packed by assay_cuda_fp8w_pack).
+// ver 4: bulk copies (row-major fp8 weights); 5 / 6: cp.async ring with 8 / 16 warps (fp8 weights packed by
+// assay_cuda_fp8w_pack); 7: ver 6 without the arithmetic (lab diagnostic: load time alone, output not written).
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
                         const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream) {
     if (g_v4_ok < 0) {
@@ -449,12 +468,15 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     p.y = (__nv_bfloat16 *)y;
     p.m = m; p.n = n; p.k = k;
     int rc;
-    if (ver == 4) {
-        if (int4) rc = m > 8 ? launch_v45<true, true, 4>(p, splits, stream) : launch_v45<true, false, 4>(p, splits, stream);
-        else rc = m > 8 ? launch_v45<false, true, 4>(p, splits, stream) : launch_v45<false, false, 4>(p, splits, stream);
-    } else {
-        if (int4) rc = m > 8 ? launch_v45<true, true, 5>(p, splits, stream) : launch_v45<true, false, 5>(p, splits, stream);
-        else rc = m > 8 ? launch_v45<false, true, 5>(p, splits, stream) : launch_v45<false, false, 5>(p, splits, stream);
+#define V45_LAUNCH(V)                                                                                     \
+    (int4 ? (m > 8 ? launch_v45<true, true, V>(p, splits, stream) : launch_v45<true, false, V>(p, splits, stream)) \
+          : (m > 8 ? launch_v45<false, true, V>(p, splits, stream) : launch_v45<false, false, V>(p, splits, stream)))
+    switch (ver) {
+    case 4: rc = V45_LAUNCH(4); break;
+    case 5: rc = V45_LAUNCH(5); break;
+    case 6: rc = V45_LAUNCH(6); break;
+    default: rc = V45_LAUNCH(7); break;
     }
+#undef V45_LAUNCH
     return rc < 0 ? -1 : 1;
 }
