@@ -345,6 +345,7 @@ static void decode_free(decode_data *p) {
     cudaFree(p->dlens); cudaFree(p->dks); cudaFree(p->dvs);
 }
 
+static const char *g_dec_suffix = ""; /* "" for the default kernel, "_v1" for variant 1 */
 static void decode_validate(lab_out *o, const decode_case *c, decode_data *p, int nseq_check, const char *shape) {
     size_t nq = (size_t)c->batch * c->hq * c->d;
     CK(cudaMemset(p->dout, 0xFF, nq * 2));
@@ -381,7 +382,7 @@ static void decode_validate(lab_out *o, const decode_case *c, decode_data *p, in
     }
     for (size_t i = 0; i < nq; ++i) if ((out[i] & 0x7FFF) > 0x7F80) e.nan++;
     char name[64];
-    snprintf(name, sizeof name, "attn_decode_%s", dtype_name(c->dtype));
+    snprintf(name, sizeof name, "attn_decode_%s%s", dtype_name(c->dtype), g_dec_suffix);
     lab_validate(o, name, shape, &e, 1e-2);
     free(out); free(sc); free(ref);
 }
@@ -407,6 +408,11 @@ static void section_decode(lab_out *o) {
             snprintf(shape, sizeof shape, "b%d hq%d hkv%d d%d page%d splits%d varlen", cases[j].batch, cases[j].hq,
                      cases[j].hkv, cases[j].d, cases[j].page, p.a.num_splits);
             decode_validate(o, &cases[j], &p, 0, shape);
+            assay_cuda_lab_set_decode_variant(1); /* the previous kernel, kept for comparison */
+            g_dec_suffix = "_v1";
+            decode_validate(o, &cases[j], &p, 0, shape);
+            assay_cuda_lab_set_decode_variant(3);
+            g_dec_suffix = "";
             decode_free(&p);
         }
     }
@@ -431,6 +437,14 @@ static void section_decode_bench(lab_out *o) {
         char name[64];
         snprintf(name, sizeof name, "attn_decode_%s", dtype_name(dts[i]));
         lab_bench(o, name, shape, us, flops, bytes);
+        assay_cuda_lab_set_decode_variant(1); /* the previous kernel in the same run */
+        g_dec_suffix = "_v1";
+        decode_validate(o, c, &p, 1, shape);
+        us = lab_time_us(decode_bench_fn, &p, 10, 9);
+        snprintf(name, sizeof name, "attn_decode_%s_v1", dtype_name(dts[i]));
+        lab_bench(o, name, shape, us, flops, bytes);
+        assay_cuda_lab_set_decode_variant(3);
+        g_dec_suffix = "";
         if (!g_quick && (dts[i] == ASSAY_CUDA_BF16 || dts[i] == ASSAY_CUDA_FP8_E4M3)) {
             /* exploration: the same cache read through an identity block table (pages in address order) */
             int32_t *ident = malloc(sizeof(int32_t) * 32 * p.max_pages);
@@ -448,7 +462,7 @@ static void section_decode_bench(lab_out *o) {
             snprintf(shape, sizeof shape, "b32 ctx8192 hq32 hkv8 d128 page16 splits%d (page prefetch)", p.a.num_splits);
             snprintf(name, sizeof name, "attn_decode_%s_v2", dtype_name(dts[i]));
             lab_bench(o, name, shape, us2, flops, bytes);
-            assay_cuda_lab_set_decode_variant(1);
+            assay_cuda_lab_set_decode_variant(3);
         }
         decode_free(&p);
     }

@@ -13,8 +13,9 @@
 #include "common.cuh"
 #include <math.h>
 
-// Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued (default), 2 = one tile ahead.
-static int g_decode_variant = 1;
+// Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued, 2 = one tile ahead, 3 = the
+// transposed kernel paged_decode_t (default; group sizes <= 8, else 1).
+static int g_decode_variant = 3;
 extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
 
 namespace {
@@ -288,6 +289,208 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode(Decode
     }
 }
 
+
+// ---- variant 3 (transposed): S^T = K Q^T and O^T = V^T P^T -----------------------------------------------
+// The tokens are the M rows of m16n8k16 and the (<= 8) query heads the N columns, so the padding of G query
+// heads to the tile is 8 columns instead of 16 rows: half the mma instructions of the kernel above, half the
+// output accumulators (32 instead of 64 registers at d128), and K and V^T are A operands read with ldmatrix
+// (bf16) or one 32-bit load per pair of registers (8-bit). P^T goes from the S^T accumulators to the B operand
+// of P V by an 8x8 transpose in registers (movmatrix). For 8-bit caches the k order of both products is
+// permuted so that each lane's four values are four consecutive bytes: in Q K^T lane t's k = 2t, 2t+1, 2t+8,
+// 2t+9 hold head dims 4t..4t+3 (Q uses the same order), and in P V they hold tokens 4t..4t+3, which requires the
+// S^T row r to be token perm(r) = 4 (r/2) + (r&1) for r < 8 and 4 ((r-8)/2) + 2 + (r&1) for r >= 8.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+    return d;
+}
+__device__ __forceinline__ int perm_tok(int r) { return r < 8 ? 4 * (r >> 1) + (r & 1) : 4 * ((r - 8) >> 1) + 2 + (r & 1); }
+
+template <int DT>
+__device__ __forceinline__ void byte4_pair(const uint8_t *p, uint32_t &lo, uint32_t &hi) {
+    byte4_to_f16x4<DT>(*reinterpret_cast<const uint32_t *>(p), lo, hi);
+}
+
+template <int D, int DT>
+__global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(DecodeParams p) {
+    using C = DecodeCfg<D, DT>;
+    constexpr int STAGES = C::STAGES;
+    constexpr bool F16 = DT != ASSAY_CUDA_BF16;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    const int G = p.hq / p.hkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int seq_len = p.seq_lens[b];
+    const int n_tiles = (seq_len + TILE - 1) / TILE;
+    const int it0 = split * p.tiles_per_split;
+    const int it1 = min(n_tiles, it0 + p.tiles_per_split);
+    const int ntile = max(0, it1 - it0);
+
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < ntile)
+            load_tile<D, DT>(smem + s * C::STAGE, smem + s * C::STAGE + TILE * C::KP, p, kvh, (it0 + s) * TILE,
+                             seq_len, tile_page(p, b, (it0 + s) * TILE, seq_len));
+        cp_async_commit();
+    }
+    // Q^T as the B operand: b0 = (k 2t..2t+1, head g), b1 = (k 2t+8.., head g); 8-bit: dims 4t..4t+3.
+    uint32_t qb[D / 16][2];
+    {
+        const __nv_bfloat16 *q = p.q + ((size_t)b * p.hq + kvh * G) * D;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int col = F16 ? kk * 16 + 4 * t + 2 * e : kk * 16 + 2 * t + 8 * e;
+                uint32_t v = g < G ? *reinterpret_cast<const uint32_t *>(q + (size_t)g * D + col) : 0u;
+                qb[kk][e] = F16 ? bf16x2_to_f16x2(v) : v;
+            }
+    }
+    const float ks = p.k_scale ? p.k_scale[kvh] : 1.f;
+    const float sl2 = p.scale_log2 * ks;
+    float o[D / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < D / 16; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // heads 2t, 2t+1; l is this lane's partial sum
+    const int wt = warp * 16;
+    // token of S^T rows g and g + 8 inside the warp's 16
+    const int r0 = F16 ? perm_tok(g) : g, r1 = F16 ? perm_tok(g + 8) : g + 8;
+
+    for (int it = 0; it < ntile; ++it) {
+        {
+            int nx = it + STAGES - 1;
+            if (nx < ntile) {
+                uint8_t *base = smem + (nx % STAGES) * C::STAGE;
+                load_tile<D, DT>(base, base + TILE * C::KP, p, kvh, (it0 + nx) * TILE, seq_len,
+                                 tile_page(p, b, (it0 + nx) * TILE, seq_len));
+            }
+            cp_async_commit();
+        }
+        cp_async_wait<STAGES - 1>();
+        __syncthreads();
+        const uint8_t *Ks = smem + (it % STAGES) * C::STAGE;
+        uint8_t *Vs = smem + (it % STAGES) * C::STAGE + TILE * C::KP;
+        const int tok0 = (it0 + it) * TILE;
+        if (tok0 + TILE > seq_len) {
+            int valid = seq_len - tok0, n = TILE - valid;
+            for (int i = threadIdx.x; i < D * n; i += NT) {
+                int d = i / n, tk = valid + i % n;
+                for (int e = 0; e < C::ES; ++e) Vs[d * C::VP + tk * C::ES + e] = 0;
+            }
+            __syncthreads();
+        }
+        // S^T (16 tokens x 8 heads), two accumulator chains over head_dim
+        float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t a[4];
+            if (!F16) {
+                const uint8_t *pa = Ks + (wt + (lane & 7) + ((lane >> 3) & 1) * 8) * C::KP + (kk * 16 + (lane >> 4) * 8) * 2;
+                ldmatrix_x4(a, pa);
+            } else {
+                byte4_pair<DT>(Ks + (wt + r0) * C::KP + kk * 16 + 4 * t, a[0], a[2]);
+                byte4_pair<DT>(Ks + (wt + r1) * C::KP + kk * 16 + 4 * t, a[1], a[3]);
+            }
+            mma_16816<F16>((kk & 1) ? sb : sa, a, qb[kk][0], qb[kk][1]);
+        }
+        float sv[4] = {sa[0] + sb[0], sa[1] + sb[1], sa[2] + sb[2], sa[3] + sb[3]};
+        if (tok0 + wt + 16 > seq_len) {
+            if (tok0 + wt + r0 >= seq_len) sv[0] = sv[1] = -INFINITY;
+            if (tok0 + wt + r1 >= seq_len) sv[2] = sv[3] = -INFINITY;
+        }
+        bool moved = false;
+        float alpha[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {  // head 2t + j: values sv[j] (row g) and sv[j + 2] (row g + 8)
+            float mx = fmaxf(sv[j], sv[j + 2]);
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+            const float m_new = fmaxf(m[j], mx);
+            const float m_sc = m_new == -INFINITY ? 0.f : m_new * sl2;
+            alpha[j] = exp2f(m[j] * sl2 - m_sc);
+            sv[j] = exp2f(fmaf(sv[j], sl2, -m_sc));
+            sv[j + 2] = exp2f(fmaf(sv[j + 2], sl2, -m_sc));
+            l[j] = l[j] * alpha[j] + sv[j] + sv[j + 2];
+            m[j] = m_new;
+            moved |= alpha[j] != 1.f;
+        }
+        if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+            for (int mt = 0; mt < D / 16; ++mt) {
+                o[mt][0] *= alpha[0]; o[mt][1] *= alpha[1];
+                o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
+            }
+        }
+        // P^T as the B operand of O^T += V^T P^T
+        const uint32_t pb0 = movmatrix_trans(pack2<F16>(sv[0], sv[1]));
+        const uint32_t pb1 = movmatrix_trans(pack2<F16>(sv[2], sv[3]));
+#pragma unroll
+        for (int mt = 0; mt < D / 16; ++mt) {
+            uint32_t a[4];
+            if (!F16) {
+                const uint8_t *pa = Vs + (mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * C::VP + (wt + (lane >> 4) * 8) * 2;
+                ldmatrix_x4(a, pa);
+            } else {
+                byte4_pair<DT>(Vs + (mt * 16 + g) * C::VP + wt + 4 * t, a[0], a[2]);
+                byte4_pair<DT>(Vs + (mt * 16 + g + 8) * C::VP + wt + 4 * t, a[1], a[3]);
+            }
+            mma_16816<F16>(o[mt], a, pb0, pb1);
+        }
+        __syncthreads();
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // Merge the warps' states (same buffers and combine as paged_decode; heads < 8 only).
+    float *Mw = reinterpret_cast<float *>(smem);  // [TG][16]
+    float *Lw = Mw + TG * 16;                      // [TG][16]
+    float *Ow = Lw + TG * 16;                      // [TG][16][D]
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        float lsum = l[j];
+        lsum += __shfl_xor_sync(0xffffffffu, lsum, 4);
+        lsum += __shfl_xor_sync(0xffffffffu, lsum, 8);
+        lsum += __shfl_xor_sync(0xffffffffu, lsum, 16);
+        const int h = 2 * t + j;
+        if (g == 0) {
+            Mw[warp * 16 + h] = m[j] == -INFINITY ? -INFINITY : m[j] * sl2;
+            Lw[warp * 16 + h] = lsum;
+        }
+#pragma unroll
+        for (int mt = 0; mt < D / 16; ++mt) {
+            Ow[(warp * 16 + h) * D + mt * 16 + g] = o[mt][j];
+            Ow[(warp * 16 + h) * D + mt * 16 + g + 8] = o[mt][j + 2];
+        }
+    }
+    __syncthreads();
+    const float vs = p.v_scale ? p.v_scale[kvh] : 1.f;
+    for (int i = threadIdx.x; i < G * D; i += NT) {
+        int row = i / D, d = i % D;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < TG; ++w) mx = fmaxf(mx, Mw[w * 16 + row]);
+        float L = 0.f, O = 0.f;
+        if (mx != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < TG; ++w) {
+                float f = exp2f(Mw[w * 16 + row] - mx);
+                L += f * Lw[w * 16 + row];
+                O += f * Ow[(w * 16 + row) * D + d];
+            }
+        }
+        float out = L > 0.f ? O / L * vs : 0.f;
+        int hq = kvh * G + row;
+        if (p.splits == 1) {
+            p.o[((size_t)b * p.hq + hq) * D + d] = __float2bfloat16(out);
+        } else {
+            size_t idx = ((size_t)b * p.hq + hq) * p.splits + split;
+            p.opart[idx * D + d] = out;
+            if (d == 0) p.lse[idx] = L > 0.f ? mx + log2f(L) : -INFINITY;
+        }
+    }
+}
+
 template <int D>
 __global__ void decode_combine(const float *opart, const float *lse, __nv_bfloat16 *o, int splits) {
     const size_t bh = blockIdx.x;
@@ -310,6 +513,8 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode<D, DT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)C::SMEM));
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_t<D, DT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)C::SMEM));
         configured = true;
     }
@@ -338,7 +543,10 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.opart = (float *)a->workspace;
     p.lse = p.opart + nbh * a->num_splits * D;
     dim3 grid(a->num_splits, a->n_heads_kv, a->batch);
-    paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
+    if (g_decode_variant == 3 && a->n_heads_q / a->n_heads_kv <= 8)
+        paged_decode_t<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
+    else
+        paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
     ASSAY_CUDA_LAUNCHED();
     if (a->num_splits > 1) {
         decode_combine<D><<<(unsigned)nbh, D, 0, stream>>>(p.opart, p.lse, p.o, a->num_splits);

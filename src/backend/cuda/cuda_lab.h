@@ -8,7 +8,8 @@ extern "C" {
  * ring; 3 = direct loads, 32 columns per CTA, two CTAs per SM; 4 = bulk-copy pipeline, 128 columns per CTA,
  * cluster split-K (default; falls back to 3 off sm_90 or when n % 128 != 0). */
 void assay_cuda_lab_set_gemm_variant(int v);
-/* Decode attention: 1 = block-table entry read when a tile is issued (default), 2 = read one tile ahead. */
+/* Decode attention: 1 = block-table entry read when a tile is issued, 2 = read one tile ahead, 3 = transposed
+ * kernel (tokens as mma rows, heads as columns; default for group sizes <= 8). */
 void assay_cuda_lab_set_decode_variant(int v);
 #ifdef __cplusplus
 }
