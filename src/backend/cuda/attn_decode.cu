@@ -356,18 +356,23 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(Deco
     // token of S^T rows g and g + 8 inside the warp's 16
     const int r0 = F16 ? perm_tok(g) : g, r1 = F16 ? perm_tok(g + 8) : g + 8;
 
+    // Block-table entry of this thread's page in the next tile to issue, read one iteration ahead so that its
+    // latency overlaps the arithmetic instead of delaying the copies.
+    int pg_next = STAGES - 1 < ntile ? tile_page(p, b, (it0 + STAGES - 1) * TILE, seq_len) : -1;
     for (int it = 0; it < ntile; ++it) {
+        // One barrier per tile: after it, tile `it` has landed for everyone and every warp is done with tile
+        // it - 1, whose slot is refilled right away.
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
         {
             int nx = it + STAGES - 1;
             if (nx < ntile) {
                 uint8_t *base = smem + (nx % STAGES) * C::STAGE;
-                load_tile<D, DT>(base, base + TILE * C::KP, p, kvh, (it0 + nx) * TILE, seq_len,
-                                 tile_page(p, b, (it0 + nx) * TILE, seq_len));
+                load_tile<D, DT>(base, base + TILE * C::KP, p, kvh, (it0 + nx) * TILE, seq_len, pg_next);
+                if (nx + 1 < ntile) pg_next = tile_page(p, b, (it0 + nx + 1) * TILE, seq_len);
             }
             cp_async_commit();
         }
-        cp_async_wait<STAGES - 1>();
-        __syncthreads();
         const uint8_t *Ks = smem + (it % STAGES) * C::STAGE;
         uint8_t *Vs = smem + (it % STAGES) * C::STAGE + TILE * C::KP;
         const int tok0 = (it0 + it) * TILE;
@@ -437,7 +442,6 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(Deco
             }
             mma_16816<F16>(o[mt], a, pb0, pb1);
         }
-        __syncthreads();
     }
     cp_async_wait<0>();
     __syncthreads();
