@@ -443,15 +443,6 @@ static void section_decode_bench(lab_out *o) {
         us = lab_time_us(decode_bench_fn, &p, 10, 9);
         snprintf(name, sizeof name, "attn_decode_%s_v1", dtype_name(dts[i]));
         lab_bench(o, name, shape, us, flops, bytes);
-        for (int v = 4; v <= 6 && (dts[i] == ASSAY_CUDA_BF16 || dts[i] == ASSAY_CUDA_FP8_E4M3); ++v) {
-            static const char *sfx[3] = {"_v4", "_v5", "_v6"};
-            assay_cuda_lab_set_decode_variant(v);
-            g_dec_suffix = sfx[v - 4];
-            decode_validate(o, c, &p, 1, shape);
-            us = lab_time_us(decode_bench_fn, &p, 10, 9);
-            snprintf(name, sizeof name, "attn_decode_%s%s", dtype_name(dts[i]), sfx[v - 4]);
-            lab_bench(o, name, shape, us, flops, bytes);
-        }
         assay_cuda_lab_set_decode_variant(3);
         g_dec_suffix = "";
         if (!g_quick && (dts[i] == ASSAY_CUDA_BF16 || dts[i] == ASSAY_CUDA_FP8_E4M3)) {

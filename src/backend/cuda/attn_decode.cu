@@ -14,8 +14,7 @@
 #include <math.h>
 
 // Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued, 2 = one tile ahead, 3 = the
-// transposed kernel paged_decode_t (default; group sizes <= 8, else 1); 4-6 = variant 3 with one barrier per
-// tile (4), the block-table entry read one tile ahead (5), or both (6).
+// transposed kernel paged_decode_t (default; group sizes <= 8, else 1).
 static int g_decode_variant = 3;
 extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
 
@@ -41,7 +40,6 @@ struct DecodeParams {
     float *opart, *lse;  // [B][Hq][splits][D], [B][Hq][splits] (log2 domain)
     int hq, hkv, ps, lps, max_pages, splits, tiles_per_split;  // lps = log2(page_size)
     int prefetch_page;  // 1: block-table entry fetched one tile ahead; 0: at the tile's issue
-    int single_barrier; // paged_decode_t only: wait for the tile before issuing the next one (one barrier per tile)
     float scale_log2;
 };
 
@@ -358,31 +356,18 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(Deco
     // token of S^T rows g and g + 8 inside the warp's 16
     const int r0 = F16 ? perm_tok(g) : g, r1 = F16 ? perm_tok(g + 8) : g + 8;
 
-    // Block-table entry of this thread's page in the next tile to issue, read one iteration ahead so that its
-    // latency overlaps the arithmetic instead of delaying the copies.
-    // Lab flags (variants 4-6): p.prefetch_page reads the block-table entry one tile ahead; p.single_barrier
-    // waits before issuing the next tile so one barrier per tile suffices (but one tile fewer is in flight
-    // during the wait).
-    int pg_next = p.prefetch_page && STAGES - 1 < ntile ? tile_page(p, b, (it0 + STAGES - 1) * TILE, seq_len) : -1;
     for (int it = 0; it < ntile; ++it) {
-        if (p.single_barrier) {
-            cp_async_wait<STAGES - 2>();
-            __syncthreads();
-        }
         {
             int nx = it + STAGES - 1;
             if (nx < ntile) {
                 uint8_t *base = smem + (nx % STAGES) * C::STAGE;
                 load_tile<D, DT>(base, base + TILE * C::KP, p, kvh, (it0 + nx) * TILE, seq_len,
-                                 p.prefetch_page ? pg_next : tile_page(p, b, (it0 + nx) * TILE, seq_len));
-                if (p.prefetch_page && nx + 1 < ntile) pg_next = tile_page(p, b, (it0 + nx + 1) * TILE, seq_len);
+                                 tile_page(p, b, (it0 + nx) * TILE, seq_len));
             }
             cp_async_commit();
         }
-        if (!p.single_barrier) {
-            cp_async_wait<STAGES - 1>();
-            __syncthreads();
-        }
+        cp_async_wait<STAGES - 1>();
+        __syncthreads();
         const uint8_t *Ks = smem + (it % STAGES) * C::STAGE;
         uint8_t *Vs = smem + (it % STAGES) * C::STAGE + TILE * C::KP;
         const int tok0 = (it0 + it) * TILE;
@@ -452,7 +437,7 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(Deco
             }
             mma_16816<F16>(o[mt], a, pb0, pb1);
         }
-        if (!p.single_barrier) __syncthreads();
+        __syncthreads();
     }
     cp_async_wait<0>();
     __syncthreads();
@@ -545,8 +530,7 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.hq = a->n_heads_q;
     p.hkv = a->n_heads_kv;
     p.ps = a->page_size;
-    p.prefetch_page = g_decode_variant == 2 || g_decode_variant == 5 || g_decode_variant == 6;
-    p.single_barrier = g_decode_variant == 4 || g_decode_variant == 6;
+    p.prefetch_page = g_decode_variant == 2;
     p.lps = 0;
     while ((1 << p.lps) < a->page_size) ++p.lps;
     p.max_pages = a->max_pages_per_seq;
@@ -559,7 +543,7 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.opart = (float *)a->workspace;
     p.lse = p.opart + nbh * a->num_splits * D;
     dim3 grid(a->num_splits, a->n_heads_kv, a->batch);
-    if (g_decode_variant >= 3 && a->n_heads_q / a->n_heads_kv <= 8)
+    if (g_decode_variant == 3 && a->n_heads_q / a->n_heads_kv <= 8)
         paged_decode_t<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
     else
         paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
