@@ -528,16 +528,16 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     g.dx = lab_upload(x, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);
     uint16_t *y = malloc((size_t)m * n * 2);
-    /* the default first (6: packed fp8 weights, or int4), the others recorded with a _vN suffix; 7 is the
-     * load-only diagnostic of 6 (timed, not validated) */
-    static const int variants[7] = {6, 5, 7, 4, 3, 1, 2};
+    /* the default first (0 = automatic: packed fp8 weights -> 6; int4 -> 5 or 3), the others recorded with a
+     * _vN suffix; 7 is the load-only diagnostic of 6 (timed, not validated) */
+    static const int variants[8] = {0, 6, 5, 7, 4, 3, 1, 2};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    for (int vi = 0; vi < 7; ++vi) {
+    for (int vi = 0; vi < 8; ++vi) {
     int variant = variants[vi];
-    if (variant >= 5 && which == 0 && !packed8) continue;
+    if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
     if (variant == 7 && !bench) continue;
-    for (int c = 0; c < g.copies; ++c) g.dwp[c] = variant >= 5 ? saved_wp[c] : NULL;
+    for (int c = 0; c < g.copies; ++c) g.dwp[c] = variant >= 5 || variant == 0 ? saved_wp[c] : NULL;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);
@@ -570,7 +570,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         lab_bench(o, name, shape, us, 2.0 * m * n * k, bytes);
     }
     }
-    assay_cuda_lab_set_gemm_variant(6);
+    assay_cuda_lab_set_gemm_variant(0);
     for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dy);
     free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(y);

@@ -4,9 +4,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Decode GEMM version: 1 = direct double-buffered register loads, 64 columns per CTA; 2 = per-lane cp.async
- * ring; 3 = direct loads, 32 columns per CTA, two CTAs per SM; 4 = bulk-copy pipeline, 128 columns per CTA,
- * cluster split-K (default; falls back to 3 off sm_90 or when n % 128 != 0). */
+/* Decode GEMM version: 0 = automatic (default); 1 = direct double-buffered register loads, 64 columns per CTA;
+ * 2 = per-lane cp.async ring; 3 = direct loads, 32 columns per CTA, two CTAs per SM; 4 = bulk-copy pipeline,
+ * 128 columns per CTA, cluster split-K; 5 / 6 = cp.async 4-stage ring, 128 columns per CTA, cluster split-K,
+ * 8 / 16 warps; 7 = 6 without the arithmetic (load-time diagnostic, no output). See gemm_decode.cu. */
 void assay_cuda_lab_set_gemm_variant(int v);
 /* Decode attention: 1 = block-table entry read when a tile is issued, 2 = read one tile ahead, 3 = transposed
  * kernel (tokens as mma rows, heads as columns; default for group sizes <= 8). */

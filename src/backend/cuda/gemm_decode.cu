@@ -418,11 +418,12 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 
 // Kernel variant for the lab (cuda_lab.h): 1 = direct double-buffered loads, 64 columns per CTA; 2 = per-lane
 // cp.async ring; 3 = direct loads, 32 columns per CTA and two CTAs per SM; 4 = bulk-copy pipeline with cluster
-// split-K; 5 / 6 = cp.async ring, 128 columns per CTA, cluster split-K, 8 / 16 warps (6 is the default for int4
-// on sm_90 when n % 128 == 0 and k % 512 == 0, else variant 3); 7 = 6 without arithmetic (lab diagnostic).
-// Row-major fp8 weights use variants 1-4 (5 and up -> 3 for the row-major entry); packed fp8 weights use 5-7
-// (assay_cuda_gemm_fp8w_packed; 6 unless the lab picks 5 or 7).
-static int g_gemm_variant = 6;
+// split-K; 5 / 6 = cp.async ring, 128 columns per CTA, cluster split-K, 8 / 16 warps; 7 = 6 without
+// arithmetic (lab diagnostic, writes no output). 0 = automatic (default), from the measurements in
+// dev/cuda/NOTES.md: row-major fp8 -> 3; packed fp8 -> 6; int4 -> 5 on sm_90 when n % 128 == 0, k % 512 == 0
+// and n / 128 <= the SM count (one wave of 128-column tiles), else 3. Row-major fp8 weights can use 1-4 only
+// (5 and up -> 3); packed fp8 weights use 5-7 (assay_cuda_gemm_fp8w_packed).
+static int g_gemm_variant = 0;
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
                         const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream);
 extern "C" void assay_cuda_lab_set_gemm_variant(int v) { g_gemm_variant = v; }
@@ -438,7 +439,7 @@ extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float
         if (rc < 0) return -1;
         if (rc == 1) { ASSAY_CUDA_LAUNCHED(); return 0; }
     }
-    if (g_gemm_variant >= 3) {
+    if (g_gemm_variant >= 3 || g_gemm_variant == 0) {
         if (m > 8)
             gemm_fp8w_direct<true, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, w, w_scale,
                                                                  (__nv_bfloat16 *)y, m, n, k);
@@ -480,7 +481,7 @@ extern "C" int assay_cuda_gemm_fp8w_packed(const void *x, const uint8_t *wp, con
     if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
         return assay_cuda_fail("gemm_fp8w_packed: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
     int rc = assay_cuda_gemm_v45(g_gemm_variant >= 5 ? g_gemm_variant : 6, false, x, wp, w_scale, NULL, y, m, n, k,
-                                 (cudaStream_t)stream);
+                                 (cudaStream_t)stream);  /* 0 (automatic) -> 6 */
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_fp8w_packed: needs a compute capability 9.0 device");
     ASSAY_CUDA_LAUNCHED();
@@ -494,12 +495,17 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
         return assay_cuda_fail("gemm_int4g128: shape m=%d n=%d k=%d (need 1<=m<=16, n%%64==0, k%%128==0)", m, n,
                                k);
     cudaStream_t s = (cudaStream_t)stream;
-    if (g_gemm_variant >= 4) {
-        int rc = assay_cuda_gemm_v45(g_gemm_variant, true, x, wp, NULL, scales, y, m, n, k, s);
+    int ver = g_gemm_variant;
+    if (ver == 0) {
+        int sms = assay_cuda_sm_count();
+        ver = n / 128 <= (sms > 0 ? sms : 132) ? 5 : 3;
+    }
+    if (ver >= 4) {
+        int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, s);
         if (rc < 0) return -1;
         if (rc == 1) { ASSAY_CUDA_LAUNCHED(); return 0; }
     }
-    if (g_gemm_variant >= 3) {
+    if (ver >= 3) {
         if (m > 8)
             gemm_int4_direct<true, 32><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
                                                                  (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
