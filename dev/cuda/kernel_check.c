@@ -411,6 +411,9 @@ static void section_decode(lab_out *o) {
             assay_cuda_lab_set_decode_variant(1); /* the previous kernel, kept for comparison */
             g_dec_suffix = "_v1";
             decode_validate(o, &cases[j], &p, 0, shape);
+            assay_cuda_lab_set_decode_variant(4);
+            g_dec_suffix = "_v4";
+            decode_validate(o, &cases[j], &p, 0, shape);
             assay_cuda_lab_set_decode_variant(3);
             g_dec_suffix = "";
             decode_free(&p);
@@ -442,6 +445,12 @@ static void section_decode_bench(lab_out *o) {
         decode_validate(o, c, &p, 1, shape);
         us = lab_time_us(decode_bench_fn, &p, 10, 9);
         snprintf(name, sizeof name, "attn_decode_%s_v1", dtype_name(dts[i]));
+        lab_bench(o, name, shape, us, flops, bytes);
+        assay_cuda_lab_set_decode_variant(4); /* 4 warps, 64-token tiles, two or three CTAs per SM */
+        g_dec_suffix = "_v4";
+        decode_validate(o, c, &p, 1, shape);
+        us = lab_time_us(decode_bench_fn, &p, 10, 9);
+        snprintf(name, sizeof name, "attn_decode_%s_v4", dtype_name(dts[i]));
         lab_bench(o, name, shape, us, flops, bytes);
         assay_cuda_lab_set_decode_variant(3);
         g_dec_suffix = "";
@@ -756,8 +765,15 @@ static lab_err fp8_error(const prefill_case *c, prefill_data *p, void *dout, int
 
 /* Inputs with outlier channels: 4 fixed channels of Q and K are 10x larger (as in LLM keys). */
 static void add_outlier_channels(const prefill_case *c, prefill_data *p) {
-    int ch[4];
-    for (int i = 0; i < 4; ++i) ch[i] = (int)(lab_uniform() * c->d);
+    int ch[4]; /* 4 distinct channels: a repeated draw would scale one channel by 100 or 1000 instead of 10 */
+    for (int i = 0; i < 4; ++i) {
+        int dup;
+        do {
+            ch[i] = (int)(lab_uniform() * c->d);
+            dup = 0;
+            for (int j = 0; j < i; ++j) dup |= ch[j] == ch[i];
+        } while (dup);
+    }
     for (size_t r = 0; r < (size_t)p->total_q * c->hq; ++r)
         for (int i = 0; i < 4; ++i) p->q[r * c->d + ch[i]] = lab_f32_to_bf16(lab_bf16_to_f32(p->q[r * c->d + ch[i]]) * 10.f);
     for (size_t r = 0; r < (size_t)p->total_k * c->hkv; ++r)

@@ -14,7 +14,8 @@
 #include <math.h>
 
 // Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued, 2 = one tile ahead, 3 = the
-// transposed kernel paged_decode_t (default; group sizes <= 8, else 1).
+// transposed kernel paged_decode_t (default; group sizes <= 8, else 1), 4 = the transposed kernel with 4 warps
+// and 64-token tiles (two or three CTAs per SM).
 static int g_decode_variant = 3;
 extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
 
@@ -43,12 +44,12 @@ struct DecodeParams {
     float scale_log2;
 };
 
-template <int D, int DT>
+template <int D, int DT, int TL = TILE>
 struct DecodeCfg {
     static constexpr int ES = DT == ASSAY_CUDA_BF16 ? 2 : 1;
     static constexpr int KP = D * ES + 16;     // K row pitch in bytes (16-byte pad spreads banks)
-    static constexpr int VP = TILE * ES + 16;  // V^T row pitch in bytes
-    static constexpr int STAGE = TILE * KP + D * VP;
+    static constexpr int VP = TL * ES + 16;  // V^T row pitch in bytes
+    static constexpr int STAGE = TL * KP + D * VP;
     static constexpr int STAGES = Stages<DT>::N;
     static constexpr size_t SMEM = (size_t)STAGES * STAGE;
 };
@@ -78,10 +79,10 @@ __device__ __forceinline__ int tile_page(const DecodeParams &p, int b, int tok0,
     return ptok < seq_len ? p.bt[(size_t)b * p.max_pages + (ptok >> p.lps)] : -1;
 }
 
-template <int D, int DT>
+template <int D, int DT, int TL = TILE>
 __device__ __forceinline__ void load_tile(uint8_t *Ks, uint8_t *Vs, const DecodeParams &p, int kvh, int tok0,
                                           int seq_len, int page_id) {
-    using C = DecodeCfg<D, DT>;
+    using C = DecodeCfg<D, DT, TL>;  // (threads per CTA) / TL = NT / TILE = 2 for every tile size
     constexpr int KCH = D * C::ES / 16;  // 16-byte chunks per K row
     const int lps = p.lps;
     const int tpp = (NT / TILE) << lps;  // threads per page
@@ -311,9 +312,14 @@ __device__ __forceinline__ void byte4_pair(const uint8_t *p, uint32_t &lo, uint3
     byte4_to_f16x4<DT>(*reinterpret_cast<const uint32_t *>(p), lo, hi);
 }
 
-template <int D, int DT>
-__global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(DecodeParams p) {
-    using C = DecodeCfg<D, DT>;
+// TGV warps of 16 tokens per tile (8: one CTA per SM for bf16 d128; 4: half the tile, two or three CTAs per SM).
+template <int TGV, int D, int DT>
+struct MinBlocksT { static constexpr int N = TGV == 8 ? MinBlocks<D, DT>::N : (DT == ASSAY_CUDA_BF16 && D == 128) ? 2 : 3; };
+
+template <int D, int DT, int TGV>
+__global__ void __launch_bounds__(TGV * 32, (MinBlocksT<TGV, D, DT>::N)) paged_decode_t(DecodeParams p) {
+    constexpr int NT = TGV * 32, TILE = TGV * 16, TG = TGV;  // shadow the file-wide tile constants
+    using C = DecodeCfg<D, DT, TILE>;
     constexpr int STAGES = C::STAGES;
     constexpr bool F16 = DT != ASSAY_CUDA_BF16;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -329,7 +335,7 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(Deco
 
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < ntile)
-            load_tile<D, DT>(smem + s * C::STAGE, smem + s * C::STAGE + TILE * C::KP, p, kvh, (it0 + s) * TILE,
+            load_tile<D, DT, TILE>(smem + s * C::STAGE, smem + s * C::STAGE + TILE * C::KP, p, kvh, (it0 + s) * TILE,
                              seq_len, tile_page(p, b, (it0 + s) * TILE, seq_len));
         cp_async_commit();
     }
@@ -361,7 +367,7 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode_t(Deco
             int nx = it + STAGES - 1;
             if (nx < ntile) {
                 uint8_t *base = smem + (nx % STAGES) * C::STAGE;
-                load_tile<D, DT>(base, base + TILE * C::KP, p, kvh, (it0 + nx) * TILE, seq_len,
+                load_tile<D, DT, TILE>(base, base + TILE * C::KP, p, kvh, (it0 + nx) * TILE, seq_len,
                                  tile_page(p, b, (it0 + nx) * TILE, seq_len));
             }
             cp_async_commit();
@@ -514,8 +520,10 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode<D, DT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)C::SMEM));
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_t<D, DT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_t<D, DT, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)C::SMEM));
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_t<D, DT, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)DecodeCfg<D, DT, 64>::SMEM));
         configured = true;
     }
     DecodeParams p;
@@ -543,8 +551,13 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.opart = (float *)a->workspace;
     p.lse = p.opart + nbh * a->num_splits * D;
     dim3 grid(a->num_splits, a->n_heads_kv, a->batch);
-    if (g_decode_variant == 3 && a->n_heads_q / a->n_heads_kv <= 8)
-        paged_decode_t<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
+    if (g_decode_variant == 4 && a->n_heads_q / a->n_heads_kv <= 8 && a->page_size <= 64) {
+        int tiles64 = (a->max_seq_len + 63) / 64;  // same split count, 64-token tiles
+        p.tiles_per_split = (tiles64 + a->num_splits - 1) / a->num_splits;
+        if (p.tiles_per_split < 1) p.tiles_per_split = 1;
+        paged_decode_t<D, DT, 4><<<grid, 128, DecodeCfg<D, DT, 64>::SMEM, stream>>>(p);
+    } else if (g_decode_variant == 3 && a->n_heads_q / a->n_heads_kv <= 8)
+        paged_decode_t<D, DT, 8><<<grid, NT, C::SMEM, stream>>>(p);
     else
         paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
     ASSAY_CUDA_LAUNCHED();
