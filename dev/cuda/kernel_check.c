@@ -408,13 +408,15 @@ static void section_decode(lab_out *o) {
             snprintf(shape, sizeof shape, "b%d hq%d hkv%d d%d page%d splits%d varlen", cases[j].batch, cases[j].hq,
                      cases[j].hkv, cases[j].d, cases[j].page, p.a.num_splits);
             decode_validate(o, &cases[j], &p, 0, shape);
-            assay_cuda_lab_set_decode_variant(1); /* the previous kernel, kept for comparison */
-            g_dec_suffix = "_v1";
-            decode_validate(o, &cases[j], &p, 0, shape);
-            assay_cuda_lab_set_decode_variant(4);
-            g_dec_suffix = "_v4";
-            decode_validate(o, &cases[j], &p, 0, shape);
-            assay_cuda_lab_set_decode_variant(3);
+            /* the default is automatic (bf16 -> 4, 8-bit -> 3); each version also under its own name */
+            static const int vs[3] = {1, 3, 4};
+            static const char *sfx[3] = {"_v1", "_v3", "_v4"};
+            for (int v = 0; v < 3; ++v) {
+                assay_cuda_lab_set_decode_variant(vs[v]);
+                g_dec_suffix = sfx[v];
+                decode_validate(o, &cases[j], &p, 0, shape);
+            }
+            assay_cuda_lab_set_decode_variant(0);
             g_dec_suffix = "";
             decode_free(&p);
         }
@@ -440,19 +442,18 @@ static void section_decode_bench(lab_out *o) {
         char name[64];
         snprintf(name, sizeof name, "attn_decode_%s", dtype_name(dts[i]));
         lab_bench(o, name, shape, us, flops, bytes);
-        assay_cuda_lab_set_decode_variant(1); /* the previous kernel in the same run */
-        g_dec_suffix = "_v1";
-        decode_validate(o, c, &p, 1, shape);
-        us = lab_time_us(decode_bench_fn, &p, 10, 9);
-        snprintf(name, sizeof name, "attn_decode_%s_v1", dtype_name(dts[i]));
-        lab_bench(o, name, shape, us, flops, bytes);
-        assay_cuda_lab_set_decode_variant(4); /* 4 warps, 64-token tiles, two or three CTAs per SM */
-        g_dec_suffix = "_v4";
-        decode_validate(o, c, &p, 1, shape);
-        us = lab_time_us(decode_bench_fn, &p, 10, 9);
-        snprintf(name, sizeof name, "attn_decode_%s_v4", dtype_name(dts[i]));
-        lab_bench(o, name, shape, us, flops, bytes);
-        assay_cuda_lab_set_decode_variant(3);
+        /* every version in the same run: 1 (previous default), 3 (transposed, 8 warps), 4 (transposed, 4 warps) */
+        static const int vs[3] = {1, 3, 4};
+        static const char *sfx[3] = {"_v1", "_v3", "_v4"};
+        for (int v = 0; v < 3; ++v) {
+            assay_cuda_lab_set_decode_variant(vs[v]);
+            g_dec_suffix = sfx[v];
+            decode_validate(o, c, &p, 1, shape);
+            us = lab_time_us(decode_bench_fn, &p, 10, 9);
+            snprintf(name, sizeof name, "attn_decode_%s%s", dtype_name(dts[i]), sfx[v]);
+            lab_bench(o, name, shape, us, flops, bytes);
+        }
+        assay_cuda_lab_set_decode_variant(0);
         g_dec_suffix = "";
         if (!g_quick && (dts[i] == ASSAY_CUDA_BF16 || dts[i] == ASSAY_CUDA_FP8_E4M3)) {
             /* exploration: the same cache read through an identity block table (pages in address order) */
@@ -471,7 +472,7 @@ static void section_decode_bench(lab_out *o) {
             snprintf(shape, sizeof shape, "b32 ctx8192 hq32 hkv8 d128 page16 splits%d (page prefetch)", p.a.num_splits);
             snprintf(name, sizeof name, "attn_decode_%s_v2", dtype_name(dts[i]));
             lab_bench(o, name, shape, us2, flops, bytes);
-            assay_cuda_lab_set_decode_variant(3);
+            assay_cuda_lab_set_decode_variant(0);
         }
         decode_free(&p);
     }

@@ -14,9 +14,10 @@
 #include <math.h>
 
 // Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued, 2 = one tile ahead, 3 = the
-// transposed kernel paged_decode_t (default; group sizes <= 8, else 1), 4 = the transposed kernel with 4 warps
-// and 64-token tiles (two or three CTAs per SM).
-static int g_decode_variant = 3;
+// transposed kernel paged_decode_t (group sizes <= 8, else 1), 4 = the transposed kernel with 4 warps and
+// 64-token tiles (two or three CTAs per SM; pages <= 64 tokens, else 3). 0 = automatic (default), from the
+// measurements in dev/cuda/NOTES.md: 4 for bf16 caches, 3 for 8-bit caches.
+static int g_decode_variant = 0;
 extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
 
 namespace {
@@ -538,7 +539,7 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.hq = a->n_heads_q;
     p.hkv = a->n_heads_kv;
     p.ps = a->page_size;
-    p.prefetch_page = g_decode_variant == 2;
+    p.prefetch_page = g_decode_variant == 2;  // lab variant 2 of paged_decode only
     p.lps = 0;
     while ((1 << p.lps) < a->page_size) ++p.lps;
     p.max_pages = a->max_pages_per_seq;
@@ -551,12 +552,13 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.opart = (float *)a->workspace;
     p.lse = p.opart + nbh * a->num_splits * D;
     dim3 grid(a->num_splits, a->n_heads_kv, a->batch);
-    if (g_decode_variant == 4 && a->n_heads_q / a->n_heads_kv <= 8 && a->page_size <= 64) {
+    const int var = g_decode_variant ? g_decode_variant : DT == ASSAY_CUDA_BF16 ? 4 : 3;
+    if (var == 4 && a->n_heads_q / a->n_heads_kv <= 8 && a->page_size <= 64) {
         int tiles64 = (a->max_seq_len + 63) / 64;  // same split count, 64-token tiles
         p.tiles_per_split = (tiles64 + a->num_splits - 1) / a->num_splits;
         if (p.tiles_per_split < 1) p.tiles_per_split = 1;
         paged_decode_t<D, DT, 4><<<grid, 128, DecodeCfg<D, DT, 64>::SMEM, stream>>>(p);
-    } else if (g_decode_variant == 3 && a->n_heads_q / a->n_heads_kv <= 8)
+    } else if (var >= 3 && a->n_heads_q / a->n_heads_kv <= 8)
         paged_decode_t<D, DT, 8><<<grid, NT, C::SMEM, stream>>>(p);
     else
         paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p);

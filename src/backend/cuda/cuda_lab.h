@@ -9,7 +9,8 @@ extern "C" {
  * 128 columns per CTA, cluster split-K; 5 / 6 = cp.async 4-stage ring, 128 columns per CTA, cluster split-K,
  * 8 / 16 warps; 7 = 6 without the arithmetic (load-time diagnostic, no output). See gemm_decode.cu. */
 void assay_cuda_lab_set_gemm_variant(int v);
-/* Decode attention: 1 = block-table entry read when a tile is issued, 2 = read one tile ahead, 3 = transposed
+/* Decode attention: 0 = automatic (default: 4 for bf16, 3 for 8-bit caches); 1 = block-table entry read when a
+ * tile is issued, 2 = read one tile ahead, 3 = transposed
  * kernel (tokens as mma rows, heads as columns; default for group sizes <= 8), 4 = the transposed kernel with 4
  * warps and 64-token tiles. */
 void assay_cuda_lab_set_decode_variant(int v);
