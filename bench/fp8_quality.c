@@ -5,8 +5,9 @@
  *
  * For each scheme (fp8-dynamic, fp8-block, fp8 static, fp8-e5m2-dynamic): quantize the bf16 HF model (timed),
  * then run it in the CPU engine as the GPU would: weights are the exact f32 values code x scale of the written
- * compressed-tensors checkpoint (the engine has no FP8 weight loader yet, so they are expanded into an f32 HF
- * directory), and every linear layer's input is quantized in the engine's calibration hook exactly as vLLM's
+ * compressed-tensors checkpoint (expanded into an f32 HF directory; written before the engine loaded FP8
+ * checkpoints itself, which bench/quant_quality_cli.py now measures through the CLI), and every linear layer's
+ * input is quantized in the engine's calibration hook exactly as vLLM's
  * kernels do (per token, 1x128 groups, or the static input_scale; quant_fp8.h) before the matmul reads it.
  * Text is scored in non-overlapping windows of --ctx tokens (default 512), every token after the first of a
  * window, no BOS (the house model's "--score-all" convention). Reported: bits per weight of the linear layers,

@@ -10,9 +10,11 @@
  * (the house model's reference convention, "--score-all"). Reported: bits per weight and size of the written
  * weights, perplexity, mean KL divergence and same-top-token % against the bf16 model on the same windows, time to
  * quantize. GGUF schemes run from their packed blocks. The int4 schemes run from f32 weights dequantized from
- * exactly the codes and fp16 scales their GPTQ/AWQ checkpoints hold (the engine has no GPTQ/AWQ loader yet);
- * w8a8-int8 additionally quantizes every linear input per token to int8 inside the engine's calibration hook,
- * which is how the W8A8 kernels see activations.
+ * exactly the codes and fp16 scales their GPTQ/AWQ checkpoints hold; w8a8-int8 additionally quantizes every linear
+ * input per token to int8 inside the engine's calibration hook, which is how the W8A8 kernels see activations.
+ * Since the engine loads those checkpoints itself (model.h, "Quantized checkpoints"), the recorded table
+ * (bench/results/quant_quality_house.*) comes from bench/quant_quality_cli.py, which measures through the CLI;
+ * this program stays for its llama.cpp q4_k_m peer row.
  */
 #include <math.h>
 #include <pthread.h>

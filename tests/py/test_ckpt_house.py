@@ -294,6 +294,20 @@ def main(schemes=None):
                 err0 = forced(W, norms, None, None, {}, pdir)
                 print(f"{s:18s}   same without activation quantization: {err0:.2e}")
                 check(err0 > 100 * max(err, 1e-7), f"{s}: the activation quantization is not visible ({err0} vs {err})")
+        # the maintainers' command path: `assay perplexity DIR --score-all --kl-divergence-base` on a checkpoint
+        d = os.path.join(tmp, "fp8-dynamic")
+        if os.path.isdir(d):
+            text, base = os.path.join(tmp, "text.txt"), os.path.join(tmp, "base.bin")
+            with open(os.path.join(HOUSE, "heldout.txt"), "rb") as f, open(text, "wb") as g:
+                g.write(f.read(12000))
+            common = ["perplexity", "-f", text, "--ctx", "512", "--score-all", "--chunks", "2", "--json", "-t", "2"]
+            r0 = subprocess.run([ASSAY, common[0], HOUSE] + common[1:] + ["--save-logits", base], capture_output=True, text=True)
+            r1 = subprocess.run([ASSAY, common[0], d] + common[1:] + ["--kl-divergence-base", base], capture_output=True, text=True)
+            if check(r0.returncode == 0 and r1.returncode == 0, f"perplexity on the checkpoint: {r0.stderr[-500:]} {r1.stderr[-500:]}"):
+                j = json.loads(r1.stdout)
+                print(f"fp8-dynamic via the CLI: ppl {j['ppl']:.4f} vs bf16 {j['ppl_base']:.4f}, kld {j['kld_mean']:.5f}")
+                check(abs(j["ppl_ratio"] - 1) < 0.01 and 0 < j["kld_mean"] < 0.02 and j["same_top"] > 0.9,
+                      f"fp8-dynamic through the CLI: {j}")
         # refusals
         d = os.path.join(tmp, schemes[0])
         if os.path.isdir(d):
