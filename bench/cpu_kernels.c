@@ -61,23 +61,47 @@ static double time_dot(const assay_cpu_type_kernels *tk, int four, int64_t n, co
     return best;
 }
 
+/* the tiled gemm over all rows: nt tokens (1: decode, 64: a prefill tile), GMAC/s */
+static double time_gemm(const assay_cpu_type_kernels *tk, int64_t n, const uint8_t *w, size_t rb, int64_t rows,
+                        const float *x, int nt, int iters) {
+    size_t xs = tk->gemm_pack ? (tk->gemm_act_bytes(n) + 63) & ~(size_t)63 : (size_t)n * sizeof(float);
+    uint8_t *xp = aligned_alloc(64, xs * (size_t)nt);
+    for (int t = 0; t < nt; t++) {
+        if (tk->gemm_pack) tk->gemm_pack(x + (t % 4) * n, xp + t * xs, n);
+        else memcpy(xp + t * xs, x + (t % 4) * n, (size_t)n * sizeof(float));
+    }
+    void *scratch = malloc(tk->gemm_scratch_bytes ? tk->gemm_scratch_bytes(n) : 1);
+    float *y = malloc(sizeof(float) * (size_t)rows * (size_t)nt);
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = cpu_now();
+        for (int it = 0; it < iters; it++) tk->gemm(n, rows, nt, w, rb, xp, xs, y, rows, scratch);
+        double dt = cpu_now() - t0;
+        if (dt < best) best = dt;
+    }
+    free(xp); free(scratch); free(y);
+    return (double)iters * (double)rows * (double)n * nt / best / 1e9;
+}
+
 int main(int argc, char **argv) {
     int64_t n = argc > 1 ? atoll(argv[1]) : 1536, rows = argc > 2 ? atoll(argv[2]) : 256;
     if (n <= 0 || n % 256 || rows <= 0) return fprintf(stderr, "usage: bench_cpu_kernels [N_IN (multiple of 256)] [ROWS]\n"), 2;
-    const assay_cpu_kernels *sets[2] = {assay_cpu_kernels_ref(), assay_cpu_has_avx2() ? assay_cpu_kernels_avx2() : NULL};
+    const assay_cpu_kernels *sets[3] = {assay_cpu_kernels_ref(), assay_cpu_has_avx2() ? assay_cpu_kernels_avx2() : NULL,
+                                        assay_cpu_has_avx512() ? assay_cpu_kernels_avx512() : NULL};
     const assay_type types[] = {ASSAY_TYPE_Q4_0, ASSAY_TYPE_Q4_1, ASSAY_TYPE_Q5_0, ASSAY_TYPE_Q5_1, ASSAY_TYPE_Q8_0,
                                 ASSAY_TYPE_Q4_K, ASSAY_TYPE_Q5_K, ASSAY_TYPE_Q6_K, ASSAY_TYPE_BF16, ASSAY_TYPE_F16};
     float *x = malloc((size_t)(4 * n) * sizeof(float));
     for (int64_t i = 0; i < 4 * n; i++) x[i] = (float)((i * 37) % 101 - 50) / 50.0f;
-    printf("n_in %lld, %lld rows; thread CPU time, best of 5\n%-6s %-7s %10s %10s %14s\n", (long long)n, (long long)rows,
-           "type", "kernels", "GMAC/s", "GB/s", "4-tok GMAC/s");
+    printf("n_in %lld, %lld rows; thread CPU time, best of 5; gemm columns: the tiled gemm over all rows\n"
+           "%-6s %-7s %10s %10s %14s %14s %14s\n", (long long)n, (long long)rows,
+           "type", "kernels", "GMAC/s", "GB/s", "4-tok GMAC/s", "gemm 1-tok", "gemm 64-tok");
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
         assay_type t = types[k];
         size_t rb = assay_type_row_bytes(t, n);
         uint8_t *w = malloc(rb * (size_t)rows);
         for (size_t i = 0; i < rb * (size_t)rows; i++) w[i] = (uint8_t)(i * 131 + 7);
         fix_scales(t, w, rb * (size_t)rows);
-        for (int si = 0; si < 2; si++) {
+        for (int si = 0; si < 3; si++) {
             const assay_cpu_kernels *K = sets[si];
             if (!K || !K->type[t].vec_dot) continue;
             const assay_cpu_type_kernels *tk = &K->type[t];
@@ -89,8 +113,11 @@ int main(int argc, char **argv) {
             double t1 = time_dot(tk, 0, n, w, rb, rows, xq, xr, iters);
             printf("%-6s %-7s %10.2f %10.2f", assay_type_name(t), K->name, macs / t1 / 1e9,
                    (double)iters * (double)rows * (double)rb / t1 / 1e9);
-            if (tk->vec_dot4) printf(" %14.2f\n", 4 * macs / time_dot(tk, 1, n, w, rb, rows, xq, xr, iters) / 1e9);
-            else printf(" %14s\n", "-");
+            if (tk->vec_dot4) printf(" %14.2f", 4 * macs / time_dot(tk, 1, n, w, rb, rows, xq, xr, iters) / 1e9);
+            else printf(" %14s", "-");
+            if (tk->gemm)
+                printf(" %14.2f %14.2f\n", time_gemm(tk, n, w, rb, rows, x, 1, iters), time_gemm(tk, n, w, rb, rows, x, 64, iters / 8 + 1));
+            else printf(" %14s %14s\n", "-", "-");
             free(xq);
         }
         free(w);

@@ -9,6 +9,11 @@
  *     |avx2 - ref| <= 1e-5 * sum |w_i x_i| (same integers, different float summation order);
  *     the four-token and two-row-by-four-token kernels (prefill) equal single-token AVX2 dot products within the
  *     same bound.
+ *  1b. Tiled gemms (AVX-512/VNNI table, where the CPU has it): an 11-row x 7-token (and x 1-token) product, rows
+ *     and tokens not multiples of the 4 x 4 tile, block counts odd and even, float rows with a partial 16-lane
+ *     tail, each element against the scalar reference dot on the reference-quantized activation row:
+ *     |gemm - ref| <= 2e-5 * sum |w_i x_i| + 1e-5 (same integers; float summation order, and for Q4_0/Q5_0/Q8_0
+ *     the offset of the unsigned codes subtracted as a per-block float term).
  *  2. AVX2 activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
  *  3. Attention (online softmax over a paged cache with a shuffled block table) against a naive two-pass
  *     softmax in double: f32 cache 1e-5, f16 cache 2e-3, fp8/int8 caches 0.1 (relative to max |v|).
@@ -133,6 +138,71 @@ static void test_vec_dot(const assay_cpu_kernels *ref, const assay_cpu_kernels *
     free(w); free(xr); free(xa); free(x); free(wd);
 }
 
+static void test_gemm(const assay_cpu_kernels *ref, const assay_cpu_kernels *K) {
+    const int64_t R = 11, T = 7;
+    const int64_t sizes[] = {1024, 608, 1000};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const tinfo *Ti = &types[ti];
+        const assay_cpu_type_kernels *tk = &K->type[Ti->t];
+        if (!tk->gemm) continue;
+        for (size_t si = 0; si < 3; si++) {
+            int64_t n = sizes[si];
+            if (n % Ti->block) continue;
+            size_t rb = (size_t)(n / Ti->block) * Ti->size;
+            uint8_t *w = malloc(rb * R);
+            float *x = malloc(sizeof(float) * n * T), *wd = malloc(sizeof(float) * n * R), *y = malloc(sizeof(float) * R * T);
+            for (int64_t r = 0; r < R; r++) {
+                uint8_t *wr = w + r * rb;
+                if (Ti->t == ASSAY_TYPE_F32) for (int64_t i = 0; i < n; i++) ((float *)wr)[i] = frand();
+                else if (Ti->t == ASSAY_TYPE_F16) for (int64_t i = 0; i < n; i++) ((uint16_t *)wr)[i] = assay_float_to_half(frand());
+                else if (Ti->t == ASSAY_TYPE_BF16) for (int64_t i = 0; i < n; i++) ((uint16_t *)wr)[i] = assay_float_to_bf16(frand());
+                else
+                    for (int64_t b = 0; b < n / Ti->block; b++) {
+                        uint8_t *blk = wr + b * Ti->size;
+                        for (int i = 0; i < Ti->size; i++) blk[i] = (uint8_t)rnd();
+                        for (int h = 0; h < 2; h++)
+                            if (Ti->halves[h] >= 0) {
+                                uint16_t v = assay_float_to_half(frand() * 0.05f);
+                                memcpy(blk + Ti->halves[h], &v, 2);
+                            }
+                    }
+                CHECK_OK(assay_dequantize(Ti->t, wr, wd + r * n, n));
+            }
+            for (int64_t i = 0; i < n * T; i++) x[i] = frand() * ((rnd() % 64) == 0 ? 8.0f : 1.0f);
+            assay_type vt = ref->type[Ti->t].vec_dot_type;
+            size_t xs = tk->gemm_pack ? (tk->gemm_act_bytes(n) + 63) & ~(size_t)63 : (size_t)n * 4;
+            uint8_t *xp = aligned_alloc(64, xs * T), *xr = malloc(act_bytes(vt, n) + 64);
+            for (int64_t t = 0; t < T; t++) {
+                if (tk->gemm_pack) tk->gemm_pack(x + t * n, xp + t * xs, n);
+                else memcpy(xp + t * xs, x + t * n, (size_t)n * 4);
+            }
+            void *scratch = malloc(tk->gemm_scratch_bytes ? tk->gemm_scratch_bytes(n) : 1);
+            for (int nt = 1; nt <= T; nt += T - 1) {
+                for (int64_t i = 0; i < R * T; i++) y[i] = NAN;
+                tk->gemm(n, R, nt, w, rb, xp, xs, y, R, scratch);
+                int bad = 0;
+                for (int64_t t = 0; t < nt; t++) {
+                    ref->from_float[vt](x + t * n, xr, n);
+                    for (int64_t r = 0; r < R; r++) {
+                        float sr;
+                        ref->type[Ti->t].vec_dot(n, &sr, w + r * rb, xr);
+                        double mag = 0;
+                        for (int64_t i = 0; i < n; i++) mag += fabs((double)wd[r * n + i] * x[t * n + i]);
+                        double e = fabs((double)y[t * R + r] - sr);
+                        if (!(e <= 2e-5 * mag + 1e-5)) {
+                            if (bad++ < 3)
+                                fprintf(stderr, "gemm %s type %d n %lld row %lld tok %lld: %g vs ref %g (mag %g)\n", K->name,
+                                        Ti->t, (long long)n, (long long)r, (long long)t, y[t * R + r], sr, mag);
+                        }
+                    }
+                }
+                CHECK(bad == 0);
+            }
+            free(w); free(x); free(wd); free(y); free(xp); free(xr); free(scratch);
+        }
+    }
+}
+
 static void test_f16(const assay_cpu_kernels *ref, const assay_cpu_kernels *avx) {
     if (!avx) return;
     int bad = 0;
@@ -202,6 +272,13 @@ static void test_attention(assay_backend *be, assay_kv_dtype dt, double tol) {
             }
         printf("attention kv %s window %d: max |err| %.3g (tolerance %g)\n", assay_kv_dtype_name(dt), win, maxerr, tol);
         CHECK(maxerr <= tol);
+        /* one token alone (decode) gives what it got inside the batch */
+        float *o1 = malloc(n_head * hd * 4);
+        double d1 = 0;
+        be->ops->attention(be, o1, q + (n_pos - 2) * n_head * hd, 1, &ap, &L, &g, svs, pos + n_pos - 2);
+        for (int64_t i = 0; i < n_head * hd; i++) d1 = fmax(d1, fabs(o1[i] - out[(n_pos - 2) * n_head * hd + i]));
+        CHECK(d1 <= 1e-6);
+        free(o1);
     }
     free(L.k); free(L.v); free(L.k_scale); free(L.v_scale); free(k); free(v); free(q); free(out);
 }
@@ -212,6 +289,8 @@ int main(void) {
     if (!avx) printf("no AVX2 on this CPU: checking the scalar kernels against the spec only\n");
     test_vec_dot(ref, avx);
     test_f16(ref, avx);
+    if (assay_cpu_has_avx512() && assay_cpu_kernels_avx512()) test_gemm(ref, assay_cpu_kernels_avx512());
+    else printf("no AVX-512/VNNI on this CPU: tiled gemms not checked\n");
     assay_backend *be;
     CHECK_OK(assay_backend_cpu_open(&be, 2));
     test_attention(be, ASSAY_KV_F32, 1e-5);
@@ -221,5 +300,16 @@ int main(void) {
     test_attention(be, ASSAY_KV_FP8_E5M2, 0.2);
     test_attention(be, ASSAY_KV_INT8, 0.05);
     assay_backend_close(be);
+    /* the same with the AVX2 tables (per-token attention walk) where the default picked the AVX-512 tiled one */
+    if (assay_cpu_has_avx512()) {
+        setenv("ASSAY_CPU_NO_AVX512", "1", 1);
+        CHECK_OK(assay_backend_cpu_open(&be, 2));
+        printf("kernels: %s\n", assay_backend_cpu_kernels(be));
+        test_attention(be, ASSAY_KV_F32, 1e-5);
+        test_attention(be, ASSAY_KV_F16, 2e-3);
+        test_attention(be, ASSAY_KV_INT8, 0.05);
+        assay_backend_close(be);
+        unsetenv("ASSAY_CPU_NO_AVX512");
+    }
     return check_finish("cpu_kernels");
 }

@@ -3,7 +3,9 @@
  *
  * Scratch memory (quantized activations, per-thread attention tiles) grows only when a call needs more than
  * any earlier call, so steady-state decoding allocates nothing. */
+#include <assert.h>
 #include <cpuid.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,8 @@ typedef struct cpu_backend {
     void *act;        /* quantized activations */
     size_t act_cap;
     cpu_thread_scratch *ts;
+    int64_t *tiles; /* attention: first token of each query tile, and the end */
+    int64_t tiles_cap;
     int exact; /* ASSAY_CPU_EXACT=1: weights dequantized to f32 rows, f32 activations (the spec; slow) */
 } cpu_backend;
 
@@ -44,6 +48,18 @@ int assay_cpu_has_avx2(void) {
     if ((lo & 6) != 6) return 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     return (b >> 5) & 1;
+}
+
+/* AVX-512 F (ebx 16), DQ (17), BW (30), VL (31) and VNNI (ecx 11) of leaf 7, with the OS saving opmask and zmm
+ * state (XCR0 bits 5-7) as well as ymm (bits 1-2). */
+int assay_cpu_has_avx512(void) {
+    if (!assay_cpu_has_avx2()) return 0;
+    unsigned a, b, c, d, lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0xe6) != 0xe6) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    const unsigned need_b = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
+    return (b & need_b) == need_b && ((c >> 11) & 1);
 }
 
 static void ensure_thread_scratch(cpu_backend *cb, size_t floats) {
@@ -162,6 +178,51 @@ static void quant_task(void *ctx, int64_t t, int thread) {
     j->q(j->x + t * j->n_in, j->xq + (size_t)t * j->row, j->n_in);
 }
 
+typedef struct gemm_job {
+    float *y;
+    const assay_weight *w;
+    const void *xa;
+    size_t xs;
+    int64_t n_tok, rows_per_task;
+    assay_cpu_gemm_fn gemm;
+    cpu_backend *cb;
+} gemm_job;
+
+static void gemm_task(void *ctx, int64_t task, int thread) {
+    const gemm_job *j = ctx;
+    const assay_weight *w = j->w;
+    int64_t r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task < w->n_out ? r0 + j->rows_per_task : w->n_out;
+    j->gemm(w->n_in, r1 - r0, j->n_tok, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, j->xa, j->xs,
+            j->y + r0, w->n_out, j->cb->ts[thread].buf);
+}
+
+/* Tiled path: activations packed once per call (in parallel over tokens), then the output columns (weight rows) split
+ * between threads in slabs that are multiples of the 4-row tile; each slab runs all tokens. */
+static void cpu_matmul_gemm(cpu_backend *cb, const assay_cpu_type_kernels *tk, float *y, const assay_weight *w,
+                            const float *x, int64_t n_tok) {
+    gemm_job j = {.y = y, .w = w, .n_tok = n_tok, .gemm = tk->gemm, .cb = cb};
+    if (tk->gemm_pack) {
+        j.xs = (tk->gemm_act_bytes(w->n_in) + 63) & ~(size_t)63;
+        uint8_t *xq = ensure_act(cb, j.xs * (size_t)n_tok);
+        quant_job qj = {x, xq, w->n_in, j.xs, tk->gemm_pack};
+        assay_threadpool_run(cb->tp, quant_task, &qj, n_tok);
+        j.xa = xq;
+    } else {
+        j.xa = x;
+        j.xs = (size_t)w->n_in * sizeof(float);
+    }
+    ensure_thread_scratch(cb, tk->gemm_scratch_bytes ? (tk->gemm_scratch_bytes(w->n_in) + 3) / 4 : 1);
+    /* decode: about 4 slabs per thread for balance; prefill: slabs of at least 16 rows so each weight slab is
+     * reused by many tokens while it sits in L1/L2 */
+    int64_t tasks = (int64_t)cb->n_threads * 4;
+    int64_t rows = (w->n_out + tasks - 1) / tasks;
+    int64_t min_rows = n_tok > 1 ? 16 : 4;
+    if (rows < min_rows) rows = min_rows;
+    rows = (rows + 3) & ~(int64_t)3;
+    j.rows_per_task = rows;
+    assay_threadpool_run(cb->tp, gemm_task, &j, (w->n_out + rows - 1) / rows);
+}
+
 static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const float *x, int64_t n_tok) {
     cpu_backend *cb = cpu_of(be);
     const assay_cpu_type_kernels *tk = &cb->k->type[w->type];
@@ -170,6 +231,10 @@ static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const
         ensure_thread_scratch(cb, (size_t)w->n_in);
         exact_job ej = {y, w, x, n_tok, 16, cb};
         assay_threadpool_run(cb->tp, exact_task, &ej, (w->n_out + 15) / 16);
+        return;
+    }
+    if (tk->gemm) {
+        cpu_matmul_gemm(cb, tk, y, w, x, n_tok);
         return;
     }
     matmul_job j = {.y = y, .w = w, .n_tok = n_tok, .dot = tk->vec_dot, .dot4 = tk->vec_dot4, .dot2x4 = tk->vec_dot2x4};
@@ -392,11 +457,105 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     }
 }
 
+enum { ATTN_TILE_TOK = 16 };
+
+/* Tiled attention (kernels with attn_block16): a tile of up to 16 consecutive tokens of one sequence and one KV head;
+ * its query rows (tokens x GQA heads) walk the KV blocks together, so each block of keys and values is decoded (and
+ * the keys transposed, for 16 scores per vector FMA) once per tile instead of once per token. */
+static void attn_tile_task(void *ctx, int64_t task, int thread) {
+    const attn_job *j = ctx;
+    const assay_attn_params *ap = j->ap;
+    const assay_kv_geom *g = j->g;
+    const assay_cpu_kernels *K = j->cb->k;
+    const int64_t hd = ap->head_dim, grp = ap->n_head / ap->n_head_kv, B = ASSAY_KV_BLOCK;
+    const int64_t *tiles = j->cb->tiles;
+    int64_t tile = task / ap->n_head_kv, kvh = task % ap->n_head_kv, t0 = tiles[tile], t1 = tiles[tile + 1];
+    int64_t nr = (t1 - t0) * grp;
+    /* scratch: acc[nr][hd] | kT[hd][B] | vt[B][hd] | row[hd] | m[nr] | l[nr] */
+    float *acc = j->cb->ts[thread].buf, *kT = acc + nr * hd, *vt = kT + hd * B, *row = vt + B * hd, *m = row + hd,
+          *l = m + nr;
+    size_t es = kv_elem(g->dtype);
+    int scaled = kv_is_scaled(g->dtype);
+    const assay_kv_seq_view *sv = &j->seq[t0];
+    int64_t start[ATTN_TILE_TOK], lo = INT64_MAX, hi = 0;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t p = j->pos[t];
+        start[t - t0] = ap->window > 0 && p - ap->window + 1 > 0 ? p - ap->window + 1 : 0;
+        if (start[t - t0] < lo) lo = start[t - t0];
+        if (p > hi) hi = p;
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0;
+    }
+    memset(acc, 0, (size_t)(nr * hd) * sizeof(float));
+    for (int64_t blk = lo / B; blk <= hi / B; blk++) {
+        int64_t base = blk * B, jlo = B, jhi = 0;
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t a = start[t - t0] > base ? start[t - t0] - base : 0, b = j->pos[t] - base + 1 < B ? j->pos[t] - base + 1 : B;
+            if (a < b) {
+                jlo = a < jlo ? a : jlo;
+                jhi = b > jhi ? b : jhi;
+            }
+        }
+        if (jlo >= jhi) continue;
+        int64_t slot0 = (sv->table[blk] * g->n_head_kv + kvh) * B;
+        const uint8_t *kb = (const uint8_t *)j->L->k + (size_t)slot0 * hd * es;
+        const uint8_t *vb = (const uint8_t *)j->L->v + (size_t)slot0 * hd * es;
+        const float *vf = (const float *)vb;
+        for (int64_t i = jlo; i < jhi; i++) {
+            const float *kr = (const float *)(kb + (size_t)i * hd * es);
+            if (g->dtype != ASSAY_KV_F32) {
+                assay_kv_decode(K, g->dtype, kb + (size_t)i * hd * es, row, hd, scaled ? j->L->k_scale[slot0 + i] : 1.0f);
+                kr = row;
+            }
+            for (int64_t d = 0; d < hd; d++) kT[d * B + i] = kr[d];
+            if (g->dtype != ASSAY_KV_F32)
+                assay_kv_decode(K, g->dtype, vb + (size_t)i * hd * es, vt + i * hd, hd, scaled ? j->L->v_scale[slot0 + i] : 1.0f);
+        }
+        if (g->dtype != ASSAY_KV_F32) vf = vt;
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t a = start[t - t0] > base ? start[t - t0] - base : 0, b = j->pos[t] - base + 1 < B ? j->pos[t] - base + 1 : B;
+            if (a >= b) continue;
+            int64_t r0 = (t - t0) * grp;
+            K->attn_block16(hd, grp, j->q + (t * ap->n_head + kvh * grp) * hd, kT, vf, (int)a, (int)b, ap->scale, ap->softcap,
+                            m + r0, l + r0, acc + r0 * hd);
+        }
+    }
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < grp; h++) {
+            int64_t r = (t - t0) * grp + h;
+            float *out = j->out + (t * ap->n_head + kvh * grp + h) * hd, inv = 1.0f / l[r];
+            for (int64_t d = 0; d < hd; d++) out[d] = acc[r * hd + d] * inv;
+        }
+}
+
 static void cpu_attention(assay_backend *be, float *out, const float *q, int64_t n_tok, const assay_attn_params *ap,
                           const assay_kv_layer *L, const assay_kv_geom *g, const assay_kv_seq_view *seq_of_tok,
                           const int32_t *pos) {
     cpu_backend *cb = cpu_of(be);
     int64_t grp = ap->n_head / ap->n_head_kv;
+    if (cb->k->attn_block16 && ap->head_dim % 16 == 0) {
+        static_assert(ASSAY_KV_BLOCK == 16, "attn_block16 takes 16 keys per KV block");
+        if (cb->tiles_cap < n_tok + 1) {
+            free(cb->tiles);
+            cb->tiles = assay_xmalloc((size_t)(n_tok + 1) * sizeof *cb->tiles);
+            cb->tiles_cap = n_tok + 1;
+        }
+        int64_t n_tiles = 0;
+        for (int64_t t = 0; t < n_tok;) { /* consecutive tokens of the same sequence */
+            int64_t u = t + 1;
+            while (u < n_tok && u - t < ATTN_TILE_TOK && seq_of_tok[u].table == seq_of_tok[t].table) u++;
+            cb->tiles[n_tiles++] = t;
+            t = u;
+        }
+        cb->tiles[n_tiles] = n_tok;
+        int64_t hd = ap->head_dim, nr = ATTN_TILE_TOK * grp;
+        ensure_thread_scratch(cb, (size_t)(nr * hd + 2 * ASSAY_KV_BLOCK * hd + hd + 2 * nr));
+        attn_job j = {out, q, ap, L, g, seq_of_tok, pos, cb};
+        assay_threadpool_run(cb->tp, attn_tile_task, &j, n_tiles * ap->n_head_kv);
+        return;
+    }
     ensure_thread_scratch(cb, (size_t)(grp * ap->head_dim + 2 * ASSAY_KV_BLOCK * ap->head_dim + grp * ASSAY_KV_BLOCK + 2 * grp));
     attn_job j = {out, q, ap, L, g, seq_of_tok, pos, cb};
     assay_threadpool_run(cb->tp, attn_task, &j, n_tok * ap->n_head_kv);
@@ -430,10 +589,14 @@ assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
     cb->base.ops = &cpu_ops;
     cb->base.impl = cb;
     const char *no_simd = getenv("ASSAY_CPU_NO_SIMD"), *exact = getenv("ASSAY_CPU_EXACT");
+    const char *no_avx512 = getenv("ASSAY_CPU_NO_AVX512"); /* AVX2 kernels only (comparisons) */
     cb->exact = exact && *exact && *exact != '0';
     cb->k = assay_cpu_kernels_ref();
-    if (!(no_simd && *no_simd && *no_simd != '0') && assay_cpu_has_avx2() && assay_cpu_kernels_avx2())
+    if (!(no_simd && *no_simd && *no_simd != '0') && assay_cpu_has_avx2() && assay_cpu_kernels_avx2()) {
         cb->k = assay_cpu_kernels_avx2();
+        if (!(no_avx512 && *no_avx512 && *no_avx512 != '0') && assay_cpu_has_avx512() && assay_cpu_kernels_avx512())
+            cb->k = assay_cpu_kernels_avx512();
+    }
     if (n_threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = nc > 0 ? (int)nc : 1;
@@ -451,6 +614,7 @@ static void cpu_close(assay_backend *be) {
     for (int i = 0; i < cb->n_threads; i++) free(cb->ts[i].buf);
     free(cb->ts);
     free(cb->act);
+    free(cb->tiles);
     free(cb);
 }
 

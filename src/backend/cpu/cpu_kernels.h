@@ -25,11 +25,28 @@ typedef void (*assay_cpu_vec_dot4_fn)(int64_t n, float *s, const void *w, const 
 typedef void (*assay_cpu_vec_dot2x4_fn)(int64_t n, float *s, const void *w, size_t w_stride, const void *x,
                                         size_t x_stride);
 
+/* Tiled matrix multiply over a slab of weight rows and any number of tokens (prefill and decode):
+ * y[t * y_stride + r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok; weight rows w_stride bytes
+ * apart; activation rows x_stride bytes apart, in the gemm's own format (gemm_pack; f32 rows when gemm_pack is NULL);
+ * scratch: gemm_scratch_bytes(n) bytes (none when NULL) owned by the calling thread. */
+typedef void (*assay_cpu_gemm_fn)(int64_t n, int64_t n_rows, int64_t n_tok, const void *w, size_t w_stride,
+                                  const void *x, size_t x_stride, float *y, int64_t y_stride, void *scratch);
+
+/* Attention, one KV block of 16 keys (kT: key j's element d at kT[d * 16 + j]; v: 16 rows of hd) against n_rows query
+ * rows (q, hd apart; the GQA heads of one token) that may see keys [a, b) of the block: online-softmax update of each
+ * row's running max m, running sum l and unnormalized output acc (hd floats per row). hd is a multiple of 16. */
+typedef void (*assay_cpu_attn_block_fn)(int64_t hd, int64_t n_rows, const float *q, const float *kT, const float *v,
+                                        int a, int b, float scale, float softcap, float *m, float *l, float *acc);
+
 typedef struct assay_cpu_type_kernels {
     assay_type vec_dot_type;        /* ASSAY_TYPE_F32, _Q8_0, _Q8_1 or _Q8_K */
     assay_cpu_vec_dot_fn vec_dot;   /* NULL: no kernel for this weight type */
     assay_cpu_vec_dot4_fn vec_dot4; /* optional */
     assay_cpu_vec_dot2x4_fn vec_dot2x4; /* optional */
+    assay_cpu_gemm_fn gemm;             /* optional: used for every matmul when present */
+    assay_cpu_from_float_fn gemm_pack;  /* activation row -> the gemm's format; NULL: f32 rows */
+    size_t (*gemm_act_bytes)(int64_t n);     /* bytes of one packed activation row (with gemm_pack) */
+    size_t (*gemm_scratch_bytes)(int64_t n); /* per-thread scratch; NULL: none */
 } assay_cpu_type_kernels;
 
 typedef struct assay_cpu_kernels {
@@ -42,11 +59,15 @@ typedef struct assay_cpu_kernels {
     /* kv element rows <-> float */
     void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
+    assay_cpu_attn_block_fn attn_block16; /* optional: tiled attention (cpu_backend.c) */
 } assay_cpu_kernels;
 
 const assay_cpu_kernels *assay_cpu_kernels_ref(void);
 const assay_cpu_kernels *assay_cpu_kernels_avx2(void); /* NULL when not compiled in */
 int assay_cpu_has_avx2(void);                          /* AVX2 + FMA + F16C, by cpuid and OS support */
+/* AVX2 table plus AVX-512 (F/BW/VL/DQ) + VNNI tiled gemms; NULL when not compiled in. */
+const assay_cpu_kernels *assay_cpu_kernels_avx512(void);
+int assay_cpu_has_avx512(void); /* AVX-512 F/BW/VL/DQ + VNNI, by cpuid and OS support (zmm/opmask state) */
 
 /* Activation quantizers (reference; the AVX2 table may use its own). */
 void assay_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);

@@ -1,0 +1,436 @@
+/* kernels_avx512.c — AVX-512 (F, BW, VL, DQ) + VNNI tiled matrix multiplies for CPUs that have them (compiled with
+ * those flags, chosen at run time by cpuid; the AVX2 table stays the baseline and supplies every kernel not
+ * overridden here). Checked against kernels_ref.c in tests/unit/test_cpu_kernels.c.
+ *
+ * One gemm per weight type computes y[t][r] = dot(weight row r, activation row t) for a slab of rows and any
+ * number of tokens, in register tiles of up to 4 weight rows x 4 tokens: each weight block is decoded once per
+ * tile for four tokens, each activation load serves four rows, and the 16 accumulators stay in zmm registers
+ * until the end of the row. Decode (one token) runs the same code with 4 x 1 tiles, which still shares the
+ * activation loads and the final reductions between four rows.
+ *
+ * Float weights (f32/f16/bf16) meet f32 activations (the compute stays f32, as the references require): per 16
+ * elements, 4 weight conversions and 4 activation loads feed 16 FMAs.
+ *
+ * Legacy quants (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) meet activations quantized once per token to 8 bits (the same
+ * integers and scales as ggml's q8_0/q8_1) in a packed layout: each weight block becomes 32 unsigned codes u
+ * with x = d * u + m (Q4_0: m = -8d, Q5_0: m = -16d, Q8_0: u = q + 128, m = -128d; Q4_1/Q5_1: their own m), so
+ * that one VPDPBUSD (u8 x s8, 4 products summed per int32 lane) handles every type; two blocks fill a zmm.
+ *   dot = sum_b d_b da_b sum_j u_bj a_bj  +  sum_b m_b s_b,   s_b = da_b sum_j a_bj
+ * The first sum is per block: int32 lanes -> float, times (d_b da_b), accumulated; the second is a float dot of
+ * two vectors of per-block values (16 blocks per FMA) done once per row and token. */
+#include <immintrin.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_kernels.h"
+
+#define AI static inline __attribute__((always_inline))
+
+enum { GEMM_RM = 4, GEMM_RN = 4, GEMM_TOK_BLOCK = 64 };
+
+/* [sum a, sum b, sum c, sum d] */
+AI __m128 red4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m256 a2 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m256 b2 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
+    __m256 c2 = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+    __m256 d2 = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a2, b2), _mm256_hadd_ps(c2, d2));
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+/* acc[r][t] (r < RM) -> y[t * ys + r] */
+AI void store_tile(const int RM, const int RN, __m512 acc[GEMM_RM][GEMM_RN], float *y, int64_t ys) {
+    const __m512 z = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < RN; t++) {
+        __m128 v = red4(acc[0][t], RM > 1 ? acc[1][t] : z, RM > 2 ? acc[2][t] : z, RM > 3 ? acc[3][t] : z);
+        if (RM == 4) _mm_storeu_ps(y + t * ys, v);
+        else _mm_mask_storeu_ps(y + t * ys, (__mmask8)((1u << RM) - 1), v);
+    }
+}
+
+/* ---- float weights ------------------------------------------------------------------------------------------ */
+
+enum { FW_F32, FW_F16, FW_BF16 };
+
+AI __m512 fw_load(const int ty, const void *row, int64_t k, __mmask16 m) {
+    if (ty == FW_F32) return _mm512_maskz_loadu_ps(m, (const float *)row + k);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k);
+    if (ty == FW_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+AI void ftile(const int ty, const int RM, const int RN, int64_t n, const uint8_t *w, size_t ws, const float *x,
+              size_t xs, float *y, int64_t ys) {
+    __m512 acc[GEMM_RM][GEMM_RN];
+#pragma GCC unroll 4
+    for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) acc[r][t] = _mm512_setzero_ps();
+    const float *xt[GEMM_RN];
+#pragma GCC unroll 4
+    for (int t = 0; t < RN; t++) xt[t] = (const float *)((const char *)x + t * xs);
+    for (int64_t k = 0; k < n; k += 16) {
+        __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1);
+        __m512 wv[GEMM_RM];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++) wv[r] = fw_load(ty, w + r * ws, k, m);
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, xt[t] + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+        }
+    }
+    store_tile(RM, RN, acc, y, ys);
+}
+
+/* rows [0, n_rows) x tokens [0, n_tok): a group of 4 tokens (4 activation rows, in L1) meets every row group of the
+ * slab in turn (the slab's weights stay in L2), so each activation byte comes from L2 once per slab and each weight
+ * byte once per 4 tokens. */
+AI void fgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws, const void *xv,
+              size_t xs, float *y, int64_t ys) {
+    const uint8_t *w = wv;
+    const char *x = xv;
+    for (int64_t t = 0; t < n_tok;) {
+        int64_t rn = n_tok - t < GEMM_RN ? n_tok - t : GEMM_RN;
+        const float *xt = (const float *)(x + t * xs);
+        for (int64_t r = 0; r < n_rows; r += GEMM_RM) {
+            const uint8_t *wr = w + r * ws;
+            int64_t rm = n_rows - r < GEMM_RM ? n_rows - r : GEMM_RM;
+            float *yt = y + t * ys + r;
+#define FT(RM_, RN_) ftile(ty, RM_, RN_, n, wr, ws, xt, xs, yt, ys)
+            if (rm == 4) {
+                if (rn == 4) FT(4, 4); else if (rn == 3) FT(4, 3); else if (rn == 2) FT(4, 2); else FT(4, 1);
+            } else if (rm == 3) {
+                if (rn == 4) FT(3, 4); else if (rn == 3) FT(3, 3); else if (rn == 2) FT(3, 2); else FT(3, 1);
+            } else if (rm == 2) {
+                if (rn == 4) FT(2, 4); else if (rn == 3) FT(2, 3); else if (rn == 2) FT(2, 2); else FT(2, 1);
+            } else {
+                if (rn == 4) FT(1, 4); else if (rn == 3) FT(1, 3); else if (rn == 2) FT(1, 2); else FT(1, 1);
+            }
+#undef FT
+        }
+        t += rn;
+    }
+}
+
+static void gemm_f32(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
+                     int64_t ys, void *scratch) {
+    (void)scratch;
+    fgemm(FW_F32, n, nr, nt, w, ws, x, xs, y, ys);
+}
+static void gemm_f16(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
+                     int64_t ys, void *scratch) {
+    (void)scratch;
+    fgemm(FW_F16, n, nr, nt, w, ws, x, xs, y, ys);
+}
+static void gemm_bf16(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
+                      int64_t ys, void *scratch) {
+    (void)scratch;
+    fgemm(FW_BF16, n, nr, nt, w, ws, x, xs, y, ys);
+}
+
+/* ---- legacy quants x packed 8-bit activations ---------------------------------------------------------------- */
+
+/* Packed activation row of n elements, nb = n / 32 blocks, nbp = nb rounded up to 16 (zero padding, so that the
+ * two-block and sixteen-block loads past the last block read zeros):
+ *   int8 qs[nbp * 32] | float da[nbp] | float s[nbp]
+ * da = the block scale rounded to fp16 (as q8_0/q8_1 store it); s = da * sum(qs) for q8_0-style weights, or the
+ * fp16-rounded d * sum(qs) of q8_1 for Q4_1/Q5_1, so the results match the reference kernels' arithmetic. */
+static int64_t pad16(int64_t nb) { return (nb + 15) & ~(int64_t)15; }
+
+static size_t q8p_bytes(int64_t n) { return (size_t)pad16(n / 32) * 40; }
+
+AI void q8p_pack(const int q81, const float *x, void *dst, int64_t n) {
+    int64_t nb = n / 32, nbp = pad16(nb);
+    int8_t *qs = dst;
+    float *da = (float *)(qs + nbp * 32), *s = da + nbp;
+    const __m512 signbit = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; b++, x += 32) {
+        __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(signbit, x0), _mm512_andnot_ps(signbit, x1)));
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        /* round to nearest even, like lrintf in the reference quantizer */
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+        _mm_storeu_si128((__m128i *)(qs + 32 * b), _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(qs + 32 * b + 16), _mm512_cvtsepi32_epi8(i1));
+        int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        float dh = _cvtsh_ss(_cvtss_sh(d, 0));
+        da[b] = dh;
+        s[b] = q81 ? _cvtsh_ss(_cvtss_sh(d * (float)sum, 0)) : dh * (float)sum;
+    }
+    memset(qs + nb * 32, 0, (size_t)(nbp - nb) * 32);
+    for (int64_t b = nb; b < nbp; b++) da[b] = s[b] = 0;
+}
+
+static void pack_q8p_0(const float *x, void *dst, int64_t n) { q8p_pack(0, x, dst, n); }
+static void pack_q8p_1(const float *x, void *dst, int64_t n) { q8p_pack(1, x, dst, n); }
+
+enum { QW_Q4_0, QW_Q4_1, QW_Q5_0, QW_Q5_1, QW_Q8_0 };
+
+AI size_t qw_block_bytes(const int ty) {
+    return ty == QW_Q4_0 ? sizeof(assay_block_q4_0) : ty == QW_Q4_1 ? sizeof(assay_block_q4_1)
+         : ty == QW_Q5_0 ? sizeof(assay_block_q5_0) : ty == QW_Q5_1 ? sizeof(assay_block_q5_1) : sizeof(assay_block_q8_0);
+}
+
+/* Per-block d and m of one weight row as floats (zero-padded to nbp): the tiles read them with broadcasts. */
+AI void qw_scales(const int ty, const uint8_t *row, int64_t nb, int64_t nbp, float *d, float *m) {
+    const size_t bb = qw_block_bytes(ty);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)bb));
+    for (int64_t b = 0; b < nbp; b += 16) {
+        int64_t left = nb - b;
+        __mmask16 k = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+        /* the first 4 bytes of each block: d (fp16), then m (fp16) for Q4_1/Q5_1 */
+        __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, row + b * bb, 1);
+        __m512 dv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)), mv;
+        if (ty == QW_Q4_1 || ty == QW_Q5_1) mv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+        else mv = _mm512_mul_ps(dv, _mm512_set1_ps(ty == QW_Q4_0 ? -8.0f : ty == QW_Q5_0 ? -16.0f : -128.0f));
+        _mm512_storeu_ps(d + b, dv);
+        _mm512_storeu_ps(m + b, mv);
+    }
+}
+
+/* 16 packed nibbles -> 32 codes in element order (low nibbles are elements 0..15, high ones 16..31) */
+AI __m512i nib2(__m512i t) {
+    return _mm512_and_si512(_mm512_srlv_epi64(t, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0f));
+}
+
+/* The fifth bits of one or two Q5 blocks as a 64-bit lane mask (element j of block 0 -> bit j, block 1 -> bit 32+j) */
+AI __m512i add_bit5(__m512i u, uint64_t qh) {
+    return _mm512_mask_add_epi8(u, (__mmask64)qh, u, _mm512_set1_epi8(0x10));
+}
+
+/* codes u of blocks b and b+1 of a row (two = 0: block b only, the upper half zero) */
+AI __m512i qw_decode(const int ty, const uint8_t *row, int64_t b, int two) {
+    const size_t bb = qw_block_bytes(ty);
+    const uint8_t *p0 = row + b * bb, *p1 = p0 + bb;
+    if (ty == QW_Q8_0) { /* signed -> unsigned codes: q + 128 */
+        const __m256i flip = _mm256_set1_epi8((char)0x80);
+        __m512i v = _mm512_zextsi256_si512(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p0 + 2)), flip));
+        if (two) v = _mm512_inserti64x4(v, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(p1 + 2)), flip), 1);
+        return v;
+    }
+    const size_t qo = ty == QW_Q4_0 ? 2 : ty == QW_Q4_1 ? 4 : ty == QW_Q5_0 ? 6 : 8; /* offset of qs */
+    __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p0 + qo)));
+    if (two) t = _mm512_mask_broadcast_i32x4(t, 0xff00, _mm_loadu_si128((const __m128i *)(p1 + qo)));
+    __m512i u = nib2(t);
+    if (!two) u = _mm512_maskz_mov_epi8(0xffffffffull, u);
+    if (ty == QW_Q5_0 || ty == QW_Q5_1) {
+        const size_t ho = ty == QW_Q5_0 ? 2 : 4; /* offset of qh */
+        uint32_t h0, h1 = 0;
+        memcpy(&h0, p0 + ho, 4);
+        if (two) memcpy(&h1, p1 + ho, 4);
+        u = add_bit5(u, (uint64_t)h0 | ((uint64_t)h1 << 32));
+    }
+    return u;
+}
+
+/* [v[b] x 8, v[b+1] x 8] */
+AI __m512 pair_bcast(const float *v, int64_t b) {
+    return _mm512_mask_broadcastss_ps(_mm512_set1_ps(v[b]), 0xff00, _mm_load_ss(v + b + 1));
+}
+
+typedef struct q8p_view {
+    const int8_t *qs;
+    const float *da, *s;
+} q8p_view;
+
+AI q8p_view q8p_at(const void *x, int64_t nbp) {
+    q8p_view v = {x, NULL, NULL};
+    v.da = (const float *)(v.qs + nbp * 32);
+    v.s = v.da + nbp;
+    return v;
+}
+
+AI void qtile(const int ty, const int RM, const int RN, int64_t nb, int64_t nbp, const uint8_t *w, size_t ws,
+              const float *wd, const float *wm, const void *x, size_t xs, float *y, int64_t ys) {
+    __m512 acc[GEMM_RM][GEMM_RN];
+    q8p_view a[GEMM_RN];
+#pragma GCC unroll 4
+    for (int t = 0; t < RN; t++) a[t] = q8p_at((const char *)x + t * xs, nbp);
+#pragma GCC unroll 4
+    for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        int two = b + 2 <= nb;
+        __m512i u[GEMM_RM];
+        __m512 dw[GEMM_RM];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++) {
+            u[r] = qw_decode(ty, w + r * ws, b, two);
+            dw[r] = pair_bcast(wd + r * nbp, b);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) {
+            __m512i q = _mm512_loadu_si512(a[t].qs + 32 * b);
+            __m512 da = pair_bcast(a[t].da, b);
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) {
+                __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], q));
+                acc[r][t] = _mm512_fmadd_ps(p, _mm512_mul_ps(dw[r], da), acc[r][t]);
+            }
+        }
+    }
+    /* sum_b m_b s_b */
+    for (int64_t b = 0; b < nbp; b += 16) {
+        __m512 mv[GEMM_RM];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++) mv[r] = _mm512_loadu_ps(wm + r * nbp + b);
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) {
+            __m512 sv = _mm512_loadu_ps(a[t].s + b);
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) acc[r][t] = _mm512_fmadd_ps(mv[r], sv, acc[r][t]);
+        }
+    }
+    store_tile(RM, RN, acc, y, ys);
+}
+
+/* scratch: d and m of GEMM_RM rows, 2 * GEMM_RM * nbp floats */
+static size_t qgemm_scratch(int64_t n) { return (size_t)(2 * GEMM_RM * pad16(n / 32)) * sizeof(float); }
+
+AI void qgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws, const void *x,
+              size_t xs, float *y, int64_t ys, void *scratch) {
+    const uint8_t *w = wv;
+    int64_t nb = n / 32, nbp = pad16(nb);
+    float *wd = scratch, *wm = wd + GEMM_RM * nbp;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GEMM_TOK_BLOCK) {
+        int64_t t1 = t0 + GEMM_TOK_BLOCK < n_tok ? t0 + GEMM_TOK_BLOCK : n_tok;
+        for (int64_t r = 0; r < n_rows; r += GEMM_RM) {
+            const uint8_t *wr = w + r * ws;
+            int64_t rm = n_rows - r < GEMM_RM ? n_rows - r : GEMM_RM;
+            for (int64_t i = 0; i < rm; i++) qw_scales(ty, wr + i * ws, nb, nbp, wd + i * nbp, wm + i * nbp);
+            for (int64_t t = t0; t < t1;) {
+                const char *xt = (const char *)x + t * xs;
+                float *yt = y + t * ys + r;
+                int64_t rn = t1 - t < GEMM_RN ? t1 - t : GEMM_RN;
+#define QT(RM_, RN_) qtile(ty, RM_, RN_, nb, nbp, wr, ws, wd, wm, xt, xs, yt, ys)
+                if (rm == 4) {
+                    if (rn == 4) QT(4, 4); else if (rn == 3) QT(4, 3); else if (rn == 2) QT(4, 2); else QT(4, 1);
+                } else if (rm == 3) {
+                    if (rn == 4) QT(3, 4); else QT(3, 1), rn = 1;
+                } else if (rm == 2) {
+                    if (rn == 4) QT(2, 4); else QT(2, 1), rn = 1;
+                } else {
+                    if (rn == 4) QT(1, 4); else QT(1, 1), rn = 1;
+                }
+#undef QT
+                t += rn;
+            }
+        }
+    }
+}
+
+#define QGEMM_FN(name, TY)                                                                                          \
+    static void name(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y, \
+                     int64_t ys, void *scratch) {                                                                   \
+        qgemm(TY, n, nr, nt, w, ws, x, xs, y, ys, scratch);                                                         \
+    }
+QGEMM_FN(gemm_q4_0, QW_Q4_0)
+QGEMM_FN(gemm_q4_1, QW_Q4_1)
+QGEMM_FN(gemm_q5_0, QW_Q5_0)
+QGEMM_FN(gemm_q5_1, QW_Q5_1)
+QGEMM_FN(gemm_q8_0, QW_Q8_0)
+
+/* ---- attention ------------------------------------------------------------------------------------------------- */
+
+/* exp(x), relative error about 1e-7 (Cody-Waite reduction by ln 2, the degree-6 polynomial of Cephes' expf); lanes
+ * below -104 give 0, like expf. */
+AI __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static void attn_block16(int64_t hd, int64_t n_rows, const float *q, const float *kT, const float *v, int a, int b,
+                         float scale, float softcap, float *m, float *l, float *acc) {
+    const __mmask16 valid = (__mmask16)(((1u << b) - 1) & ~((1u << a) - 1));
+    for (int64_t r = 0; r < n_rows; r++, q += hd, acc += hd) {
+        /* 16 scores at once: key j in lane j; four partial sums hide the FMA latency */
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int64_t d = 0; d < hd; d += 4) {
+            s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kT + d * 16), s0);
+            s1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_loadu_ps(kT + (d + 1) * 16), s1);
+            s2 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 2]), _mm512_loadu_ps(kT + (d + 2) * 16), s2);
+            s3 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 3]), _mm512_loadu_ps(kT + (d + 3) * 16), s3);
+        }
+        __m512 s = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)), _mm512_set1_ps(scale));
+        if (softcap > 0) {
+            float t[16];
+            _mm512_storeu_ps(t, s);
+            for (int j = 0; j < 16; j++) t[j] = softcap * tanhf(t[j] / softcap);
+            s = _mm512_loadu_ps(t);
+        }
+        s = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), valid, s);
+        float mt = _mm512_reduce_max_ps(s);
+        if (mt > m[r]) { /* the running max grows: rescale what was summed so far (exp(-inf) = 0 the first time) */
+            float corr = expf(m[r] - mt);
+            l[r] *= corr;
+            __m512 c = _mm512_set1_ps(corr);
+            for (int64_t d = 0; d < hd; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(c, _mm512_loadu_ps(acc + d)));
+            m[r] = mt;
+        }
+        __m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(m[r]))));
+        l[r] += _mm512_reduce_add_ps(p);
+        float pj[16];
+        _mm512_storeu_ps(pj, p);
+        /* acc += sum_j p_j v_j, 64 columns at a time, even and odd keys in separate sums */
+        for (int64_t c = 0; c < hd; c += 16) {
+            __m512 e = _mm512_setzero_ps(), o = e;
+            int j = a;
+            for (; j + 2 <= b; j += 2) {
+                e = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_loadu_ps(v + j * hd + c), e);
+                o = _mm512_fmadd_ps(_mm512_set1_ps(pj[j + 1]), _mm512_loadu_ps(v + (j + 1) * hd + c), o);
+            }
+            if (j < b) e = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_loadu_ps(v + j * hd + c), e);
+            _mm512_storeu_ps(acc + c, _mm512_add_ps(_mm512_loadu_ps(acc + c), _mm512_add_ps(e, o)));
+        }
+    }
+}
+
+/* ---- table ------------------------------------------------------------------------------------------------------ */
+
+static assay_cpu_kernels kernels_avx512;
+
+static void set_gemm(assay_type t, assay_cpu_gemm_fn g, assay_cpu_from_float_fn pack, size_t (*act_bytes)(int64_t),
+                     size_t (*scratch)(int64_t)) {
+    kernels_avx512.type[t].gemm = g;
+    kernels_avx512.type[t].gemm_pack = pack;
+    kernels_avx512.type[t].gemm_act_bytes = act_bytes;
+    kernels_avx512.type[t].gemm_scratch_bytes = scratch;
+}
+
+static void init_table(void) {
+    kernels_avx512 = *assay_cpu_kernels_avx2();
+    kernels_avx512.name = "avx512";
+    kernels_avx512.attn_block16 = attn_block16;
+    set_gemm(ASSAY_TYPE_F32, gemm_f32, NULL, NULL, NULL);
+    set_gemm(ASSAY_TYPE_F16, gemm_f16, NULL, NULL, NULL);
+    set_gemm(ASSAY_TYPE_BF16, gemm_bf16, NULL, NULL, NULL);
+    set_gemm(ASSAY_TYPE_Q4_0, gemm_q4_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
+    set_gemm(ASSAY_TYPE_Q4_1, gemm_q4_1, pack_q8p_1, q8p_bytes, qgemm_scratch);
+    set_gemm(ASSAY_TYPE_Q5_0, gemm_q5_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
+    set_gemm(ASSAY_TYPE_Q5_1, gemm_q5_1, pack_q8p_1, q8p_bytes, qgemm_scratch);
+    set_gemm(ASSAY_TYPE_Q8_0, gemm_q8_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
+}
+
+const assay_cpu_kernels *assay_cpu_kernels_avx512(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_table);
+    return &kernels_avx512;
+}
