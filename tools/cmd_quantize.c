@@ -56,6 +56,10 @@ int assay_cmd_quantize(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "unknown scheme '%s' (see --help for the list)", scheme);
     }
+    if (rotate && strcmp(rotate, "hadamard") != 0) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "unknown --rotate '%s' (known: hadamard)", rotate);
+    }
     if (samples <= 0 || seq_len <= 1 || group < 0 || threads < 0) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--calib-samples, --calib-seq-len, --group-size and --threads must be positive");

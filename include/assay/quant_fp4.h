@@ -30,7 +30,13 @@
 #define ASSAY_MXFP4_BLOCK 32
 #define ASSAY_NVFP4_BLOCK 16
 
-typedef enum assay_mx_scale_mode { ASSAY_MX_SCALE_FLOOR = 0, ASSAY_MX_SCALE_RCEIL = 1 } assay_mx_scale_mode;
+typedef enum assay_mx_scale_mode {
+    ASSAY_MX_SCALE_FLOOR = 0, /* OCP MX v1.0 §6.3 (and ggml) */
+    ASSAY_MX_SCALE_RCEIL = 1, /* NVIDIA: never saturates */
+    ASSAY_MX_SCALE_CT = 2,    /* compressed-tensors / llm-compressor (mxfp4-pack-quantized): amax is first rounded
+                               * to a power of two, upward when its significand is >= 1.75, then FLOOR; a block
+                               * maximum in [1.75, 2) x 2^k then lands on 3.5..4 instead of saturating at 6 */
+} assay_mx_scale_mode;
 
 /* E8M0 code of the shared scale of a block with absolute maximum `amax`. */
 uint8_t assay_mxfp4_scale(float amax, assay_mx_scale_mode mode);
@@ -52,5 +58,14 @@ float assay_nvfp4_global_scale(float amax_tensor);
 /* n must be a multiple of 16. block_scales[n/16] (E4M3 codes), codes[n/2] (packed like MXFP4's). */
 void assay_nvfp4_quantize(const float *x, int64_t n, float global_scale, uint8_t *block_scales, uint8_t *codes);
 void assay_nvfp4_dequantize(const uint8_t *block_scales, const uint8_t *codes, int64_t n, float global_scale, float *y);
+
+/* NVFP4 with compressed-tensors' arithmetic (its nvfp4-pack-quantized checkpoints, read by vLLM): the stored
+ * global scale is the inverse gs = (448 * 6) / amax_tensor in f32 (1 for an all-zero tensor), a block scale is
+ * sb = e4m3_sat(gs * (amax_block / 6)) with 0 replaced by 0.125 (compressed-tensors' smallest FP8 scale), an
+ * element is e2m1_sat(x / (e4m3(sb) / gs)), and dequantization is code * e4m3(sb) / gs. The library functions
+ * above compute the same numbers in a different order (x / (sb * g)), which can differ on rounding ties. */
+float assay_nvfp4_ct_global_scale(float amax_tensor);
+void assay_nvfp4_quantize_ct(const float *x, int64_t n, float gs, uint8_t *block_scales, uint8_t *codes);
+void assay_nvfp4_dequantize_ct(const uint8_t *block_scales, const uint8_t *codes, int64_t n, float gs, float *y);
 
 #endif

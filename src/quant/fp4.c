@@ -22,6 +22,9 @@ uint8_t assay_mxfp4_scale(float amax, assay_mx_scale_mode mode) {
     if (amax == 0.0f) return 0;
     int e = floor_log2(fabsf(amax)) - 2; /* emax of E2M1 is 2 */
     if (mode == ASSAY_MX_SCALE_RCEIL && ldexpf(6.0f, e) < fabsf(amax)) e++; /* exact: 6 * 2^e is representable */
+    /* significand >= 1.75 <=> the top two mantissa bits are set (for a normal amax; like compressed-tensors' bit
+     * trick, the test reads the raw bits, so a subnormal amax follows the same bit pattern rule) */
+    if (mode == ASSAY_MX_SCALE_CT && (assay_f32_bits(fabsf(amax)) & 0x600000u) == 0x600000u) e++;
     if (e < -127) e = -127;
     if (e > 127) e = 127;
     return (uint8_t)(e + 127);
@@ -105,5 +108,35 @@ void assay_nvfp4_dequantize(const uint8_t *block_scales, const uint8_t *codes, i
     for (int64_t i = 0; i < n; i++) {
         uint8_t q = codes[i / 2] >> (4 * (i & 1)) & 0xf;
         y[i] = assay_fp4_e2m1_to_f32(q) * (assay_fp8_e4m3_to_f32(block_scales[i / ASSAY_NVFP4_BLOCK]) * g);
+    }
+}
+
+float assay_nvfp4_ct_global_scale(float amax_tensor) {
+    float a = fabsf(amax_tensor);
+    if (!(a > 0.0f) || !isfinite(a)) return 1.0f;
+    float gs = (448.0f * 6.0f) / a;
+    return isfinite(gs) ? gs : 1.0f; /* an amax below ~1e-35 would overflow the f32 inverse */
+}
+
+void assay_nvfp4_quantize_ct(const float *x, int64_t n, float gs, uint8_t *block_scales, uint8_t *codes) {
+    ASSAY_ASSERT(n % ASSAY_NVFP4_BLOCK == 0);
+    const uint8_t eps_code = assay_f32_to_fp8_e4m3(0.125f);
+    for (int64_t b = 0; b < n / ASSAY_NVFP4_BLOCK; b++) {
+        const float *xb = x + b * ASSAY_NVFP4_BLOCK;
+        uint8_t sb = assay_f32_to_fp8_e4m3(gs * (absmax(xb, ASSAY_NVFP4_BLOCK) / 6.0f));
+        if (assay_fp8_e4m3_to_f32(sb) == 0.0f) sb = eps_code;
+        block_scales[b] = sb;
+        float s = assay_fp8_e4m3_to_f32(sb) / gs;
+        uint8_t c[ASSAY_NVFP4_BLOCK];
+        for (int i = 0; i < ASSAY_NVFP4_BLOCK; i++) c[i] = assay_f32_to_fp4_e2m1(xb[i] / s);
+        for (int i = 0; i < ASSAY_NVFP4_BLOCK / 2; i++) codes[b * 8 + i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
+    }
+}
+
+void assay_nvfp4_dequantize_ct(const uint8_t *block_scales, const uint8_t *codes, int64_t n, float gs, float *y) {
+    ASSAY_ASSERT(n % ASSAY_NVFP4_BLOCK == 0);
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t q = codes[i / 2] >> (4 * (i & 1)) & 0xf;
+        y[i] = assay_fp4_e2m1_to_f32(q) * (assay_fp8_e4m3_to_f32(block_scales[i / ASSAY_NVFP4_BLOCK]) / gs);
     }
 }

@@ -8,11 +8,16 @@
 #include <fnmatch.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "assay/dtype.h"
 #include "assay/file.h"
+#include "assay/json.h"
+#include "assay/safetensors.h"
+#include "assay/strbuf.h"
 #include "assay/ggml_quant.h"
 #include "assay/quantize_int.h"
 #include "quant/quantize_schemes.h"
@@ -39,6 +44,14 @@ const assay_quantize_scheme assay_quantize_schemes[] = {
      assay_quantize_int, ASSAY_INTQ_GPTQ},
     {"int4-awq", "INT4 AWQ: activation-aware scales and clipping, asymmetric g128 (AWQ GEMM layout)",
      ASSAY_QUANTIZE_OUT_HF_DIR, 1, assay_quantize_int, ASSAY_INTQ_AWQ},
+    {"nvfp4", "NVFP4 weights: E2M1, E4M3 scale per 16, f32 global scale (compressed-tensors nvfp4-pack-quantized)",
+     ASSAY_QUANTIZE_OUT_HF_DIR, 0, assay_quantize_fp4, ASSAY_FP4_SCHEME_NVFP4},
+    {"mxfp4", "MXFP4 weights: E2M1, E8M0 scale per 32 (compressed-tensors mxfp4-pack-quantized)", ASSAY_QUANTIZE_OUT_HF_DIR,
+     0, assay_quantize_fp4, ASSAY_FP4_SCHEME_MXFP4},
+    {"f32", "no quantization: an f32 safetensors directory (with --rotate: the rotated model)", ASSAY_QUANTIZE_OUT_HF_DIR,
+     0, assay_quantize_plain, ASSAY_TYPE_F32},
+    {"bf16", "no quantization: a bf16 safetensors directory (with --rotate: the rotated model, rounded)",
+     ASSAY_QUANTIZE_OUT_HF_DIR, 0, assay_quantize_plain, ASSAY_TYPE_BF16},
     {"q8_0", "GGUF q8_0", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q8_0},
     {"q6_k", "GGUF q6_K", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q6_K},
     {"q5_k_m", "GGUF q5_K_M mix (llama.cpp's per-tensor rules; --imatrix)", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf,
@@ -78,7 +91,26 @@ assay_status assay_quantize(const assay_model_file *mf, const char *scheme, cons
     if (!s) return assay_fail(ASSAY_ERR_ARG, "unknown scheme '%s' (assay quantize --help lists them)", scheme);
     if (assay_path_exists(out_path) && !opt->force)
         return assay_fail(ASSAY_ERR_ARG, "%s already exists; pass --force to replace it", out_path);
-    return s->run(s, mf, opt, out_path);
+    if (!opt->rotate) return s->run(s, mf, opt, out_path);
+    /* --rotate: the scheme runs on the rotated model, written first as an f32 directory beside the output (so the
+     * calibrated schemes, which load the model by path, see it too) and removed afterwards */
+    char *tmp_name = assay_xmalloc(strlen(out_path) + 16);
+    sprintf(tmp_name, "%s.rotated", out_path);
+    assay_quantize_outdir tmp;
+    assay_status rc = assay_quantize_outdir_begin(&tmp, tmp_name, 1);
+    free(tmp_name);
+    if (rc != ASSAY_OK) return rc;
+    rc = assay_quantize_rotated_model(mf, opt, tmp.temp_path);
+    assay_model_file *rotated = NULL;
+    if (rc == ASSAY_OK) rc = assay_model_file_open(&rotated, tmp.temp_path);
+    if (rc == ASSAY_OK) {
+        assay_quantize_options o = *opt;
+        o.rotate = NULL;
+        rc = s->run(s, rotated, &o, out_path);
+    }
+    assay_model_file_close(rotated);
+    assay_quantize_outdir_abort(&tmp);
+    return rc;
 }
 
 /* ---- ignore patterns ---- */
@@ -207,4 +239,145 @@ assay_status assay_quantize_copy_hf_extras(const char *src_dir, const char *dst_
         if (rc != ASSAY_OK) return rc;
     }
     return ASSAY_OK;
+}
+
+/* ---- helpers shared by the HF-directory writers ---- */
+
+int assay_quantize_is_block_linear(const char *name) {
+    static const char *const kinds[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                                        ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight", NULL};
+    if (strncmp(name, "blk.", 4) != 0) return 0;
+    size_t n = strlen(name);
+    for (int i = 0; kinds[i]; i++) {
+        size_t k = strlen(kinds[i]);
+        if (n > k && strcmp(name + n - k, kinds[i]) == 0) return 1;
+    }
+    return 0;
+}
+
+int64_t assay_quantize_layer_of(const char *name) {
+    return strncmp(name, "blk.", 4) == 0 ? strtoll(name + 4, NULL, 10) : -1;
+}
+
+assay_status assay_quantize_tensor_f32(const assay_tensor *t, float *dst, const char *scheme) {
+    int64_t n = assay_tensor_nelements(t);
+    switch (t->type) {
+    case ASSAY_TYPE_F32: memcpy(dst, t->data, (size_t)n * 4); return ASSAY_OK;
+    case ASSAY_TYPE_BF16: assay_bf16_to_f32_row(t->data, dst, n); return ASSAY_OK;
+    case ASSAY_TYPE_F16: assay_f16_to_f32_row(t->data, dst, n); return ASSAY_OK;
+    default: {
+        const char *dt = assay_safetensors_dtype_name(t->type);
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s is %s; %s quantization reads f32/f16/bf16 weights",
+                          t->source_file, t->source_name, dt ? dt : "a quantized block type", scheme);
+    }
+    }
+}
+
+void *assay_quantize_keep_add(assay_quantize_keep *k, void *p) {
+    if (k->n == k->cap) {
+        k->cap = k->cap ? 2 * k->cap : 64;
+        k->p = assay_xrealloc(k->p, (size_t)k->cap * sizeof *k->p);
+    }
+    k->p[k->n++] = p;
+    return p;
+}
+
+void assay_quantize_keep_free(assay_quantize_keep *k) {
+    for (int i = 0; i < k->n; i++) free(k->p[i]);
+    free(k->p);
+    memset(k, 0, sizeof *k);
+}
+
+char *assay_quantize_module_name(assay_quantize_keep *k, const char *weight_name, const char *suffix) {
+    size_t n = strlen(weight_name);
+    if (n > 7 && strcmp(weight_name + n - 7, ".weight") == 0) n -= 7;
+    char *s = assay_xmalloc(n + strlen(suffix) + 1);
+    memcpy(s, weight_name, n);
+    strcpy(s + n, suffix);
+    return assay_quantize_keep_add(k, s);
+}
+
+/* JSON re-emission of the source config.json (numbers keep their literal spelling) */
+static void json_indent(assay_strbuf *b, int depth) {
+    assay_strbuf_putc(b, '\n');
+    for (int i = 0; i < depth; i++) assay_strbuf_puts(b, "  ");
+}
+
+static void json_emit(assay_strbuf *b, const assay_json *v, int depth) {
+    switch (v->type) {
+    case ASSAY_JSON_NULL: assay_strbuf_puts(b, "null"); break;
+    case ASSAY_JSON_TRUE: assay_strbuf_puts(b, "true"); break;
+    case ASSAY_JSON_FALSE: assay_strbuf_puts(b, "false"); break;
+    case ASSAY_JSON_NUMBER: assay_strbuf_append(b, v->str, v->str_len); break;
+    case ASSAY_JSON_STRING: assay_strbuf_json_string(b, v->str, v->str_len); break;
+    case ASSAY_JSON_ARRAY:
+    case ASSAY_JSON_OBJECT: {
+        int obj = v->type == ASSAY_JSON_OBJECT;
+        assay_strbuf_putc(b, obj ? '{' : '[');
+        for (const assay_json *c = v->first; c; c = c->next) {
+            json_indent(b, depth + 1);
+            if (obj) {
+                assay_strbuf_json_string(b, c->key, c->key_len);
+                assay_strbuf_puts(b, ": ");
+            }
+            json_emit(b, c, depth + 1);
+            if (c->next) assay_strbuf_putc(b, ',');
+        }
+        if (v->count) json_indent(b, depth);
+        assay_strbuf_putc(b, obj ? '}' : ']');
+        break;
+    }
+    }
+}
+
+assay_status assay_quantize_write_hf_config(const char *src_dir, const char *dst_path, const char *const *keys,
+                                            const char *const *values, int n) {
+    char *src = assay_path_join(src_dir, "config.json");
+    assay_json_doc *doc = NULL;
+    assay_status rc = assay_json_parse_file(src, &doc);
+    free(src);
+    if (rc != ASSAY_OK) return rc;
+    const assay_json *root = assay_json_root(doc);
+    if (!assay_json_is(root, ASSAY_JSON_OBJECT)) {
+        assay_json_doc_free(doc);
+        return assay_fail(ASSAY_ERR_FORMAT, "%s/config.json: not a JSON object", src_dir);
+    }
+    for (int i = 0; i < n; i++)
+        if (strcmp(keys[i], "quantization_config") == 0 && assay_json_get(root, "quantization_config")) {
+            assay_json_doc_free(doc);
+            return assay_fail(ASSAY_ERR_ARG, "%s is already quantized (config.json has a quantization_config)", src_dir);
+        }
+    assay_strbuf b = {0};
+    char used[16] = {0};
+    ASSAY_ASSERT(n <= 16);
+    assay_strbuf_putc(&b, '{');
+    int first = 1;
+    for (const assay_json *c = root->first; c; c = c->next) {
+        if (!first) assay_strbuf_putc(&b, ',');
+        first = 0;
+        json_indent(&b, 1);
+        assay_strbuf_json_string(&b, c->key, c->key_len);
+        assay_strbuf_puts(&b, ": ");
+        int k = -1;
+        for (int i = 0; i < n && k < 0; i++)
+            if (strlen(keys[i]) == c->key_len && memcmp(keys[i], c->key, c->key_len) == 0) k = i;
+        if (k >= 0) assay_strbuf_puts(&b, values[k]), used[k] = 1;
+        else json_emit(&b, c, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        if (used[i]) continue;
+        if (!first) assay_strbuf_putc(&b, ',');
+        first = 0;
+        json_indent(&b, 1);
+        assay_strbuf_json_string(&b, keys[i], strlen(keys[i]));
+        assay_strbuf_puts(&b, ": ");
+        assay_strbuf_puts(&b, values[i]);
+    }
+    assay_strbuf_puts(&b, "\n}\n");
+    assay_json_doc_free(doc);
+    FILE *f = fopen(dst_path, "wb");
+    int ok = f && fwrite(b.data, 1, b.len, f) == b.len;
+    if (f && fclose(f) != 0) ok = 0;
+    assay_strbuf_free(&b);
+    return ok ? ASSAY_OK : assay_fail(ASSAY_ERR_IO, "cannot write %s", dst_path);
 }

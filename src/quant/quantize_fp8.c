@@ -29,39 +29,6 @@
 
 #define FP8_BLOCK 128
 
-/* ---- JSON re-emission of the source config.json (numbers keep their literal spelling) ---- */
-static void json_indent(assay_strbuf *b, int depth) {
-    assay_strbuf_putc(b, '\n');
-    for (int i = 0; i < depth; i++) assay_strbuf_puts(b, "  ");
-}
-
-static void json_emit(assay_strbuf *b, const assay_json *v, int depth) {
-    switch (v->type) {
-    case ASSAY_JSON_NULL: assay_strbuf_puts(b, "null"); break;
-    case ASSAY_JSON_TRUE: assay_strbuf_puts(b, "true"); break;
-    case ASSAY_JSON_FALSE: assay_strbuf_puts(b, "false"); break;
-    case ASSAY_JSON_NUMBER: assay_strbuf_append(b, v->str, v->str_len); break;
-    case ASSAY_JSON_STRING: assay_strbuf_json_string(b, v->str, v->str_len); break;
-    case ASSAY_JSON_ARRAY:
-    case ASSAY_JSON_OBJECT: {
-        int obj = v->type == ASSAY_JSON_OBJECT;
-        assay_strbuf_putc(b, obj ? '{' : '[');
-        for (const assay_json *c = v->first; c; c = c->next) {
-            json_indent(b, depth + 1);
-            if (obj) {
-                assay_strbuf_json_string(b, c->key, c->key_len);
-                assay_strbuf_puts(b, ": ");
-            }
-            json_emit(b, c, depth + 1);
-            if (c->next) assay_strbuf_putc(b, ',');
-        }
-        if (v->count) json_indent(b, depth);
-        assay_strbuf_putc(b, obj ? '}' : ']');
-        break;
-    }
-    }
-}
-
 /* One QuantizationArgs object, every field compressed-tensors defines, in its order. */
 static void quant_args(assay_strbuf *b, const char *ind, const char *strategy, int dynamic, int64_t group_size,
                        int block, const char *observer) {
@@ -103,112 +70,33 @@ static void quantization_config(assay_strbuf *b, int gran, const assay_quantize_
 
 static assay_status write_config(const char *src_dir, const char *dst_path, int gran, const assay_quantize_options *opt,
                                  char **ignored, int n_ignored) {
-    char *src = assay_path_join(src_dir, "config.json");
-    assay_json_doc *doc = NULL;
-    assay_status rc = assay_json_parse_file(src, &doc);
-    free(src);
-    if (rc != ASSAY_OK) return rc;
-    const assay_json *root = assay_json_root(doc);
-    if (!assay_json_is(root, ASSAY_JSON_OBJECT)) {
-        assay_json_doc_free(doc);
-        return assay_fail(ASSAY_ERR_FORMAT, "%s/config.json: not a JSON object", src_dir);
-    }
-    if (assay_json_get(root, "quantization_config")) {
-        assay_json_doc_free(doc);
-        return assay_fail(ASSAY_ERR_ARG, "%s is already quantized (config.json has a quantization_config)", src_dir);
-    }
     assay_strbuf b = {0};
-    assay_strbuf_putc(&b, '{');
-    for (const assay_json *c = root->first; c; c = c->next) {
-        json_indent(&b, 1);
-        assay_strbuf_json_string(&b, c->key, c->key_len);
-        assay_strbuf_puts(&b, ": ");
-        json_emit(&b, c, 1);
-        assay_strbuf_putc(&b, ',');
-    }
-    assay_strbuf_puts(&b, "\n  \"quantization_config\": ");
     quantization_config(&b, gran, opt, ignored, n_ignored);
-    assay_strbuf_puts(&b, "\n}\n");
-    assay_json_doc_free(doc);
-    FILE *f = fopen(dst_path, "wb");
-    int ok = f && fwrite(b.data, 1, b.len, f) == b.len;
-    if (f && fclose(f) != 0) ok = 0;
+    const char *key = "quantization_config", *val = b.data;
+    assay_status rc = assay_quantize_write_hf_config(src_dir, dst_path, &key, &val, 1);
     assay_strbuf_free(&b);
-    return ok ? ASSAY_OK : assay_fail(ASSAY_ERR_IO, "cannot write %s", dst_path);
+    return rc;
 }
 
 /* ---- tensors ---- */
-
-static int is_block_linear(const char *name) {
-    static const char *const kinds[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
-                                        ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight", NULL};
-    if (strncmp(name, "blk.", 4) != 0) return 0;
-    size_t n = strlen(name);
-    for (int i = 0; kinds[i]; i++) {
-        size_t k = strlen(kinds[i]);
-        if (n > k && strcmp(name + n - k, kinds[i]) == 0) return 1;
-    }
-    return 0;
-}
-
-static int64_t layer_of(const char *name) {
-    return strncmp(name, "blk.", 4) == 0 ? strtoll(name + 4, NULL, 10) : -1;
-}
 
 static const char *type_label(assay_type type) {
     const char *s = assay_safetensors_dtype_name(type);
     return s ? s : "a quantized block type";
 }
 
-/* The tensor as f32 (rows x cols, row-major), or an error for element types we cannot read. */
-static assay_status tensor_to_f32(const assay_tensor *t, float *dst) {
-    int64_t n = assay_tensor_nelements(t);
-    switch (t->type) {
-    case ASSAY_TYPE_F32: memcpy(dst, t->data, (size_t)n * 4); return ASSAY_OK;
-    case ASSAY_TYPE_BF16: assay_bf16_to_f32_row(t->data, dst, n); return ASSAY_OK;
-    case ASSAY_TYPE_F16: assay_f16_to_f32_row(t->data, dst, n); return ASSAY_OK;
-    default:
-        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s is %s; fp8 quantization reads f32/f16/bf16 weights",
-                          t->source_file, t->source_name, type_label(t->type));
-    }
-}
-
-typedef struct owned_list {
-    void **p;
-    int n, cap;
-} owned_list;
-
-static void *own(owned_list *l, void *p) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        l->p = assay_xrealloc(l->p, (size_t)l->cap * sizeof *l->p);
-    }
-    l->p[l->n++] = p;
-    return p;
-}
-
-static char *name_with(owned_list *l, const char *weight_name, const char *suffix) {
-    /* "model.layers.0.mlp.up_proj.weight" -> "model.layers.0.mlp.up_proj" + suffix */
-    size_t n = strlen(weight_name);
-    if (n > 7 && strcmp(weight_name + n - 7, ".weight") == 0) n -= 7;
-    char *s = assay_xmalloc(n + strlen(suffix) + 1);
-    memcpy(s, weight_name, n);
-    strcpy(s + n, suffix);
-    return own(l, s);
-}
-
-static assay_status add_bf16(assay_safetensors_writer *w, owned_list *l, const char *name, int n_dims,
+static assay_status add_bf16(assay_safetensors_writer *w, assay_quantize_keep *l, const char *name, int n_dims,
                              const int64_t *shape, const float *v, int64_t n) {
-    uint16_t *b = own(l, assay_xmalloc((size_t)n * 2));
+    uint16_t *b = assay_quantize_keep_add(l, assay_xmalloc((size_t)n * 2));
     assay_f32_to_bf16_row(v, b, n);
     return assay_safetensors_writer_add(w, name, "BF16", n_dims, shape, b, (size_t)n * 2);
 }
 
-static assay_status quantize_linear(assay_safetensors_writer *w, owned_list *l, const assay_tensor *t, int gran,
+static assay_status quantize_linear(assay_safetensors_writer *w, assay_quantize_keep *l, const assay_tensor *t, int gran,
                                     assay_fp8_format fmt, const float *input_amax) {
     const int64_t cols = t->ne[0], rows = t->ne[1];
     float *x = assay_xmalloc((size_t)(rows * cols) * sizeof(float));
-    assay_status rc = tensor_to_f32(t, x);
+    assay_status rc = assay_quantize_tensor_f32(t, x, "fp8");
     if (rc != ASSAY_OK) {
         free(x);
         return rc;
@@ -217,7 +105,7 @@ static assay_status quantize_linear(assay_safetensors_writer *w, owned_list *l, 
                               : gran == ASSAY_FP8_SCHEME_CHANNEL ? ASSAY_FP8_GRAN_CHANNEL
                                                                  : ASSAY_FP8_GRAN_BLOCK;
     int64_t ns = assay_fp8_weight_scale_count(g, FP8_BLOCK, FP8_BLOCK, rows, cols);
-    uint8_t *q = own(l, assay_xmalloc((size_t)(rows * cols)));
+    uint8_t *q = assay_quantize_keep_add(l, assay_xmalloc((size_t)(rows * cols)));
     float *s = assay_xmalloc((size_t)ns * sizeof(float));
     assay_fp8_quantize_weight(fmt, g, FP8_BLOCK, FP8_BLOCK, 1, x, rows, cols, q, s);
     free(x);
@@ -229,12 +117,12 @@ static assay_status quantize_linear(assay_safetensors_writer *w, owned_list *l, 
     if (g == ASSAY_FP8_GRAN_TENSOR) sdims = 1, sshape[0] = 1;
     else if (g == ASSAY_FP8_GRAN_CHANNEL) sdims = 2, sshape[0] = rows, sshape[1] = 1;
     else sdims = 2, sshape[0] = (rows + FP8_BLOCK - 1) / FP8_BLOCK, sshape[1] = (cols + FP8_BLOCK - 1) / FP8_BLOCK;
-    if (rc == ASSAY_OK) rc = add_bf16(w, l, name_with(l, t->source_name, ".weight_scale"), sdims, sshape, s, ns);
+    if (rc == ASSAY_OK) rc = add_bf16(w, l, assay_quantize_module_name(l, t->source_name, ".weight_scale"), sdims, sshape, s, ns);
     free(s);
     if (rc == ASSAY_OK && input_amax) {
         float is = assay_fp8_act_static_scale(fmt, *input_amax);
         int64_t one = 1;
-        rc = add_bf16(w, l, name_with(l, t->source_name, ".input_scale"), 1, &one, &is, 1);
+        rc = add_bf16(w, l, assay_quantize_module_name(l, t->source_name, ".input_scale"), 1, &one, &is, 1);
     }
     return rc;
 }
@@ -332,7 +220,7 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
 
     assay_safetensors_writer *w = assay_safetensors_writer_new();
     assay_safetensors_writer_set_metadata(w, "format", "pt");
-    owned_list owned = {0};
+    assay_quantize_keep owned = {0};
     char **ignored = NULL; /* module names left unquantized, for the config's ignore list */
     int n_ignored = 0;
     assay_progress bar;
@@ -342,9 +230,9 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
         int64_t want = layer < cfg->n_layer ? layer : -1;
         for (int64_t i = 0; i < nt && rc == ASSAY_OK; i++) {
             const assay_tensor *t = assay_model_file_tensor(mf, i);
-            if (layer_of(t->name) != want) continue;
-            int linear = is_block_linear(t->name) || strcmp(t->name, "output.weight") == 0;
-            if (linear && t->n_dims == 2 && !assay_quantize_is_ignored(opt, t) && is_block_linear(t->name)) {
+            if (assay_quantize_layer_of(t->name) != want) continue;
+            int linear = assay_quantize_is_block_linear(t->name) || strcmp(t->name, "output.weight") == 0;
+            if (linear && t->n_dims == 2 && !assay_quantize_is_ignored(opt, t) && assay_quantize_is_block_linear(t->name)) {
                 const float *am = in_amax ? &in_amax[t - assay_model_file_tensor(mf, 0)] : NULL;
                 if (am && *am < 0)
                     rc = assay_fail(ASSAY_ERR_ARG, "no calibration activations reached %s", t->name);
@@ -352,7 +240,7 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
             } else {
                 if (linear) { /* a Linear we leave alone: name its module in the ignore list */
                     ignored = assay_xrealloc(ignored, (size_t)(n_ignored + 1) * sizeof *ignored);
-                    ignored[n_ignored++] = name_with(&owned, t->source_name, "");
+                    ignored[n_ignored++] = assay_quantize_module_name(&owned, t->source_name, "");
                 }
                 int64_t shape[4];
                 for (int d = 0; d < t->n_dims; d++) shape[d] = t->ne[t->n_dims - 1 - d];
@@ -382,8 +270,7 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
     }
     if (rc == ASSAY_OK) rc = assay_quantize_copy_hf_extras(assay_model_file_path(mf), od.temp_path);
     assay_safetensors_writer_free(w);
-    for (int i = 0; i < owned.n; i++) free(owned.p[i]);
-    free(owned.p);
+    assay_quantize_keep_free(&owned);
     free(ignored);
     free(in_amax);
     if (rc == ASSAY_OK) rc = assay_quantize_outdir_commit(&od);

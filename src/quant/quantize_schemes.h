@@ -4,6 +4,31 @@
 #define ASSAY_QUANTIZE_SCHEMES_H
 
 #include "assay/quantize.h"
+#include "assay/model_file.h"
+
+/* ---- helpers shared by the HF-directory writers (quantize.c) ---- */
+
+/* 1 for the Linear weights of a decoder block (blk.N.attn_q/k/v/output, ffn_gate/up/down .weight). */
+int assay_quantize_is_block_linear(const char *canonical_name);
+/* N of "blk.N.*", -1 for tensors outside the blocks. */
+int64_t assay_quantize_layer_of(const char *canonical_name);
+/* The tensor's elements as f32 in file order (HF rows as stored, no Q/K permutation); f32/f16/bf16 only, else an
+ * error naming `scheme`. */
+assay_status assay_quantize_tensor_f32(const assay_tensor *t, float *dst, const char *scheme);
+/* Buffers a safetensors writer references (it does not copy) until the file is written. */
+typedef struct assay_quantize_keep {
+    void **p;
+    int n, cap;
+} assay_quantize_keep;
+void *assay_quantize_keep_add(assay_quantize_keep *k, void *p);
+void assay_quantize_keep_free(assay_quantize_keep *k);
+/* "model.layers.0.mlp.up_proj.weight" + ".weight_scale" -> "model.layers.0.mlp.up_proj.weight_scale", kept in k. */
+char *assay_quantize_module_name(assay_quantize_keep *k, const char *weight_name, const char *suffix);
+/* Writes <src_dir>/config.json to dst_path with every key kept in order (numbers keep their spelling), keys[i]
+ * set to the JSON text values[i] (replaced in place, or appended); n <= 16. Refuses a source that already has a
+ * quantization_config when one of the keys is "quantization_config". */
+assay_status assay_quantize_write_hf_config(const char *src_dir, const char *dst_path, const char *const *keys,
+                                            const char *const *values, int n);
 
 /* FP8 to a compressed-tensors safetensors directory (quantize_fp8.c). `param` is an assay_fp8_scheme_param. */
 enum assay_fp8_scheme_param {
@@ -21,5 +46,20 @@ assay_status assay_quantize_gguf(const assay_quantize_scheme *scheme, const assa
 /* int4-rtn / int4-gptq / int4-awq / w8a8-int8 (quantize_kquant.c). `param` is an assay_intq_method. */
 assay_status assay_quantize_int(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                 const assay_quantize_options *opt, const char *out_path);
+
+/* mxfp4 / nvfp4 weights to a compressed-tensors mxfp4-pack-quantized / nvfp4-pack-quantized directory
+ * (quantize_fp4.c). `param` is an assay_fp4_scheme_param. */
+enum assay_fp4_scheme_param { ASSAY_FP4_SCHEME_NVFP4 = 0, ASSAY_FP4_SCHEME_MXFP4 = 1 };
+assay_status assay_quantize_fp4(const assay_quantize_scheme *scheme, const assay_model_file *mf,
+                                const assay_quantize_options *opt, const char *out_path);
+
+/* An unquantized HF directory (quantize_rotate.c): `param` is ASSAY_TYPE_F32 or ASSAY_TYPE_BF16. With --rotate
+ * this writes the rotated model itself. */
+/* Writes the model rotated as --rotate asks (opt->rotate, opt->seed) into the existing directory `dir`, as an
+ * f32 HF checkpoint; assay_quantize then runs the scheme on that directory. */
+assay_status assay_quantize_rotated_model(const assay_model_file *mf, const assay_quantize_options *opt,
+                                          const char *dir);
+assay_status assay_quantize_plain(const assay_quantize_scheme *scheme, const assay_model_file *mf,
+                                  const assay_quantize_options *opt, const char *out_path);
 
 #endif
