@@ -18,11 +18,11 @@ import glob
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import ml_dtypes
 import numpy as np
+from testlib import check, finish
 
 np.float8_e4m3fn = ml_dtypes.float8_e4m3fn
 np.bfloat16 = ml_dtypes.bfloat16
@@ -32,13 +32,10 @@ ASSAY = os.environ.get("ASSAY_BIN", "build/assay")
 HOUSE = os.path.join(os.environ.get("ASSAY_SHARED", "../shared"), "models", "house")
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 E2M1_MAG = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], np.float32)
-failures = 0
 
 
 def fail(msg):
-    global failures
-    failures += 1
-    print("FAIL:", msg)
+    check(False, msg)
 
 
 def load_dir(d):
@@ -91,33 +88,28 @@ def check_config(qc, scheme):
     fmt = "mxfp4-pack-quantized" if mx else "nvfp4-pack-quantized"
     want_top = {"quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed"}
     for k, v in want_top.items():
-        if qc.get(k) != v:
-            fail(f"{scheme}: quantization_config.{k} = {qc.get(k)!r}, want {v!r}")
-    if "lm_head" not in qc.get("ignore", []):
-        fail(f"{scheme}: ignore must list lm_head")
+        check(qc.get(k) == v, f"{scheme}: quantization_config.{k} = {qc.get(k)!r}, want {v!r}")
+    check("lm_head" in qc.get("ignore", []), f"{scheme}: ignore must list lm_head")
     groups = qc.get("config_groups", {})
     if len(groups) != 1:
         return fail(f"{scheme}: one config group expected")
     g = next(iter(groups.values()))
     extra = set(g) - {"targets", "weights", "input_activations", "output_activations", "format"}
-    if extra:
-        fail(f"{scheme}: unknown QuantizationScheme fields {extra}")
-    if g.get("targets") != ["Linear"] or g.get("format") != fmt:
-        fail(f"{scheme}: targets/format {g.get('targets')} {g.get('format')}")
-    if g.get("input_activations") is not None or g.get("output_activations") is not None:
-        fail(f"{scheme}: weight-only: activations must be null")
+    check(not extra, f"{scheme}: unknown QuantizationScheme fields {extra}")
+    check(g.get("targets") == ["Linear"] and g.get("format") == fmt,
+          f"{scheme}: targets/format {g.get('targets')} {g.get('format')}")
+    check(g.get("input_activations") is None and g.get("output_activations") is None,
+          f"{scheme}: weight-only: activations must be null")
     w = g.get("weights", {})
     args_keys = {"num_bits", "type", "symmetric", "group_size", "strategy", "block_structure", "dynamic", "actorder",
                  "observer", "observer_kwargs", "scale_dtype", "zp_dtype"}
-    if set(w) - args_keys:
-        fail(f"{scheme}: unknown QuantizationArgs fields {set(w) - args_keys}")
+    check(not set(w) - args_keys, f"{scheme}: unknown QuantizationArgs fields {set(w) - args_keys}")
     # the NVFP4A16 / MXFP4A16 presets of compressed-tensors' quant_scheme.py
     want = dict(num_bits=4, type="float", symmetric=True, dynamic=False, block_structure=None, actorder=None,
                 group_size=32 if mx else 16, strategy="group" if mx else "tensor_group",
                 scale_dtype="torch.uint8" if mx else "torch.float8_e4m3fn")
     for k, v in want.items():
-        if w.get(k) != v:
-            fail(f"{scheme}: weights.{k} = {w.get(k)!r}, want {v!r}")
+        check(w.get(k) == v, f"{scheme}: weights.{k} = {w.get(k)!r}, want {v!r}")
 
 
 def run_scheme(scheme, out, src):
@@ -127,8 +119,7 @@ def run_scheme(scheme, out, src):
         return fail(f"{scheme}: exit {r.returncode}: {r.stderr.strip()}")
     cfg = json.load(open(os.path.join(out, "config.json")))
     for k, v in json.load(open(os.path.join(HOUSE, "config.json"))).items():
-        if cfg.get(k) != v:
-            fail(f"{scheme}: config.json key {k} changed")
+        check(cfg.get(k) == v, f"{scheme}: config.json key {k} changed")
     check_config(cfg.get("quantization_config", {}), scheme)
     got = load_dir(out)
     G = 32 if mx else 16
@@ -138,14 +129,14 @@ def run_scheme(scheme, out, src):
         module = name[:-len(".weight")] if name.endswith(".weight") else None
         if module is None or module.split(".")[-1] not in LINEARS:
             expected_names.add(name)
-            if name not in got or got[name].dtype != ref.dtype or got[name].tobytes() != ref.tobytes():
-                fail(f"{scheme}: {name} not copied unchanged")
+            check(name in got and got[name].dtype == ref.dtype and got[name].tobytes() == ref.tobytes(),
+                  f"{scheme}: {name} not copied unchanged")
             continue
         n_quant += 1
-        names = [module + ".weight_packed", module + ".weight_scale"] + ([] if mx else [module + ".weight_global_scale"])
+        names = [module + ".weight_packed", module + ".weight_scale"]
+        names += [] if mx else [module + ".weight_global_scale"]
         expected_names.update(names)
-        if name in got:
-            fail(f"{scheme}: {name} still dense")
+        check(name not in got, f"{scheme}: {name} still dense")
         if any(k not in got for k in names):
             fail(f"{scheme}: {module}: missing {[k for k in names if k not in got]}")
             continue
@@ -162,8 +153,8 @@ def run_scheme(scheme, out, src):
         codes = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(rows, cols)
         if mx:
             rc, rs, full = ref_mxfp4(w)
-            if not np.array_equal(sc, rs):
-                fail(f"{scheme}: {module}: {np.count_nonzero(sc != rs)} of {sc.size} E8M0 scales differ from numpy")
+            check(np.array_equal(sc, rs),
+                  f"{scheme}: {module}: {np.count_nonzero(sc != rs)} of {sc.size} E8M0 scales differ from numpy")
             scale_full = np.repeat(sc.view(ml_dtypes.float8_e8m0fnu).astype(np.float32), 32, axis=1)
         else:
             gsa = got[names[2]]
@@ -171,31 +162,26 @@ def run_scheme(scheme, out, src):
                 fail(f"{scheme}: {names[2]} {gsa.dtype} {gsa.shape}, want float32 (1,)")
                 continue
             rc, rs, gs, full = ref_nvfp4(w)
-            if gsa[0] != gs:
-                fail(f"{scheme}: {module}: global scale {gsa[0]!r}, numpy {gs!r}")
-            if not np.array_equal(sc.view(np.uint8), rs.view(np.uint8)):
-                fail(f"{scheme}: {module}: {np.count_nonzero(sc.view(np.uint8) != rs.view(np.uint8))} of {sc.size} "
+            check(gsa[0] == gs, f"{scheme}: {module}: global scale {gsa[0]!r}, numpy {gs!r}")
+            check(np.array_equal(sc.view(np.uint8), rs.view(np.uint8)),
+                  f"{scheme}: {module}: {np.count_nonzero(sc.view(np.uint8) != rs.view(np.uint8))} of {sc.size} "
                      "FP8 block scales differ from numpy")
             scale_full = np.repeat(sc.astype(np.float32), 16, axis=1) / gsa[0]
         bad = np.count_nonzero(codes != rc)
-        if bad:
-            fail(f"{scheme}: {module}: {bad} of {codes.size} E2M1 codes differ from numpy/ml_dtypes")
+        check(bad == 0, f"{scheme}: {module}: {bad} of {codes.size} E2M1 codes differ from numpy/ml_dtypes")
         deq = unpack(packed) * scale_full
         # E2M1 rounding bound: half the code spacing at |w/scale| (0.5 below 2, 1 below 4, 2 up to 6), plus what
         # saturation at 6 x scale clips
         r = np.abs(w) / scale_full
         half_step = np.where(r < 2, 0.25, np.where(r < 4, 0.5, 1.0)) * scale_full
         bound = half_step + np.maximum(np.abs(w) - 6 * scale_full, 0) + 1e-30
-        if (np.abs(deq - w) > bound * 1.0001).any():
-            fail(f"{scheme}: {module}: dequantized weights beyond E2M1's rounding bound")
+        check((np.abs(deq - w) <= bound * 1.0001).all(),
+              f"{scheme}: {module}: dequantized weights beyond E2M1's rounding bound")
         rel = float(np.linalg.norm(deq - w) / np.linalg.norm(w))
         worst = max(worst, rel)
-        if rel > 0.15:
-            fail(f"{scheme}: {module}: relative error {rel:.3f}, FP4 should stay near 0.1")
-    if n_quant != 49:
-        fail(f"{scheme}: {n_quant} Linear weights quantized, want 49")
-    if set(got) != expected_names:
-        fail(f"{scheme}: unexpected tensors {sorted(set(got) ^ expected_names)[:4]}")
+        check(rel <= 0.15, f"{scheme}: {module}: relative error {rel:.3f}, FP4 should stay near 0.1")
+    check(n_quant == 49, f"{scheme}: {n_quant} Linear weights quantized, want 49")
+    check(set(got) == expected_names, f"{scheme}: unexpected tensors {sorted(set(got) ^ expected_names)[:4]}")
     print(f"{scheme}: {n_quant} Linear layers match numpy/ml_dtypes; worst relative Frobenius error {worst:.4f}")
 
 
@@ -206,14 +192,12 @@ def main():
             run_scheme(scheme, os.path.join(tmp, scheme), src)
         r = subprocess.run([ASSAY, "quantize", HOUSE, "-o", os.path.join(tmp, "g"), "--scheme", "nvfp4",
                             "--group-size", "32"], capture_output=True, text=True)
-        if r.returncode == 0 or os.path.exists(os.path.join(tmp, "g")):
-            fail("nvfp4 with --group-size 32 must be refused (NVFP4's group is 16)")
+        check(r.returncode != 0 and not os.path.exists(os.path.join(tmp, "g")),
+              "nvfp4 with --group-size 32 must be refused (NVFP4's group is 16)")
         left = [p for p in os.listdir(tmp) if ".tmp-" in p]
-        if left:
-            fail(f"temporary directories left behind: {left}")
-    print("failures:", failures)
-    return 1 if failures else 0
+        check(not left, f"temporary directories left behind: {left}")
+    finish("quantize nvfp4/mxfp4")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -14,11 +14,11 @@ import glob
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import ml_dtypes
 import numpy as np
+from testlib import check, finish
 
 np.bfloat16 = ml_dtypes.bfloat16
 np.float8_e4m3fn = ml_dtypes.float8_e4m3fn
@@ -30,13 +30,10 @@ PROBE = os.path.join(BUILD, "support", "model_probe")
 HOUSE = os.path.join(os.environ.get("ASSAY_SHARED", "../shared"), "models", "house")
 IDS = [501, 672, 440, 776, 357, 263, 1519, 281, 399]  # reference.json's prompt_ids (ref_logits.f32 rows)
 SEED = 3
-failures = 0
 
 
 def fail(msg):
-    global failures
-    failures += 1
-    print("FAIL:", msg)
+    check(False, msg)
 
 
 def load_dir(d):
@@ -117,19 +114,16 @@ def main():
                             str(SEED)], capture_output=True, text=True)
         if r.returncode != 0:
             fail(f"f32 --rotate: exit {r.returncode}: {r.stderr.strip()}")
-            print("failures:", failures)
-            return 1
+            finish("quantize --rotate")
         cfg = json.load(open(os.path.join(rot, "config.json")))
         rc = cfg.get("assay_rotation", {})
-        if rc.get("kind") != "hadamard" or rc.get("seed") != SEED or cfg.get("tie_word_embeddings") is not False:
-            fail(f"config must record the rotation and untie: {rc} tie={cfg.get('tie_word_embeddings')}")
+        check(rc.get("kind") == "hadamard" and rc.get("seed") == SEED and cfg.get("tie_word_embeddings") is False,
+              f"config must record the rotation and untie: {rc} tie={cfg.get('tie_word_embeddings')}")
         for k, v in src_cfg.items():
-            if k != "tie_word_embeddings" and cfg.get(k) != v:
-                fail(f"config key {k} changed")
+            check(k == "tie_word_embeddings" or cfg.get(k) == v, f"config key {k} changed")
         got = load_dir(rot)
         want = expected_rotation(src, src_cfg)
-        if set(got) != set(want):
-            fail(f"tensor names differ: {sorted(set(got) ^ set(want))[:4]}")
+        check(set(got) == set(want), f"tensor names differ: {sorted(set(got) ^ set(want))[:4]}")
         worst = 0.0
         for name, w in want.items():
             g = got.get(name)
@@ -138,9 +132,8 @@ def main():
                 continue
             err = float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-30))
             worst = max(worst, err)
-            if err > 1e-5:
-                fail(f"{name}: differs from the numpy rotation by {err:.2e} of its max")
-        print(f"rotated weights equal numpy's Q = diag(s) H / sqrt(n) construction within {worst:.1e} (relative to max)")
+            check(err <= 1e-5, f"{name}: differs from the numpy rotation by {err:.2e} of its max")
+        print(f"rotated weights equal numpy's diag(s) H / sqrt(n) construction within {worst:.1e} of each max")
 
         ref = np.fromfile(os.path.join(HOUSE, "ref_logits.f32"), np.float32).reshape(len(IDS), -1)
         base, rotl = probe_logits(HOUSE, tmp), probe_logits(rot, tmp)
@@ -148,33 +141,26 @@ def main():
             d_base, d_rot = float(np.abs(base - ref).max()), float(np.abs(rotl - ref).max())
             print(f"max |logit - transformers|: original {d_base:.2e}, rotated {d_rot:.2e}; "
                   f"rotated vs original {float(np.abs(rotl - base).max()):.2e}")
-            if d_rot > 2e-5:
-                fail(f"rotated model logits differ from the reference by {d_rot:.2e} (original: {d_base:.2e})")
+            check(d_rot <= 2e-5, f"rotated model logits off the reference by {d_rot:.2e} (original {d_base:.2e})")
 
         # quantized schemes run on the rotated model
         nv = os.path.join(tmp, "nv")
         r = subprocess.run([ASSAY, "quantize", HOUSE, "-o", nv, "--scheme", "nvfp4", "--rotate", "hadamard"],
                            capture_output=True, text=True)
-        if r.returncode != 0:
-            fail(f"nvfp4 --rotate: {r.stderr.strip()}")
-        else:
+        if check(r.returncode == 0, f"nvfp4 --rotate: {r.stderr.strip()}"):
             c = json.load(open(os.path.join(nv, "config.json")))
-            if "assay_rotation" not in c or "quantization_config" not in c:
-                fail("nvfp4 --rotate: config needs both assay_rotation and quantization_config")
+            check("assay_rotation" in c and "quantization_config" in c,
+                  "nvfp4 --rotate: config needs both assay_rotation and quantization_config")
             t = load_file(os.path.join(nv, "model.safetensors"))
             norm = t["model.layers.0.input_layernorm.weight"]
-            if not np.all(norm == 1):
-                fail("nvfp4 --rotate: norms must be folded (all ones)")
+            check(np.all(norm == 1), "nvfp4 --rotate: norms must be folded (all ones)")
         r = subprocess.run([ASSAY, "quantize", HOUSE, "-o", os.path.join(tmp, "x"), "--scheme", "f32", "--rotate",
                             "givens"], capture_output=True, text=True)
-        if r.returncode != 2:
-            fail(f"an unknown --rotate must be a usage error (exit 2), got {r.returncode}")
+        check(r.returncode == 2, f"an unknown --rotate must be a usage error (exit 2), got {r.returncode}")
         left = [p for p in os.listdir(tmp) if ".tmp-" in p or ".rotated" in p]
-        if left:
-            fail(f"temporary directories left behind: {left}")
-    print("failures:", failures)
-    return 1 if failures else 0
+        check(not left, f"temporary directories left behind: {left}")
+    finish("quantize --rotate")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
