@@ -62,6 +62,10 @@ def np_mx(x, mode):
         e = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1))) - 2, -127)
         if mode == "rceil":
             e = np.where((amax > 0) & (6.0 * 2.0 ** e < amax), e + 1, e)
+        if mode == "ct":  # compressed-tensors round_to_power_2 on the f32 bits: add 1 << (23 - 1 - 1), keep the exponent
+            bits = amax.astype(np.float32).view(np.uint32).astype(np.uint64)
+            p2 = ((bits + (1 << 21)) & 0xFF800000).astype(np.uint32).view(np.float32).astype(np.float64)
+            e = np.where(p2 > 0, np.floor(np.log2(np.where(p2 > 0, p2, 1))) - 2, -127)
     e = np.clip(e, -127, 127).astype(np.int64)
     c = e2m1_codes((b / 2.0 ** e[:, None]).astype(np.float32))
     deq = c.view(E2M1).astype(np.float64) * 2.0 ** e[:, None]
@@ -169,15 +173,45 @@ def check_nv(x):
     print(f"nvfp4: {n // 16} blocks match numpy; block maxima within {worst:.3f} relative")
 
 
+def check_nv_ct(x):
+    """compressed-tensors' NVFP4 arithmetic: gs = 2688 / amax, block scale fp8(gs * amax_b / 6) (0 -> 0.125),
+    element e2m1(x / (scale / gs)), value code * scale / gs."""
+    n = x.size
+    out = run("nvfp4-ct", "-", x)
+    gs = out[:4].view(np.float32)[0]
+    sb, packed = out[4:4 + n // 16], out[4 + n // 16:4 + n // 16 + n // 2]
+    deq = out[4 + n // 16 + n // 2:].view(np.float32)
+    egs = np.float32(448.0 * 6.0) / np.float32(np.abs(x).max())
+    if gs != egs:
+        fail(f"nvfp4-ct: global scale {gs} want {egs}")
+    b = x.reshape(-1, 16)
+    esb = (egs * (np.abs(b).max(axis=1).astype(np.float32) / np.float32(6.0))).astype(np.float32)
+    esb = np.clip(esb, 0, 448).astype(E4M3).astype(np.float32)
+    n_floor = int(np.count_nonzero(esb == 0))
+    esb = np.where(esb == 0, np.float32(0.125), esb).astype(E4M3)
+    s = (esb.astype(np.float32) / egs).astype(np.float32)
+    ec = e2m1_codes((b / s[:, None]).astype(np.float32))
+    c = np.stack([packed & 0xF, packed >> 4], axis=1).reshape(-1, 16)
+    if not np.array_equal(sb, esb.view(np.uint8)):
+        fail(f"nvfp4-ct: {np.count_nonzero(sb != esb.view(np.uint8))} block scales differ")
+    if not np.array_equal(c, ec):
+        fail(f"nvfp4-ct: {np.count_nonzero(c != ec)} codes differ")
+    edeq = (ec.view(E2M1).astype(np.float32) * s[:, None]).reshape(-1)
+    if not np.array_equal(deq, edeq):
+        fail("nvfp4-ct: dequantized values differ")
+    print(f"nvfp4-ct: {n // 16} blocks match numpy ({n_floor} blocks whose scale rounds to 0 take 0.125)")
+
+
 def main():
     if not os.path.exists(TOOL):
         print(f"missing {TOOL}")
         return 1
     x = inputs()
-    for mode in ("floor", "rceil"):
+    for mode in ("floor", "rceil", "ct"):
         check_mx(x, mode)
     check_ggml(x)
     check_nv(x)
+    check_nv_ct(x)
     print("failures:", failures)
     return 1 if failures else 0
 

@@ -6,7 +6,7 @@
   W diag(g) Q for q/k/v/gate/up/lm_head, Q^T W for o_proj/down_proj, the per-head Hadamard of size head_dim on
   v_proj's output rows and o_proj's input columns, all norm weights 1;
 - the engine runs the rotated checkpoint as a plain llama model and its logits equal transformers' reference
-  logits of the original model (ref_logits.f32, f32 KV cache) as closely as the original model's own do;
+  logits of the original model (ref_logits.f32) as closely as the original model's own do;
 - the config records the rotation (kind, seed) and keeps every other key; quantized schemes run on the rotated
   model (nvfp4: norms are ones, the rotation is in the config) and an unknown rotation is a usage error.
 """
@@ -98,7 +98,7 @@ def expected_rotation(src, cfg):
 def probe_logits(model, tmp):
     d = tempfile.mkdtemp(dir=tmp)
     r = subprocess.run([PROBE, model, "none", d, ",".join(map(str, IDS))], capture_output=True, text=True,
-                       env=dict(os.environ, MODEL_PROBE_KV="f32"))
+                       env=dict(os.environ, ASSAY_PROBE_KV_F32="1"))
     if r.returncode != 0:
         fail(f"model_probe {model}: {r.stderr.strip()}")
         return None
@@ -141,7 +141,10 @@ def main():
             d_base, d_rot = float(np.abs(base - ref).max()), float(np.abs(rotl - ref).max())
             print(f"max |logit - transformers|: original {d_base:.2e}, rotated {d_rot:.2e}; "
                   f"rotated vs original {float(np.abs(rotl - base).max()):.2e}")
-            check(d_rot <= 2e-5, f"rotated model logits off the reference by {d_rot:.2e} (original {d_base:.2e})")
+            # as close as the original: 4.8e-6 with an f32 KV cache, about 2e-3 with f16 keys/values (a probe that
+            # ignores ASSAY_PROBE_KV_F32); a wrong rotation is off by whole logits
+            check(d_rot <= max(2e-5, 1.5 * d_base), f"rotated model logits off the reference by {d_rot:.2e} "
+                  f"(original {d_base:.2e})")
 
         # quantized schemes run on the rotated model
         nv = os.path.join(tmp, "nv")

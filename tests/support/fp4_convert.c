@@ -4,6 +4,8 @@
  *   fp4_convert mxfp4 floor|rceil in.f32 out     # scales[n/32] (E8M0), codes[n/2], then f32[n]
  *   fp4_convert mxfp4-ggml floor|rceil in.f32 out   # n/32 blocks of 17 bytes, then f32[n]
  *   fp4_convert nvfp4 - in.f32 out               # f32 global scale, block scales[n/16] (E4M3), codes[n/2], f32[n]
+ *   fp4_convert nvfp4-ct - in.f32 out            # the same fields in compressed-tensors' arithmetic (gs = 2688/amax)
+ *   (mxfp4 / mxfp4-ggml also take the scale rule "ct": compressed-tensors' power-of-two rounding)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: fp4_convert mxfp4|mxfp4-ggml|nvfp4 floor|rceil|- IN OUT\n");
+        fprintf(stderr, "usage: fp4_convert mxfp4|mxfp4-ggml|nvfp4|nvfp4-ct floor|rceil|ct|- IN OUT\n");
         return 2;
     }
     FILE *f = fopen(argv[3], "rb");
@@ -29,7 +31,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "n must be a multiple of 32\n");
         return 2;
     }
-    assay_mx_scale_mode mode = strcmp(argv[2], "rceil") == 0 ? ASSAY_MX_SCALE_RCEIL : ASSAY_MX_SCALE_FLOOR;
+    assay_mx_scale_mode mode = strcmp(argv[2], "rceil") == 0 ? ASSAY_MX_SCALE_RCEIL
+                               : strcmp(argv[2], "ct") == 0  ? ASSAY_MX_SCALE_CT
+                                                             : ASSAY_MX_SCALE_FLOOR;
     FILE *o = fopen(argv[4], "wb");
     if (!o) return 1;
     if (strcmp(argv[1], "mxfp4") == 0) {
@@ -53,6 +57,17 @@ int main(int argc, char **argv) {
         assay_nvfp4_quantize(x, n, g, sb, c);
         assay_nvfp4_dequantize(sb, c, n, g, y);
         fwrite(&g, 4, 1, o);
+        fwrite(sb, 1, (size_t)n / 16, o);
+        fwrite(c, 1, (size_t)n / 2, o);
+        free(sb), free(c);
+    } else if (strcmp(argv[1], "nvfp4-ct") == 0) {
+        float amax = 0;
+        for (int64_t i = 0; i < n; i++) amax = x[i] > amax ? x[i] : -x[i] > amax ? -x[i] : amax;
+        float gs = assay_nvfp4_ct_global_scale(amax);
+        uint8_t *sb = malloc((size_t)n / 16), *c = malloc((size_t)n / 2);
+        assay_nvfp4_quantize_ct(x, n, gs, sb, c);
+        assay_nvfp4_dequantize_ct(sb, c, n, gs, y);
+        fwrite(&gs, 4, 1, o);
         fwrite(sb, 1, (size_t)n / 16, o);
         fwrite(c, 1, (size_t)n / 2, o);
         free(sb), free(c);
