@@ -42,14 +42,17 @@
  *                                          as transformers/AutoGPTQ/vLLM do) or "gptq_v2"; inputs not quantized;
  *   quant_method "awq"                    AWQ GEMM int4 (nibble order 0,2,4,6,1,3,5,7), zero points; inputs not
  *                                          quantized.
+ *   compressed-tensors "nvfp4-pack-quantized" / "mxfp4-pack-quantized"   E2M1 weight_packed with FP8 scales per 16
+ *                                          and a global scale (w = code * scale / global), or E8M0 scales per 32
+ *                                          (quant_fp4.h); weight-only (A16) checkpoints, inputs not quantized;
  * What the engine does with them (this first version): each quantized linear is dequantized ONCE at load with the
- * format code of src/quant (quant_fp8.h, int_quant.h) into exact f32 values (code * scale, scale * (q - zero)),
+ * format code of src/quant (quant_fp8.h, quant_fp4.h, int_quant.h) into exact f32 values (code * scale, scale * (q - zero)),
  * llama Q/K rows permuted like any HF weight; the forward pass then fake-quantizes each linear's input exactly as
  * the GPU kernels quantize it (the same per-linear mechanism as on-the-fly fp8) and multiplies in f32. Linears the
  * checkpoint left in float (the lm_head, --ignore) run as stored. Load prints one note with the layer count, the
  * format and the activation treatment. The FP8 activation format follows the weights' (E5M2 schemes quantize
  * inputs to E5M2; compressed-tensors itself only says "float", i.e. E4M3).
- * Adding a format (nvfp4, mxfp4, ...) is one row in assay_ckpt_loaders[] and one function that turns a module's
+ * Adding a format is one row in assay_ckpt_loaders[] and one function that turns a module's
  * tensors into f32 weights and names its activation treatment (src/model/model_ckpt.h explains the contract). */
 #ifndef ASSAY_MODEL_H
 #define ASSAY_MODEL_H

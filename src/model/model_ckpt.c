@@ -10,6 +10,7 @@
 
 #include "assay/dequant.h"
 #include "assay/int_quant.h"
+#include "assay/quant_fp4.h"
 #include "assay/quant_fp8.h"
 
 /* ---- activations ------------------------------------------------------------------------------------------ */
@@ -220,6 +221,72 @@ static assay_status ct_linear(const assay_ckpt *ck, const char *module, int64_t 
     return ASSAY_OK;
 }
 
+/* ---- compressed-tensors nvfp4-pack-quantized / mxfp4-pack-quantized: weight-only FP4 -------------------- */
+
+static int fp4_is_mx(const assay_ckpt *ck) { return strcmp(ck->loader->format, "mxfp4-pack-quantized") == 0; }
+
+/* One config group of 4-bit float weights in the NVFP4A16 (tensor_group, 16, FP8 scales) or MXFP4A16 (group, 32,
+ * E8M0 scales) shape; activations must be unquantized (W4A4 NVFP4 would need FP4 activation emulation). */
+static assay_status fp4_parse(assay_ckpt *ck, const assay_json *qc) {
+    const int mx = fp4_is_mx(ck);
+    const assay_json *groups = assay_json_get(qc, "config_groups");
+    if (!assay_json_is(groups, ASSAY_JSON_OBJECT) || groups->count != 1)
+        return ct_bad(ck, "exactly one entry in config_groups is supported");
+    const assay_json *g = groups->first, *w = assay_json_get(g, "weights"), *a = assay_json_get(g, "input_activations");
+    if (!assay_json_is(w, ASSAY_JSON_OBJECT)) return ct_bad(ck, "config group without weights");
+    const char *wt = json_str(w, "type");
+    if (assay_json_int(assay_json_get(w, "num_bits"), 0) != 4 || !wt || strcmp(wt, "float") != 0)
+        return ct_bad(ck, "weights must be 4-bit float");
+    ck->group_size = assay_json_int(assay_json_get(w, "group_size"), 0);
+    if (ck->group_size != (mx ? ASSAY_MXFP4_BLOCK : ASSAY_NVFP4_BLOCK))
+        return ct_bad(ck, mx ? "MXFP4 weights need group_size 32" : "NVFP4 weights need group_size 16");
+    memset(&ck->act, 0, sizeof ck->act);
+    if (a && !assay_json_is(a, ASSAY_JSON_NULL))
+        return ct_bad(ck, "FP4 input activations are not emulated; weight-only (A16) checkpoints run");
+    return ASSAY_OK;
+}
+
+static assay_status fp4_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                               assay_act_quant *act, int *found) {
+    const int mx = fp4_is_mx(ck);
+    const int64_t gsz = ck->group_size;
+    assay_status st = ASSAY_OK;
+    const assay_tensor *qw = assay_ckpt_tensor(ck, module, "weight_packed");
+    *found = 0;
+    memset(act, 0, sizeof *act); /* weight-only: activations stay f32 */
+    if (!qw) {
+        const assay_tensor *dense = assay_ckpt_tensor(ck, module, "weight");
+        if (dense && is_float_type(dense->type)) return ASSAY_OK; /* in the ignore list: stored unquantized */
+        need(ck, module, "weight_packed", &st);
+        return st;
+    }
+    *found = 1;
+    const assay_tensor *sc = need(ck, module, "weight_scale", &st);
+    const assay_tensor *gs = mx ? NULL : need(ck, module, "weight_global_scale", &st);
+    if (st) return st;
+    if (n_in % gsz)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: %s has %lld inputs, not a multiple of the group of %lld",
+                          assay_model_file_path(ck->mf), module, (long long)n_in, (long long)gsz);
+    if ((st = want_type(ck, qw, 0, ASSAY_TYPE_U8)) || (st = want_shape(ck, qw, n_in / 2, n_out)) ||
+        (st = want_type(ck, sc, 0, mx ? ASSAY_TYPE_U8 : ASSAY_TYPE_F8_E4M3)) ||
+        (st = want_shape(ck, sc, n_in / gsz, n_out)) || (gs && (st = want_type(ck, gs, 1, 0))))
+        return st;
+    if (gs && assay_tensor_nelements(gs) != 1)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: %s must hold one scale", assay_model_file_path(ck->mf), gs->source_name);
+    if (mx) {
+        assay_mxfp4_dequantize(sc->data, qw->data, n_in * n_out, w);
+        return ASSAY_OK;
+    }
+    float *g = read_floats(gs);
+    float global = g[0];
+    free(g);
+    if (!(global > 0) || global > 3.0e38f)
+        return assay_fail(ASSAY_ERR_FORMAT, "%s: %s = %g is not a usable global scale", assay_model_file_path(ck->mf),
+                          gs->source_name, (double)global);
+    assay_nvfp4_dequantize_ct(sc->data, qw->data, n_in * n_out, global, w);
+    return ASSAY_OK;
+}
+
 /* ---- GPTQ ("gptq" / "gptq_v2" checkpoint formats) and AWQ GEMM --------------------------------------------- */
 
 static assay_status int4_parse_common(assay_ckpt *ck, const assay_json *qc) {
@@ -322,6 +389,10 @@ const assay_ckpt_loader assay_ckpt_loaders[] = {
     /* quant_method, format, label, parse, linear */
     {"compressed-tensors", "float-quantized", "compressed-tensors float-quantized (fp8)", ct_parse, ct_linear},
     {"compressed-tensors", "int-quantized", "compressed-tensors int-quantized (int8)", ct_parse, ct_linear},
+    {"compressed-tensors", "nvfp4-pack-quantized", "compressed-tensors nvfp4-pack-quantized (weight-only)", fp4_parse,
+     fp4_linear},
+    {"compressed-tensors", "mxfp4-pack-quantized", "compressed-tensors mxfp4-pack-quantized (weight-only)", fp4_parse,
+     fp4_linear},
     {"gptq", NULL, "GPTQ int4", gptq_parse, gptq_linear},
     {"awq", NULL, "AWQ GEMM int4", awq_parse, awq_linear},
     {NULL, NULL, NULL, NULL, NULL},
@@ -343,7 +414,7 @@ assay_status assay_ckpt_open(assay_ckpt *ck, const assay_model_file *mf) {
     }
     return assay_fail(ASSAY_ERR_UNSUPPORTED,
                       "%s: the engine cannot run quant_method '%s'%s%s%s (it runs compressed-tensors float-quantized / "
-                      "int-quantized, gptq, awq)",
+                      "int-quantized / nvfp4-pack-quantized / mxfp4-pack-quantized, gptq, awq)",
                       assay_model_file_path(mf), method, format ? " with format '" : "", format ? format : "",
                       format ? "'" : "");
 }

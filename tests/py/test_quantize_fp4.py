@@ -12,7 +12,10 @@
 - unpacking as compressed-tensors documents it (low nibble first; E2M1 magnitudes 0,.5,1,1.5,2,3,4,6, bit 3 the
   sign) and dequantizing (code * scale / gs; code * 2^(e-127) via ml_dtypes' float8_e8m0fnu) stays within E2M1's
   rounding bound of the original weights;
-- every other tensor is byte-identical to the source.
+- every other tensor is byte-identical to the source;
+- the engine loads the directory natively (model_probe, loader picked from the quantization_config): the weights
+  it multiplies by equal the numpy dequantization above (q/k rows in llama.cpp's order), and its logits stay
+  close to the bf16 model's (weight-only FP4 on this model moves them by well under one logit).
 """
 import glob
 import json
@@ -29,7 +32,12 @@ np.bfloat16 = ml_dtypes.bfloat16
 from safetensors.numpy import load_file  # noqa: E402
 
 ASSAY = os.environ.get("ASSAY_BIN", "build/assay")
+PROBE = os.path.join(os.environ.get("ASSAY_BUILD_DIR", "build"), "support", "model_probe")
 HOUSE = os.path.join(os.environ.get("ASSAY_SHARED", "../shared"), "models", "house")
+HF_OF = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+         "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+         "ffn_down": "mlp.down_proj"}
+IDS = [501, 672, 440, 776, 357, 263, 1519, 281, 399]
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 E2M1_MAG = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], np.float32)
 
@@ -124,6 +132,7 @@ def run_scheme(scheme, out, src):
     got = load_dir(out)
     G = 32 if mx else 16
     n_quant, worst = 0, 0.0
+    dequantized = {}
     expected_names = set()
     for name, ref in src.items():
         module = name[:-len(".weight")] if name.endswith(".weight") else None
@@ -170,6 +179,7 @@ def run_scheme(scheme, out, src):
         bad = np.count_nonzero(codes != rc)
         check(bad == 0, f"{scheme}: {module}: {bad} of {codes.size} E2M1 codes differ from numpy/ml_dtypes")
         deq = unpack(packed) * scale_full
+        dequantized[module] = deq
         # E2M1 rounding bound: half the code spacing at |w/scale| (0.5 below 2, 1 below 4, 2 up to 6), plus what
         # saturation at 6 x scale clips
         r = np.abs(w) / scale_full
@@ -183,13 +193,56 @@ def run_scheme(scheme, out, src):
     check(n_quant == 49, f"{scheme}: {n_quant} Linear weights quantized, want 49")
     check(set(got) == expected_names, f"{scheme}: unexpected tensors {sorted(set(got) ^ expected_names)[:4]}")
     print(f"{scheme}: {n_quant} Linear layers match numpy/ml_dtypes; worst relative Frobenius error {worst:.4f}")
+    return dequantized
+
+
+def permute(w, n_head):  # llama.cpp's Q/K row order, which the engine multiplies by
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+
+
+def probe(model, out, names):
+    os.makedirs(out, exist_ok=True)
+    r = subprocess.run([PROBE, model, "none", out, ",".join(map(str, IDS))] + names, capture_output=True, text=True)
+    return r, (np.fromfile(os.path.join(out, "logits.f32"), np.float32) if r.returncode == 0 else None)
+
+
+def check_engine(scheme, out, dequantized, base_logits, tmp):
+    cfg = json.load(open(os.path.join(HOUSE, "config.json")))
+    names = [f"blk.{layer}.{k}.weight" for layer in (0, cfg["num_hidden_layers"] - 1) for k in HF_OF]
+    pdir = os.path.join(tmp, scheme + "-probe")
+    r, logits = probe(out, pdir, names)
+    if not check(r.returncode == 0, f"{scheme}: the engine cannot load it: {r.stderr.strip()[-500:]}"):
+        return
+    check(f"loaded 49 linear layers of a compressed-tensors {scheme}-pack-quantized" in r.stderr,
+          f"{scheme}: no load note naming the format: {r.stderr.strip()!r}")
+    for n in names:
+        layer, k = n.split(".")[1], n.split(".")[2]
+        want = dequantized.get(f"model.layers.{layer}.{HF_OF[k]}")
+        if not check(want is not None, f"{scheme}: {n} was not dequantized by the test"):
+            continue
+        if k in ("attn_q", "attn_k"):
+            want = permute(want, cfg["num_attention_heads"] if k == "attn_q" else cfg["num_key_value_heads"])
+        ours = np.fromfile(os.path.join(pdir, n + ".f32"), np.float32).reshape(want.shape)
+        check(np.array_equal(ours, want.astype(np.float32)),
+              f"{scheme}: {n}: {np.count_nonzero(ours != want)} engine weights differ from numpy's dequantization")
+    lg, bl = logits.reshape(len(IDS), -1), base_logits.reshape(len(IDS), -1)
+    d = float(np.abs(lg - bl).mean())
+    same = int(np.count_nonzero(lg.argmax(axis=1) == bl.argmax(axis=1)))
+    print(f"{scheme}: engine weights equal numpy's; mean |logit - bf16 logit| {d:.3f}, same top token {same}/{len(IDS)}")
+    # a sanity bound: a mis-scaled or mis-packed model moves logits by whole units and loses the top tokens
+    check(np.isfinite(lg).all() and 0 < d < 0.5 and same >= len(IDS) - 3,
+          f"{scheme}: logits moved by {d:.3f} on average from the bf16 model's, top token kept {same}/{len(IDS)}")
 
 
 def main():
     src = load_dir(HOUSE)
     with tempfile.TemporaryDirectory() as tmp:
+        r, base_logits = probe(HOUSE, os.path.join(tmp, "bf16-probe"), [])
+        check(r.returncode == 0, f"model_probe on the bf16 model: {r.stderr.strip()}")
         for scheme in ("nvfp4", "mxfp4"):
-            run_scheme(scheme, os.path.join(tmp, scheme), src)
+            deq = run_scheme(scheme, os.path.join(tmp, scheme), src)
+            if deq and base_logits is not None:
+                check_engine(scheme, os.path.join(tmp, scheme), deq, base_logits, tmp)
         r = subprocess.run([ASSAY, "quantize", HOUSE, "-o", os.path.join(tmp, "g"), "--scheme", "nvfp4",
                             "--group-size", "32"], capture_output=True, text=True)
         check(r.returncode != 0 and not os.path.exists(os.path.join(tmp, "g")),
