@@ -100,7 +100,7 @@ assay_status assay_quantize(const assay_model_file *mf, const char *scheme, cons
     assay_status rc = assay_quantize_outdir_begin(&tmp, tmp_name, 1);
     free(tmp_name);
     if (rc != ASSAY_OK) return rc;
-    rc = assay_quantize_rotated_model(mf, opt, tmp.temp_path);
+    rc = assay_quantize_rotated_model(mf, opt, tmp.temp_path, s->run != assay_quantize_plain);
     assay_model_file *rotated = NULL;
     if (rc == ASSAY_OK) rc = assay_model_file_open(&rotated, tmp.temp_path);
     if (rc == ASSAY_OK) {

@@ -16,8 +16,9 @@
  * Not done: QuaRot's online rotations (across heads before o_proj, R3 on q/k after RoPE, and R4 before down_proj:
  * its inverse folds into down_proj but the forward rotation of the activation after SwiGLU is not foldable and
  * would need a Hadamard in the engine's forward pass). Weight-only quantization gains most from 2.
- * The rotated model is written in f32 so that only the arithmetic of the rotation itself rounds; its config.json
- * records the rotation under "assay_rotation" (kind, seed, what was folded). */
+ * The rotated model is written in f32 so that only the arithmetic of the rotation itself rounds (for a quantizing
+ * scheme, the tensors it does not quantize go back to a bf16 source's dtype); its config.json records the
+ * rotation under "assay_rotation" (kind, seed, what was folded). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,9 +121,11 @@ static assay_status add_tensor(assay_safetensors_writer *w, assay_quantize_keep 
 }
 
 /* Writes the model of `mf` into directory `dir` (which exists) as model.safetensors in out_type + config.json +
- * tokenizer files, rotated when `signs` is set (then `seed` is recorded). */
+ * tokenizer files, rotated when `signs` is set (then `seed` is recorded). With `source_dtype_outside_linears`, the
+ * tensors that are not decoder-block linears (embeddings, lm_head, norms) keep a bf16 source's dtype: a scheme
+ * quantizes only the block linears (from their f32 values) and copies the rest as stored. */
 static assay_status write_model(const assay_model_file *mf, const char *dir, assay_type out_type, const float *signs,
-                                uint64_t seed) {
+                                uint64_t seed, int source_dtype_outside_linears) {
     const assay_model_config *c = assay_model_file_config(mf);
     const int64_t nt = assay_model_file_tensor_count(mf), E = c->n_embd, hd = c->head_dim;
     const int rot = signs != NULL;
@@ -165,7 +168,10 @@ static assay_status write_model(const assay_model_file *mf, const char *dir, ass
         } else if (rot && ends_with(t->name, ".attn_v.bias") && is_pow2(hd)) {
             for (int64_t h = 0; h < n / hd; h++) fwht_rows(v + h * hd, hd, 1, 1);
         }
-        if (rc == ASSAY_OK) rc = add_tensor(w, &keep, t->source_name, t->n_dims, t->ne, v, out_type);
+        assay_type ty = out_type;
+        if (source_dtype_outside_linears && !assay_quantize_is_block_linear(t->name) && t->type == ASSAY_TYPE_BF16)
+            ty = ASSAY_TYPE_BF16;
+        if (rc == ASSAY_OK) rc = add_tensor(w, &keep, t->source_name, t->n_dims, t->ne, v, ty);
         /* tied embeddings: the lm_head is E·diag(output_norm)·Q, its own tensor now */
         if (rc == ASSAY_OK && role == ROLE_EMBED && c->tied_embeddings) {
             float *o = assay_quantize_keep_add(&keep, assay_xmalloc((size_t)n * sizeof(float)));
@@ -176,7 +182,7 @@ static assay_status write_model(const assay_model_file *mf, const char *dir, ass
                 for (int64_t j = 0; j < E; j++) o[r * E + j] *= gain[j];
             free(gain);
             rotate_inputs(o, rows, E, signs);
-            if (rc == ASSAY_OK) rc = add_tensor(w, &keep, "lm_head.weight", t->n_dims, t->ne, o, out_type);
+            if (rc == ASSAY_OK) rc = add_tensor(w, &keep, "lm_head.weight", t->n_dims, t->ne, o, ty);
         }
         assay_progress_update(&bar, i + 1);
     }
@@ -205,7 +211,7 @@ static assay_status write_model(const assay_model_file *mf, const char *dir, ass
 }
 
 assay_status assay_quantize_rotated_model(const assay_model_file *mf, const assay_quantize_options *opt,
-                                          const char *dir) {
+                                          const char *dir, int source_dtype_outside_linears) {
     const assay_model_config *c = assay_model_file_config(mf);
     if (!opt->rotate || strcmp(opt->rotate, "hadamard") != 0)
         return assay_fail(ASSAY_ERR_ARG, "unknown rotation '%s' (known: hadamard)", opt->rotate ? opt->rotate : "");
@@ -224,7 +230,7 @@ assay_status assay_quantize_rotated_model(const assay_model_file *mf, const assa
     float *signs = assay_xmalloc((size_t)c->n_embd * sizeof(float));
     uint64_t st = opt->seed;
     for (int64_t i = 0; i < c->n_embd; i++) signs[i] = (splitmix64(&st) >> 63) ? -1.0f : 1.0f;
-    assay_status rc = write_model(mf, dir, ASSAY_TYPE_F32, signs, opt->seed);
+    assay_status rc = write_model(mf, dir, ASSAY_TYPE_F32, signs, opt->seed, source_dtype_outside_linears);
     free(signs);
     return rc;
 }
@@ -237,7 +243,7 @@ assay_status assay_quantize_plain(const assay_quantize_scheme *scheme, const ass
     assay_quantize_outdir od;
     assay_status rc = assay_quantize_outdir_begin(&od, out_path, opt->force);
     if (rc != ASSAY_OK) return rc;
-    rc = write_model(mf, od.temp_path, (assay_type)scheme->param, NULL, 0);
+    rc = write_model(mf, od.temp_path, (assay_type)scheme->param, NULL, 0, 0);
     if (rc == ASSAY_OK) rc = assay_quantize_outdir_commit(&od);
     else assay_quantize_outdir_abort(&od);
     return rc;

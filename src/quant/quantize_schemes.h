@@ -56,9 +56,10 @@ assay_status assay_quantize_fp4(const assay_quantize_scheme *scheme, const assay
 /* An unquantized HF directory (quantize_rotate.c): `param` is ASSAY_TYPE_F32 or ASSAY_TYPE_BF16. With --rotate
  * this writes the rotated model itself. */
 /* Writes the model rotated as --rotate asks (opt->rotate, opt->seed) into the existing directory `dir`, as an
- * f32 HF checkpoint; assay_quantize then runs the scheme on that directory. */
+ * f32 HF checkpoint (with source_dtype_outside_linears: embeddings, lm_head and norms in a bf16 source's dtype);
+ * assay_quantize then runs the scheme on that directory. */
 assay_status assay_quantize_rotated_model(const assay_model_file *mf, const assay_quantize_options *opt,
-                                          const char *dir);
+                                          const char *dir, int source_dtype_outside_linears);
 assay_status assay_quantize_plain(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                   const assay_quantize_options *opt, const char *out_path);
 
