@@ -313,6 +313,20 @@ def main(schemes=None):
         if os.path.isdir(d):
             pr = probe(d, os.path.join(tmp, "refuse"), [], "fp8")
             check(pr.returncode == 1 and "already quantized" in pr.stderr, f"--quantization fp8 on a checkpoint: {pr.stderr!r}")
+        # formats without a loader are named in a clear error, not run wrongly
+        d = os.path.join(tmp, "fp8-dynamic")
+        if os.path.isdir(d):
+            for method, fmt, want in (("bitsandbytes", None, "cannot run quant_method 'bitsandbytes'"),
+                                      ("compressed-tensors", "pack-quantized", "format 'pack-quantized'")):
+                bad = os.path.join(tmp, "bad-" + method)
+                shutil.copytree(d, bad)
+                c = json.load(open(os.path.join(bad, "config.json")))
+                c["quantization_config"]["quant_method"] = method
+                if fmt:
+                    c["quantization_config"]["format"] = fmt
+                json.dump(c, open(os.path.join(bad, "config.json"), "w"))
+                pr = probe(bad, os.path.join(tmp, "bad-probe-" + method), [])
+                check(pr.returncode == 1 and want in pr.stderr, f"{method}/{fmt}: {pr.returncode} {pr.stderr!r}")
         g = os.path.join(tmp, "int4-rtn")  # GPTQ layout, g_idx = i // 128
         if os.path.isdir(g):
             bad = os.path.join(tmp, "bad-gptq")
