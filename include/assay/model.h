@@ -37,6 +37,10 @@
  *                                          (input_scale), dynamic per token, or dynamic 1 x group_size (fp8-block);
  *   compressed-tensors "int-quantized"    INT8 weights with weight_scale per channel/tensor; inputs: dynamic
  *                                          per-token symmetric INT8 (w8a8-int8) or none;
+ *   quant_method "fp8"                    the legacy FP8 layout (AutoFP8, DeepSeek/Qwen FP8; vLLM's Fp8Config):
+ *                                          per-tensor weight_scale with activation_scheme static (input_scale) or
+ *                                          dynamic (per token), or weight_block_size blocks with the multiplier
+ *                                          named weight_scale_inv and dynamic 1 x block_n activation groups;
  *   quant_method "gptq"                   int4 qweight / qzeros / scales / g_idx (act-order), checkpoint_format
  *                                          "gptq" (stored zero = zero - 1, read back as nibble + 1 without wrapping,
  *                                          as transformers/AutoGPTQ/vLLM do) or "gptq_v2"; inputs not quantized;

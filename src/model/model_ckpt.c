@@ -163,10 +163,11 @@ static assay_status ct_parse(assay_ckpt *ck, const assay_json *qc) {
     return ASSAY_OK;
 }
 
-static assay_status ct_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
-                              assay_act_quant *act, int *found) {
-    int int_fmt = strcmp(ck->loader->format, "int-quantized") == 0;
-    const assay_tensor *wt = assay_ckpt_tensor(ck, module, "weight"), *sc = assay_ckpt_tensor(ck, module, "weight_scale");
+/* One linear stored as 8-bit codes (FP8 or INT8) times scales of the parsed strategy; `scale_suffix` names the scale
+ * tensor ("weight_scale"; legacy block FP8: "weight_scale_inv", a multiplier despite its name). */
+static assay_status scaled_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                                  assay_act_quant *act, int *found, int int_fmt, const char *scale_suffix) {
+    const assay_tensor *wt = assay_ckpt_tensor(ck, module, "weight"), *sc = assay_ckpt_tensor(ck, module, scale_suffix);
     assay_status st = ASSAY_OK;
     *found = 0;
     if (!wt) {
@@ -174,7 +175,7 @@ static assay_status ct_linear(const assay_ckpt *ck, const char *module, int64_t 
         return st;
     }
     if (!sc && is_float_type(wt->type)) return ASSAY_OK; /* in the ignore list: stored unquantized */
-    need(ck, module, "weight_scale", &st);
+    need(ck, module, scale_suffix, &st);
     if (st) return st;
     *found = 1;
     if ((st = want_shape(ck, wt, n_in, n_out)) || (st = want_type(ck, sc, 1, 0))) return st;
@@ -287,6 +288,43 @@ static assay_status fp4_linear(const assay_ckpt *ck, const char *module, int64_t
     return ASSAY_OK;
 }
 
+static assay_status ct_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                              assay_act_quant *act, int *found) {
+    return scaled_linear(ck, module, n_in, n_out, w, act, found, strcmp(ck->loader->format, "int-quantized") == 0,
+                         "weight_scale");
+}
+
+/* ---- legacy "fp8" (AutoFP8 / DeepSeek / Qwen FP8: vLLM's Fp8Config) ---------------------------------------- */
+
+static assay_status fp8_parse(assay_ckpt *ck, const assay_json *qc) {
+    const char *as = json_str(qc, "activation_scheme");
+    const assay_json *bs = assay_json_get(qc, "weight_block_size");
+    memset(&ck->act, 0, sizeof ck->act);
+    if (!as || (strcmp(as, "static") != 0 && strcmp(as, "dynamic") != 0))
+        return ct_bad(ck, "activation_scheme must be \"static\" or \"dynamic\"");
+    int dynamic = strcmp(as, "dynamic") == 0;
+    if (bs && !assay_json_is(bs, ASSAY_JSON_NULL)) {
+        ck->weight_strategy = 2;
+        ck->block[0] = assay_json_int(assay_json_at(bs, 0), 0);
+        ck->block[1] = assay_json_int(assay_json_at(bs, 1), 0);
+        if (ck->block[0] <= 0 || ck->block[1] <= 0) return ct_bad(ck, "weight_block_size must be [m, n]");
+        if (!dynamic) return ct_bad(ck, "block weights need activation_scheme \"dynamic\" (as in vLLM)");
+        ck->act.kind = ASSAY_ACT_QUANT_FP8_GROUP; /* vLLM: per-token groups of block_n */
+        ck->act.group = ck->block[1];
+    } else {
+        ck->weight_strategy = 0; /* one scale per tensor */
+        /* dynamic: per token, vLLM's choice wherever CUTLASS FP8 runs (Hopper, Ada) */
+        ck->act.kind = dynamic ? ASSAY_ACT_QUANT_FP8_TOKEN : ASSAY_ACT_QUANT_FP8_STATIC;
+    }
+    return ASSAY_OK;
+}
+
+static assay_status fp8_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
+                               assay_act_quant *act, int *found) {
+    return scaled_linear(ck, module, n_in, n_out, w, act, found, 0,
+                         ck->weight_strategy == 2 ? "weight_scale_inv" : "weight_scale");
+}
+
 /* ---- GPTQ ("gptq" / "gptq_v2" checkpoint formats) and AWQ GEMM --------------------------------------------- */
 
 static assay_status int4_parse_common(assay_ckpt *ck, const assay_json *qc) {
@@ -393,6 +431,7 @@ const assay_ckpt_loader assay_ckpt_loaders[] = {
      fp4_linear},
     {"compressed-tensors", "mxfp4-pack-quantized", "compressed-tensors mxfp4-pack-quantized (weight-only)", fp4_parse,
      fp4_linear},
+    {"fp8", NULL, "fp8 (vLLM Fp8Config)", fp8_parse, fp8_linear},
     {"gptq", NULL, "GPTQ int4", gptq_parse, gptq_linear},
     {"awq", NULL, "AWQ GEMM int4", awq_parse, awq_linear},
     {NULL, NULL, NULL, NULL, NULL},
@@ -414,7 +453,7 @@ assay_status assay_ckpt_open(assay_ckpt *ck, const assay_model_file *mf) {
     }
     return assay_fail(ASSAY_ERR_UNSUPPORTED,
                       "%s: the engine cannot run quant_method '%s'%s%s%s (it runs compressed-tensors float-quantized / "
-                      "int-quantized / nvfp4-pack-quantized / mxfp4-pack-quantized, gptq, awq)",
+                      "int-quantized / nvfp4-pack-quantized / mxfp4-pack-quantized, fp8, gptq, awq)",
                       assay_model_file_path(mf), method, format ? " with format '" : "", format ? format : "",
                       format ? "'" : "");
 }

@@ -313,6 +313,29 @@ def main(schemes=None):
         if os.path.isdir(d):
             pr = probe(d, os.path.join(tmp, "refuse"), [], "fp8")
             check(pr.returncode == 1 and "already quantized" in pr.stderr, f"--quantization fp8 on a checkpoint: {pr.stderr!r}")
+        # the legacy "fp8" quant_method (AutoFP8 / DeepSeek-style: vLLM's Fp8Config) holding the same tensors must run
+        # exactly like its compressed-tensors twin: per-tensor + static input_scale, and 128x128 blocks whose scale is
+        # named weight_scale_inv with dynamic 1x128 activation groups
+        for src, qc in (("fp8", {"quant_method": "fp8", "activation_scheme": "static"}),
+                        ("fp8-block", {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]})):
+            d = os.path.join(tmp, src)
+            if not os.path.isdir(d):
+                continue
+            leg = os.path.join(tmp, src + "-legacy")
+            shutil.copytree(d, leg)
+            c = json.load(open(os.path.join(leg, "config.json")))
+            c["quantization_config"] = qc
+            json.dump(c, open(os.path.join(leg, "config.json"), "w"))
+            if "weight_block_size" in qc:
+                f = glob.glob(os.path.join(leg, "*.safetensors"))[0]
+                t = load_file(f)
+                save_file({(k[: -len("weight_scale")] + "weight_scale_inv" if k.endswith(".weight_scale") else k): v
+                           for k, v in t.items()}, f)
+            pr = probe(leg, os.path.join(tmp, src + "-legacy-probe"), [])
+            if check(pr.returncode == 0, f"legacy {src}: {pr.stderr[-1000:]}"):
+                a = np.fromfile(os.path.join(tmp, src + "-legacy-probe", "logits.f32"), dtype=np.float32)
+                b = np.fromfile(os.path.join(tmp, src + "-probe", "logits.f32"), dtype=np.float32)
+                check(np.array_equal(a, b), f"legacy {src}: logits differ from the compressed-tensors checkpoint's")
         # formats without a loader are named in a clear error, not run wrongly
         d = os.path.join(tmp, "fp8-dynamic")
         if os.path.isdir(d):
