@@ -95,8 +95,8 @@ void assay_eval_print_table(const assay_eval_results *r, FILE *fp) {
 int assay_cmd_eval(int argc, char **argv) {
     const char *tasks = NULL, *output = NULL, *data_dir = NULL, *text = NULL, *dump = NULL, *kld_base = NULL;
     const char *device = NULL, *quant = NULL, *kv = NULL;
-    int64_t fewshot = -1, limit = 0, ctx = 512, max_gen = 256, seed = 1234, threads = 0, max_len = 0;
-    int force = 0, quiet = 0;
+    int64_t fewshot = -1, limit = 0, ctx = 512, max_gen = 256, seed = 1234, threads = 0, max_len = 0, kv_tokens = 0;
+    int force = 0, quiet = 0, calc_kv = 0;
     const cli_option opts[] = {
         {NULL, "--tasks", CLI_STRING, &tasks, "LIST", "comma-separated: wikitext, heldout, kld, hellaswag, arc_challenge, piqa, mmlu, mmlu_<subject>, gsm8k"},
         {NULL, "--num-fewshot", CLI_INT, &fewshot, "K", "few-shot examples (default: each task's own: 0; mmlu 5; gsm8k 5)"},
@@ -113,6 +113,8 @@ int assay_cmd_eval(int argc, char **argv) {
         {NULL, "--device", CLI_STRING, &device, "DEV", "engine: cpu or cuda"},
         {NULL, "--quantization", CLI_STRING, &quant, "SCHEME", "engine: on-the-fly weight quantization (fp8, ...)"},
         {NULL, "--kv-cache-dtype", CLI_STRING, &kv, "DTYPE", "engine: KV cache type (auto, fp8, ...)"},
+        {NULL, "--calculate-kv-scales", CLI_FLAG, &calc_kv, NULL, "engine: 8-bit KV scales from the first --kv-scale-tokens real tokens"},
+        {NULL, "--kv-scale-tokens", CLI_INT, &kv_tokens, "N", "engine: tokens --calculate-kv-scales observes (default 1024)"},
         {NULL, "--threads", CLI_INT, &threads, "N", "engine: CPU threads"},
         {NULL, "--max-model-len", CLI_INT, &max_len, "N", "engine: context length = the eval's max_length"},
         {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
@@ -164,12 +166,12 @@ int assay_cmd_eval(int argc, char **argv) {
         return CLI_EXIT_ERROR;
     }
     const char *model = args.positional[0];
-    assay_engine_flags flags = {device, quant, kv, threads, max_len};
+    assay_engine_flags flags = {device, quant, kv, threads, max_len, calc_kv, kv_tokens};
     assay_lm *lm = NULL, *base = NULL;
     assay_eval_results *res = NULL;
     assay_status st = assay_eval_lm_open(model, &flags, &lm);
     if (st == ASSAY_OK && kld_base) {
-        assay_engine_flags bf = {device, NULL, NULL, threads, max_len};
+        assay_engine_flags bf = {device, NULL, NULL, threads, max_len, 0, 0};
         st = assay_eval_lm_open(kld_base, &bf, &base);
         o.kld_base = base;
     }

@@ -90,7 +90,8 @@ static float percentile(const float *sorted, int64_t n, double p) { /* linear in
 int assay_cmd_perplexity(int argc, char **argv) {
     const char *file = NULL, *kv_name = "f16", *save = NULL, *base = NULL;
     int64_t n_ctx = 512, threads = 0, max_chunks = 0;
-    int score_all = 0, json = 0;
+    int score_all = 0, json = 0, calc_kv = 0;
+    int64_t kv_scale_tokens = 1024;
     const char *quant = NULL;
     const cli_option opts[] = {
         {"-f", "--file", CLI_STRING, &file, "FILE", "text to score"},
@@ -102,6 +103,9 @@ int assay_cmd_perplexity(int argc, char **argv) {
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object with every statistic"},
         {"-t", "--threads", CLI_INT, &threads, "N", "CPU threads (default: all cores)"},
         {NULL, "--kv-cache-dtype", CLI_STRING, &kv_name, "T", "f16 (default), bf16, f32, fp8_e4m3, fp8_e5m2, int8"},
+        {NULL, "--calculate-kv-scales", CLI_FLAG, &calc_kv, NULL,
+         "8-bit KV: per-layer k/v scales from the running max of the first --kv-scale-tokens tokens"},
+        {NULL, "--kv-scale-tokens", CLI_INT, &kv_scale_tokens, "N", "tokens --calculate-kv-scales observes (default 1024)"},
         {"-q", "--quantization", CLI_STRING, &quant, "SCHEME", "quantize the weights at load: fp8 (E4M3, vLLM's online fp8)"},
         {0}};
     const cli_spec spec = {"perplexity", "MODEL -f FILE [--ctx N] [--score-all] [--save-logits OUT | --kl-divergence-base BASE]",
@@ -111,6 +115,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
     if (rc != CLI_CONTINUE) return rc;
     if (!file) return cli_args_free(&args), cli_usage_error(&spec, "-f FILE is required");
     if (n_ctx < 4 || threads < 0 || max_chunks < 0) return cli_args_free(&args), cli_usage_error(&spec, "--ctx must be >= 4");
+    if (kv_scale_tokens < 1) return cli_args_free(&args), cli_usage_error(&spec, "--kv-scale-tokens must be positive");
     if (save && base) return cli_args_free(&args), cli_usage_error(&spec, "--save-logits and --kl-divergence-base exclude each other");
     assay_kv_dtype kv_dtype;
     if (assay_kv_dtype_from_name(kv_name, &kv_dtype) != ASSAY_OK)
@@ -164,7 +169,9 @@ int assay_cmd_perplexity(int argc, char **argv) {
     so.kv_dtype = kv_dtype;
     so.n_ctx = n_ctx;
     so.n_batch = n_ctx;
+    so.kv_calc_tokens = calc_kv ? kv_scale_tokens : 0;
     if (assay_session_open(&s, m, &so) != ASSAY_OK) goto done;
+    fprintf(stderr, "assay perplexity: %s\n", assay_session_kv_scales_desc(s));
     logits = assay_xmalloc((size_t)(n_ctx * V) * sizeof(float));
     lp = assay_xmalloc((size_t)V * sizeof(double));
     pos = assay_xmalloc((size_t)n_ctx * sizeof(int32_t));

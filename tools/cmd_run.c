@@ -53,7 +53,8 @@ int assay_cmd_run(int argc, char **argv) {
     const char *prompt = NULL, *kv_name = "f16";
     int64_t n_predict = 128, top_k = 40, seed = 0, threads = 0, n_ctx = 0;
     double temp = 0.8, top_p = 0.95, min_p = 0.05;
-    int chat = 0, ignore_eos = 0;
+    int chat = 0, ignore_eos = 0, calc_kv = 0;
+    int64_t kv_scale_tokens = 1024;
     const char *quant = NULL;
     const cli_option opts[] = {
         {"-p", "--prompt", CLI_STRING, &prompt, "TEXT", "the prompt (\"\" : start from BOS alone)"},
@@ -66,6 +67,9 @@ int assay_cmd_run(int argc, char **argv) {
         {NULL, "--chat", CLI_FLAG, &chat, NULL, "wrap the prompt as a user turn of the model's chat format"},
         {"-t", "--threads", CLI_INT, &threads, "N", "CPU threads (default: all cores)"},
         {NULL, "--kv-cache-dtype", CLI_STRING, &kv_name, "T", "f16 (default), bf16, f32, fp8_e4m3, fp8_e5m2, int8"},
+        {NULL, "--calculate-kv-scales", CLI_FLAG, &calc_kv, NULL,
+         "8-bit KV: per-layer k/v scales from the running max of the first --kv-scale-tokens tokens"},
+        {NULL, "--kv-scale-tokens", CLI_INT, &kv_scale_tokens, "N", "tokens --calculate-kv-scales observes (default 1024)"},
         {"-q", "--quantization", CLI_STRING, &quant, "SCHEME", "quantize the weights at load: fp8 (E4M3, vLLM's online fp8)"},
         {"-c", "--ctx-size", CLI_INT, &n_ctx, "N", "context length (default: prompt + n-predict)"},
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "keep generating after an end-of-generation token"},
@@ -79,9 +83,10 @@ int assay_cmd_run(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "-p TEXT is required");
     }
-    if (n_predict < 0 || top_k < 0 || temp < 0 || threads < 0 || n_ctx < 0) {
+    if (n_predict < 0 || top_k < 0 || temp < 0 || threads < 0 || n_ctx < 0 || kv_scale_tokens < 1) {
         cli_args_free(&args);
-        return cli_usage_error(&spec, "-n, --top-k, --temp, --threads and --ctx-size must not be negative");
+        return cli_usage_error(&spec, "-n, --top-k, --temp, --threads and --ctx-size must not be negative, "
+                                      "--kv-scale-tokens must be positive");
     }
     assay_kv_dtype kv_dtype;
     if (assay_kv_dtype_from_name(kv_name, &kv_dtype) != ASSAY_OK) {
@@ -129,6 +134,7 @@ int assay_cmd_run(int argc, char **argv) {
     assay_session_options so;
     assay_session_options_default(&so);
     so.kv_dtype = kv_dtype;
+    so.kv_calc_tokens = calc_kv ? kv_scale_tokens : 0;
     so.n_ctx = n_ctx > 0 ? n_ctx : n_prompt + n_predict;
     if (so.n_ctx < n_prompt + n_predict) {
         assay_fail(ASSAY_ERR_RANGE, "prompt (%lld tokens) + %lld new tokens exceed the context of %lld", (long long)n_prompt,
@@ -136,6 +142,7 @@ int assay_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (assay_session_open(&s, m, &so) != ASSAY_OK) goto done;
+    fprintf(stderr, "assay run: %s\n", assay_session_kv_scales_desc(s));
     assay_sampler_params sp = {(float)temp, (int)top_k, (float)top_p, (float)min_p, (uint64_t)seed};
     sm = assay_sampler_new(&sp, c->n_vocab);
     logits = assay_xmalloc((size_t)c->n_vocab * sizeof(float));

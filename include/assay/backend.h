@@ -31,7 +31,10 @@ typedef struct assay_weight {
 } assay_weight;
 
 /* KV cache element types. F16 is the default (llama.cpp's default too); the 8-bit types carry one float scale
- * per (token, kv head), so an outlier token cannot flatten the resolution of every other token. */
+ * per (token, kv head) slot. By default that scale is dynamic (the slot's own absmax maps to the format's max),
+ * so an outlier token cannot flatten the resolution of every other token; a layer with a static scale
+ * (assay_kv_layer.k_static/v_static: a checkpoint's k_scale/v_scale, or --calculate-kv-scales) writes every
+ * token with that one scale instead, saturating values past it, which is what vLLM's fp8 KV cache does. */
 typedef enum assay_kv_dtype {
     ASSAY_KV_F16 = 0,
     ASSAY_KV_BF16,
@@ -48,11 +51,15 @@ size_t assay_kv_dtype_size(assay_kv_dtype t);
 
 /* Paged KV storage of one layer. Blocks hold ASSAY_KV_BLOCK tokens; within a block the layout is
  * [n_head_kv][ASSAY_KV_BLOCK][head_dim] so one head's keys of a block are contiguous.
- * `scale` ([n_blocks][n_head_kv][ASSAY_KV_BLOCK] floats) is used by the 8-bit dtypes only. */
+ * `k_scale`/`v_scale` ([n_blocks][n_head_kv][ASSAY_KV_BLOCK] floats, the dequant multiplier of each slot) are
+ * used by the 8-bit dtypes only; kv_store writes them and attention reads them.
+ * `k_static`/`v_static` > 0: kv_store writes every slot with this per-layer scale (stored = sat(x / scale),
+ * vLLM's k_scale/v_scale semantics); 0: each slot gets its own dynamic absmax scale. */
 #define ASSAY_KV_BLOCK 16
 typedef struct assay_kv_layer {
     void *k, *v;
     float *k_scale, *v_scale;
+    float k_static, v_static;
 } assay_kv_layer;
 
 /* One sequence's view of the cache: logical block i of the sequence lives in physical block table[i]. */

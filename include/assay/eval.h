@@ -203,6 +203,8 @@ typedef struct assay_engine_flags {
     const char *kv_cache_dtype; /* --kv-cache-dtype auto|fp8|... */
     int64_t threads;            /* --threads */
     int64_t max_model_len;      /* --max-model-len: the eval's max_length (default: the model's positions) */
+    int calculate_kv_scales;    /* --calculate-kv-scales (a switch): k/v scales from real traffic (model.h) */
+    int64_t kv_scale_tokens;    /* --kv-scale-tokens N: tokens it observes (default 1024) */
 } assay_engine_flags;
 
 /* Opens MODEL (GGUF file or HF directory) with the engine and wraps it as an assay_lm. Returns

@@ -80,6 +80,8 @@ typedef struct assay_session_options {
     int64_t n_ctx;           /* positions per sequence; 0: the model's training context, at most 4096 */
     int n_seq;               /* sequences live at once (default 1) */
     int64_t n_batch;         /* tokens per internal step; longer batches are split (default 512) */
+    int64_t kv_calc_tokens;  /* > 0: --calculate-kv-scales: per-layer static k/v scales from the running max of the
+                              * first N real tokens (8-bit KV dtypes only; see assay_session_kv_scales_pause) */
 } assay_session_options;
 
 void assay_model_options_default(assay_model_options *o);
@@ -126,5 +128,25 @@ void assay_session_seq_clear(assay_session *s, int seq);
  * Used by GPTQ/AWQ/SmoothQuant/imatrix. NULL removes the hook. */
 typedef void (*assay_calib_fn)(void *user, const char *name, const float *x, int64_t n_tok, int64_t n_in);
 void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *user);
+
+/* KV calibration: called per layer with the keys (after RoPE and any k norm, exactly what the cache stores) and
+ * values of the batch, [n_tok][kv_dim] float32 each, valid during the call. NULL removes the hook. */
+typedef void (*assay_kv_fn)(void *user, int64_t layer, const float *k, const float *v, int64_t n_tok, int64_t kv_dim);
+void assay_session_set_kv_hook(assay_session *s, assay_kv_fn fn, void *user);
+
+/* KV cache scales (8-bit KV dtypes). Where they come from, decided at assay_session_open:
+ *   1. opt.kv_calc_tokens > 0 (--calculate-kv-scales): from real traffic (kv_cache.h states the semantics);
+ *   2. else, for fp8_e4m3 / fp8_e5m2, the checkpoint's per-layer k_scale / v_scale when it has them (HF
+ *      model.layers.N.self_attn.k_scale / v_scale, or the legacy k_proj/v_proj.output_scale and kv_scale), as a
+ *      static scale: stored = sat(x / scale), read = code * scale (vLLM's semantics);
+ *   3. else a dynamic scale per (token, KV head) slot.
+ * One line saying which, for a log. */
+const char *assay_session_kv_scales_desc(const assay_session *s);
+/* Marks the following forwards as warm-up (nonzero) or real traffic (0): warm-up never calibrates. */
+void assay_session_kv_scales_pause(assay_session *s, int paused);
+/* The static scales layer `layer` writes with now; 0 when the layer uses dynamic per-slot scales. */
+void assay_session_kv_scales_get(const assay_session *s, int64_t layer, float *k_scale, float *v_scale);
+/* Number of layers whose k_scale and v_scale the checkpoint holds (0: none). */
+int64_t assay_model_kv_scale_layers(const assay_model *m);
 
 #endif

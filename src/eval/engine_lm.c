@@ -172,6 +172,7 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *fla
     int64_t max_len = flags->max_model_len > 0 ? flags->max_model_len : (c->n_ctx_train > 0 ? c->n_ctx_train : 2048);
     if (!flags->max_model_len && max_len > 4096) max_len = 4096;
     so.n_ctx = max_len;
+    if (flags->calculate_kv_scales) so.kv_calc_tokens = flags->kv_scale_tokens > 0 ? flags->kv_scale_tokens : 1024;
     st = assay_session_open(&e->session, e->model, &so);
     if (st != ASSAY_OK) {
         assay_eval_lm_close(&e->lm);
@@ -202,6 +203,7 @@ assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *f, c
     for (char *tok = strtok_r(s, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
         char *val = strchr(tok, '=');
         if (val) *val++ = 0;
+        else if (strcmp(tok, "--calculate-kv-scales") == 0) val = "1"; /* a switch, as in vLLM */
         else val = strtok_r(NULL, " \t", &save);
         if (!val) return assay_fail(ASSAY_ERR_ARG, "engine flag %s needs a value", tok);
         char *end = NULL;
@@ -212,6 +214,14 @@ assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *f, c
             if (st != ASSAY_OK) return st;
         }
         else if (strcmp(tok, "--kv-cache-dtype") == 0) f->kv_cache_dtype = val;
+        else if (strcmp(tok, "--calculate-kv-scales") == 0) {
+            if (strcmp(val, "1") && strcmp(val, "true")) return assay_fail(ASSAY_ERR_ARG, "--calculate-kv-scales is a switch");
+            f->calculate_kv_scales = 1;
+        } else if (strcmp(tok, "--kv-scale-tokens") == 0) {
+            f->kv_scale_tokens = strtoll(val, &end, 10);
+            if (!*val || *end || f->kv_scale_tokens < 1)
+                return assay_fail(ASSAY_ERR_ARG, "--kv-scale-tokens wants a positive integer, got '%s'", val);
+        }
         else if (strcmp(tok, "--threads") == 0 || strcmp(tok, "-t") == 0) {
             f->threads = strtoll(val, &end, 10);
             if (!*val || *end || f->threads < 1) return assay_fail(ASSAY_ERR_ARG, "--threads wants a positive integer, got '%s'", val);
@@ -220,8 +230,8 @@ assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *f, c
             if (!*val || *end || f->max_model_len < 2) return assay_fail(ASSAY_ERR_ARG, "--max-model-len wants an integer >= 2, got '%s'", val);
         } else
             return assay_fail(ASSAY_ERR_ARG,
-                              "unknown engine flag '%s' (known: --device, --quantization, --kv-cache-dtype, --threads, "
-                              "--max-model-len)",
+                              "unknown engine flag '%s' (known: --device, --quantization, --kv-cache-dtype, "
+                              "--calculate-kv-scales, --kv-scale-tokens, --threads, --max-model-len)",
                               tok);
     }
     return ASSAY_OK;
@@ -232,6 +242,8 @@ void assay_engine_flags_format(const assay_engine_flags *f, assay_strbuf *out) {
     if (f->device) assay_strbuf_printf(out, "%s--device %s", sep, f->device), sep = " ";
     if (f->quantization) assay_strbuf_printf(out, "%s--quantization %s", sep, f->quantization), sep = " ";
     if (f->kv_cache_dtype) assay_strbuf_printf(out, "%s--kv-cache-dtype %s", sep, f->kv_cache_dtype), sep = " ";
+    if (f->calculate_kv_scales) assay_strbuf_printf(out, "%s--calculate-kv-scales", sep), sep = " ";
+    if (f->kv_scale_tokens) assay_strbuf_printf(out, "%s--kv-scale-tokens %lld", sep, (long long)f->kv_scale_tokens), sep = " ";
     if (f->threads) assay_strbuf_printf(out, "%s--threads %lld", sep, (long long)f->threads), sep = " ";
     if (f->max_model_len) assay_strbuf_printf(out, "%s--max-model-len %lld", sep, (long long)f->max_model_len), sep = " ";
     if (!out->data) assay_strbuf_puts(out, "");

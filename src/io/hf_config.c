@@ -238,6 +238,13 @@ static const name_pair BLOCK_NAMES[] = {
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
+    /* KV-cache scales (compressed-tensors kv_cache_scheme; the first spelling is the one written back) and the
+     * legacy spellings vLLM still maps onto them */
+    {"self_attn.k_scale", "k_cache_scale"},
+    {"self_attn.v_scale", "v_cache_scale"},
+    {"self_attn.k_proj.output_scale", "k_cache_scale"},
+    {"self_attn.v_proj.output_scale", "v_cache_scale"},
+    {"self_attn.kv_scale", "kv_cache_scale"},
 };
 
 /* Gemma3 has four norms per block; HF's post_attention_layernorm is a post-norm there, not the FFN pre-norm. */

@@ -24,6 +24,7 @@ typedef struct model_layer {
     float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm, *q_norm, *k_norm; /* f32, owned */
     float *bq, *bk, *bv;
     int sliding;     /* gemma3 local layer */
+    float k_cache_scale, v_cache_scale; /* the checkpoint's KV-cache scales; 0: none */
 } model_layer;
 
 struct assay_model {
@@ -43,6 +44,7 @@ struct assay_model {
     int n_ckpt_linears;       /* linears loaded through ck */
     int64_t act_max_scales;   /* most activation scales per row any linear needs; >0: sessions need the scratch */
     int act_quant;            /* some linear quantizes its input */
+    int64_t n_kv_scales; /* layers with both KV-cache scales in the checkpoint */
 };
 
 struct assay_session {
@@ -56,6 +58,9 @@ struct assay_session {
     assay_kv_seq_view *views;
     assay_calib_fn calib;
     void *calib_user;
+    assay_kv_fn kv_hook;
+    void *kv_user;
+    char kv_desc[256];
     /* activation fake-quant: [n_batch][max n_in] codes and dequantized values, [n_batch][act_max_scales] scales */
     uint8_t *aq;
     float *ax, *as;
@@ -76,6 +81,7 @@ void assay_session_options_default(assay_session_options *o) {
     o->n_ctx = 0;
     o->n_seq = 1;
     o->n_batch = 512;
+    o->kv_calc_tokens = 0;
 }
 
 /* ---- loading ---------------------------------------------------------------------------------------------- */
@@ -234,6 +240,41 @@ static assay_status fp8_weight(assay_model *m, assay_weight *w) {
     return st ? assay_fail_context(st, "%s", w->name) : ASSAY_OK;
 }
 
+/* One positive scalar tensor (any float dtype, one element), or 0 when absent. */
+static assay_status load_scalar(assay_model *m, const char *name, float *out) {
+    *out = 0;
+    const assay_tensor *t = assay_model_file_find(m->mf, name);
+    if (!t) return ASSAY_OK;
+    float v = 0;
+    assay_status st = assay_tensor_nelements(t) == 1 ? assay_dequantize(t->type, t->data, &v, 1)
+                                                     : assay_fail(ASSAY_ERR_FORMAT, "has %lld elements, expected 1",
+                                                                  (long long)assay_tensor_nelements(t));
+    if (st == ASSAY_OK && !(v > 0 && isfinite(v))) st = assay_fail(ASSAY_ERR_FORMAT, "is %g, not a positive scale", v);
+    if (st) return assay_fail_context(st, "%s: tensor %s", assay_model_file_path(m->mf), t->source_name);
+    *out = v;
+    return ASSAY_OK;
+}
+
+/* The KV-cache scales of layer l (canonical names from hf_config.c: k_cache_scale / v_cache_scale, or one legacy
+ * kv_cache_scale serving both, as vLLM does). A layer holding only one of k/v gets the larger for both (vLLM). */
+static assay_status load_kv_scales(assay_model *m, int64_t l, model_layer *L) {
+    char nm[96];
+    float k, v, kv;
+    assay_status st;
+    snprintf(nm, sizeof nm, "blk.%lld.k_cache_scale", (long long)l);
+    if ((st = load_scalar(m, nm, &k))) return st;
+    snprintf(nm, sizeof nm, "blk.%lld.v_cache_scale", (long long)l);
+    if ((st = load_scalar(m, nm, &v))) return st;
+    snprintf(nm, sizeof nm, "blk.%lld.kv_cache_scale", (long long)l);
+    if ((st = load_scalar(m, nm, &kv))) return st;
+    if (k == 0 && v == 0) k = v = kv;
+    else if (k == 0 || v == 0) k = v = k > v ? k : v;
+    L->k_cache_scale = k;
+    L->v_cache_scale = v;
+    m->n_kv_scales += k > 0;
+    return ASSAY_OK;
+}
+
 static size_t weight_bytes(const assay_weight *w) { return w->data ? w->row_bytes * (size_t)w->n_out : 0; }
 
 assay_status assay_model_load(assay_model **out, const char *path, const assay_model_options *opt) {
@@ -327,6 +368,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
                 if (acts[i]->kind != ASSAY_ACT_QUANT_NONE) m->act_quant = 1;
             }
         }
+        if ((st = load_kv_scales(m, l, L))) goto fail;
         L->sliding = c->sliding_window > 0 && c->sliding_window_pattern > 0 && (l + 1) % c->sliding_window_pattern != 0;
         m->weight_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
                            weight_bytes(&L->w_gate) + weight_bytes(&L->w_up) + weight_bytes(&L->w_down);
@@ -369,6 +411,7 @@ const assay_model_config *assay_model_get_config(const assay_model *m) { return 
 const assay_model_file *assay_model_get_file(const assay_model *m) { return m->mf; }
 size_t assay_model_weight_bytes(const assay_model *m) { return m->weight_bytes; }
 const char *assay_model_kernels(const assay_model *m) { return assay_backend_cpu_kernels(m->be); }
+int64_t assay_model_kv_scale_layers(const assay_model *m) { return m->n_kv_scales; }
 
 assay_status assay_model_weight_f32(const assay_model *m, const char *name, int64_t *n_in, int64_t *n_out, float *out) {
     const assay_weight *w = NULL;
@@ -387,6 +430,52 @@ assay_status assay_model_weight_f32(const assay_model *m, const char *name, int6
 
 /* ---- sessions --------------------------------------------------------------------------------------------- */
 
+/* Where the KV scales come from (model.h, assay_session_kv_scales_desc), and the line that says so. */
+static assay_status kv_scales_setup(assay_session *s) {
+    const assay_model *m = s->m;
+    assay_kv_dtype dt = s->o.kv_dtype;
+    const char *dn = assay_kv_dtype_name(dt);
+    int fp8 = dt == ASSAY_KV_FP8_E4M3 || dt == ASSAY_KV_FP8_E5M2;
+    if (s->o.kv_calc_tokens > 0) {
+        if (!assay_kv_dtype_scaled(dt))
+            return assay_fail(ASSAY_ERR_ARG, "--calculate-kv-scales needs an 8-bit KV cache (--kv-cache-dtype fp8), not %s", dn);
+        assay_kv_cache_calc_begin(&s->kv, s->o.kv_calc_tokens);
+        snprintf(s->kv_desc, sizeof s->kv_desc,
+                 "KV cache %s: per-layer k/v scales calculated from the running max of the first %lld tokens of real "
+                 "traffic (per-slot dynamic scales until then)%s", dn, (long long)s->o.kv_calc_tokens,
+                 m->n_kv_scales ? "; the checkpoint's k_scale/v_scale are not used" : "");
+    } else if (fp8 && m->n_kv_scales > 0) {
+        for (int64_t l = 0; l < m->c.n_layer; l++)
+            if (m->layers[l].k_cache_scale > 0)
+                assay_kv_cache_set_static(&s->kv, l, m->layers[l].k_cache_scale, m->layers[l].v_cache_scale);
+        snprintf(s->kv_desc, sizeof s->kv_desc,
+                 "KV cache %s: static per-layer k_scale/v_scale from the checkpoint (%lld of %lld layers%s)", dn,
+                 (long long)m->n_kv_scales, (long long)m->c.n_layer,
+                 m->n_kv_scales < m->c.n_layer ? "; the others: per-slot dynamic scales" : "");
+    } else if (assay_kv_dtype_scaled(dt)) {
+        snprintf(s->kv_desc, sizeof s->kv_desc, "KV cache %s: dynamic scale per (token, KV head) slot (%s)", dn,
+                 !fp8 ? "a checkpoint's fp8 k_scale/v_scale do not apply to int8"
+                      : "the checkpoint has no k_scale/v_scale");
+    } else {
+        snprintf(s->kv_desc, sizeof s->kv_desc, "KV cache %s: no scales%s", dn,
+                 m->n_kv_scales ? " (the checkpoint's fp8 k_scale/v_scale apply to --kv-cache-dtype fp8 only)" : "");
+    }
+    return ASSAY_OK;
+}
+
+const char *assay_session_kv_scales_desc(const assay_session *s) { return s->kv_desc; }
+void assay_session_kv_scales_pause(assay_session *s, int paused) { assay_kv_cache_calc_pause(&s->kv, paused); }
+void assay_session_kv_scales_get(const assay_session *s, int64_t layer, float *k_scale, float *v_scale) {
+    ASSAY_ASSERT(layer >= 0 && layer < s->kv.n_layer);
+    *k_scale = s->kv.layers[layer].k_static;
+    *v_scale = s->kv.layers[layer].v_static;
+}
+
+void assay_session_set_kv_hook(assay_session *s, assay_kv_fn fn, void *user) {
+    s->kv_hook = fn;
+    s->kv_user = user;
+}
+
 assay_status assay_session_open(assay_session **out, assay_model *m, const assay_session_options *opt) {
     *out = NULL;
     assay_session_options o;
@@ -403,6 +492,11 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
     assay_kv_geom g = {o.kv_dtype, c->n_head_kv, c->head_dim};
     assay_status st = assay_kv_cache_init(&s->kv, m->be, &g, c->n_layer, o.n_seq, o.n_ctx);
     if (st) {
+        free(s);
+        return st;
+    }
+    if ((st = kv_scales_setup(s))) {
+        assay_kv_cache_free(&s->kv);
         free(s);
         return st;
     }
@@ -498,6 +592,8 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
         rp.inv_freq = L->sliding ? m->inv_freq_local : m->inv_freq;
         op->rope(be, s->q, n, c->n_head, hd, qd, pos, &rp);
         op->rope(be, s->k, n, c->n_head_kv, hd, kvd, pos, &rp);
+        if (s->kv_hook) s->kv_hook(s->kv_user, l, s->k, s->v, n, kvd);
+        assay_kv_cache_observe(&s->kv, l, s->k, s->v, n);
         op->kv_store(be, &s->kv.layers[l], &s->kv.geom, s->k, s->v, n, s->views, pos);
         assay_attn_params ap = {c->n_head, c->n_head_kv, hd, attn_scale, L->sliding ? c->sliding_window : 0, 0};
         op->attention(be, s->att, s->q, n, &ap, &s->kv.layers[l], &s->kv.geom, s->views, pos);

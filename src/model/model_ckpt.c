@@ -445,6 +445,11 @@ assay_status assay_ckpt_open(assay_ckpt *ck, const assay_model_file *mf) {
     const char *method = json_str(qc, "quant_method"), *format = json_str(qc, "format");
     if (!method)
         return assay_fail(ASSAY_ERR_FORMAT, "%s/config.json: quantization_config has no quant_method", assay_model_file_path(mf));
+    /* compressed-tensors with no weight groups (format "dense"): only a kv_cache_scheme, the weights are as stored
+     * (assay quantize --scheme none --kv-cache-scheme fp8); model.c reads the KV scales */
+    const assay_json *groups = assay_json_get(qc, "config_groups");
+    if (strcmp(method, "compressed-tensors") == 0 && (!groups || (assay_json_is(groups, ASSAY_JSON_OBJECT) && groups->count == 0)))
+        return ASSAY_OK;
     for (const assay_ckpt_loader *l = assay_ckpt_loaders; l->quant_method; l++) {
         if (strcmp(l->quant_method, method) != 0) continue;
         if (l->format && (!format || strcmp(l->format, format) != 0)) continue;

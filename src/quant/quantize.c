@@ -52,6 +52,8 @@ const assay_quantize_scheme assay_quantize_schemes[] = {
      0, assay_quantize_plain, ASSAY_TYPE_F32},
     {"bf16", "no quantization: a bf16 safetensors directory (with --rotate: the rotated model, rounded)",
      ASSAY_QUANTIZE_OUT_HF_DIR, 0, assay_quantize_plain, ASSAY_TYPE_BF16},
+    {"none", "weights unchanged (an HF copy); with --kv-cache-scheme fp8 it adds only the KV-cache scales",
+     ASSAY_QUANTIZE_OUT_HF_DIR, 0, assay_quantize_none, 0},
     {"q8_0", "GGUF q8_0", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q8_0},
     {"q6_k", "GGUF q6_K", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf, ASSAY_GGML_FTYPE_Q6_K},
     {"q5_k_m", "GGUF q5_K_M mix (llama.cpp's per-tensor rules; --imatrix)", ASSAY_QUANTIZE_OUT_GGUF, 0, assay_quantize_gguf,
@@ -85,13 +87,50 @@ void assay_quantize_options_init(assay_quantize_options *opt) {
     opt->keep_lm_head = 1;
 }
 
+/* --kv-cache-scheme fp8 (quantize_kv.c): calibrate the KV scales first (a calibration problem shows before the
+ * long part), let the scheme write its directory under our temporary name, add the scales there, then move the
+ * whole directory into place: the output still appears only when complete. */
+static assay_status quantize_with_kv(const assay_quantize_scheme *s, const assay_model_file *mf,
+                                     const assay_quantize_options *opt, const char *out_path) {
+    if (strcmp(opt->kv_cache_scheme, "fp8") != 0)
+        return assay_fail(ASSAY_ERR_ARG, "unknown --kv-cache-scheme '%s' (known: fp8)", opt->kv_cache_scheme);
+    if (s->output != ASSAY_QUANTIZE_OUT_HF_DIR)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "--kv-cache-scheme fp8 writes vLLM's k_scale/v_scale tensors into HF "
+                          "directories; %s writes a GGUF file, which has no such tensors", s->name);
+    int64_t L = assay_model_file_config(mf)->n_layer;
+    float *k = assay_xmalloc(sizeof(float) * (size_t)L), *v = assay_xmalloc(sizeof(float) * (size_t)L);
+    assay_status rc = assay_quantize_kv_calibrate(mf, opt, k, v);
+    if (rc != ASSAY_OK) rc = assay_fail_context(rc, "calibrating KV-cache scales");
+    assay_quantize_outdir d;
+    if (rc == ASSAY_OK) rc = assay_quantize_outdir_begin(&d, out_path, opt->force);
+    if (rc == ASSAY_OK) {
+        assay_quantize_options o = *opt;
+        o.force = 0;
+        rmdir(d.temp_path); /* the scheme creates it itself, under its own temporary name */
+        rc = s->run(s, mf, &o, d.temp_path);
+        if (rc == ASSAY_OK) rc = assay_quantize_kv_write(d.temp_path, L, k, v);
+        if (rc == ASSAY_OK) rc = assay_quantize_outdir_commit(&d);
+        else assay_quantize_outdir_abort(&d);
+    }
+    free(k);
+    free(v);
+    return rc;
+}
+
+static assay_status run_scheme(const assay_quantize_scheme *s, const assay_model_file *mf,
+                               const assay_quantize_options *opt, const char *out_path) {
+    return opt->kv_cache_scheme ? quantize_with_kv(s, mf, opt, out_path) : s->run(s, mf, opt, out_path);
+}
+
 assay_status assay_quantize(const assay_model_file *mf, const char *scheme, const assay_quantize_options *opt,
                             const char *out_path) {
     const assay_quantize_scheme *s = assay_quantize_scheme_find(scheme);
     if (!s) return assay_fail(ASSAY_ERR_ARG, "unknown scheme '%s' (assay quantize --help lists them)", scheme);
     if (assay_path_exists(out_path) && !opt->force)
         return assay_fail(ASSAY_ERR_ARG, "%s already exists; pass --force to replace it", out_path);
-    if (!opt->rotate) return s->run(s, mf, opt, out_path);
+    if (!opt->kv_cache_scheme && s->run == assay_quantize_none)
+        return assay_fail(ASSAY_ERR_ARG, "scheme none changes nothing by itself: add --kv-cache-scheme fp8");
+    if (!opt->rotate) return run_scheme(s, mf, opt, out_path);
     /* --rotate: the scheme runs on the rotated model, written first as an f32 directory beside the output (so the
      * calibrated schemes, which load the model by path, see it too) and removed afterwards */
     char *tmp_name = assay_xmalloc(strlen(out_path) + 16);
@@ -106,7 +145,7 @@ assay_status assay_quantize(const assay_model_file *mf, const char *scheme, cons
     if (rc == ASSAY_OK) {
         assay_quantize_options o = *opt;
         o.rotate = NULL;
-        rc = s->run(s, rotated, &o, out_path);
+        rc = run_scheme(s, rotated, &o, out_path); /* KV scales, if asked, of the rotated model */
     }
     assay_model_file_close(rotated);
     assay_quantize_outdir_abort(&tmp);

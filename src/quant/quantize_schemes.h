@@ -63,4 +63,13 @@ assay_status assay_quantize_rotated_model(const assay_model_file *mf, const assa
 assay_status assay_quantize_plain(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                   const assay_quantize_options *opt, const char *out_path);
 
+/* --kv-cache-scheme fp8 and the `none` scheme (quantize_kv.c). */
+assay_status assay_quantize_none(const assay_quantize_scheme *scheme, const assay_model_file *mf,
+                                 const assay_quantize_options *opt, const char *out_path);
+/* Per-layer k_scale / v_scale (amax / 448 of post-RoPE K and of V over the calibration chunks), [n_layer] each. */
+assay_status assay_quantize_kv_calibrate(const assay_model_file *mf, const assay_quantize_options *opt,
+                                         float *k_scale, float *v_scale);
+/* Adds model.layers.N.self_attn.k_scale / v_scale to dir/model.safetensors and kv_cache_scheme to config.json. */
+assay_status assay_quantize_kv_write(const char *dir, int64_t n_layer, const float *k_scale, const float *v_scale);
+
 #endif

@@ -366,10 +366,15 @@ static void cpu_kv_store(assay_backend *be, const assay_kv_layer *L, const assay
                 const float *src = (kv ? v : k) + t * kvd + h * hd;
                 uint8_t *dst = (uint8_t *)(kv ? L->v : L->k) + (size_t)slot * hd * es;
                 float inv = 1.0f;
-                if (kv_is_scaled(g->dtype)) { /* one scale per (token, head): absmax maps to the format's max */
-                    float amax = 0;
-                    for (int64_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(src[i]));
-                    float sc = amax > 0 ? amax / kv_qmax(g->dtype) : 1.0f;
+                if (kv_is_scaled(g->dtype)) {
+                    /* a static per-layer scale when the layer has one (values past it saturate in the encoder),
+                     * else one dynamic scale per (token, head): its absmax maps to the format's max */
+                    float sc = kv ? L->v_static : L->k_static;
+                    if (!(sc > 0)) {
+                        float amax = 0;
+                        for (int64_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(src[i]));
+                        sc = amax > 0 ? amax / kv_qmax(g->dtype) : 1.0f;
+                    }
                     (kv ? L->v_scale : L->k_scale)[slot] = sc;
                     inv = 1.0f / sc;
                 }
