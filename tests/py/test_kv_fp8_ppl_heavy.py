@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 
+from testlib import check, finish
+
 ASSAY = os.environ.get("ASSAY_BIN", "build/assay")
 SHARED = os.environ.get("ASSAY_SHARED", "../shared")
 HOUSE = os.path.join(SHARED, "models", "house")
@@ -37,21 +39,15 @@ def main():
         b = json.loads(run([ASSAY, ppl[0], HOUSE] + ppl[1:] + ["--kv-cache-dtype", "bf16", "--save-logits", base]).stdout)
         r = run([ASSAY, ppl[0], ck] + ppl[1:] + ["--kv-cache-dtype", "fp8", "--kl-divergence-base", base])
         q = json.loads(r.stdout)
-        ok = True
-        if "static per-layer k_scale/v_scale from the checkpoint" not in r.stderr:
-            print("the fp8 run did not use the checkpoint's scales:", r.stderr[-400:])
-            ok = False
+        check("static per-layer k_scale/v_scale from the checkpoint" in r.stderr,
+              f"the fp8 run did not use the checkpoint's scales: {r.stderr[-400:]}")
         ratio = q["ppl"] / b["ppl"]
         print(f"bf16 KV PPL {b['ppl']:.4f}, fp8 KV (calibrated) PPL {q['ppl']:.4f}, ratio {ratio:.5f}, "
               f"mean KLD {q.get('kld_mean')}")
-        if abs(ratio - 1) > 0.002:
-            print("FAIL: outside the 0.2% bar")
-            ok = False
-        if not (q.get("kld_mean", 1) < 0.002):
-            print("FAIL: mean KLD", q.get("kld_mean"))
-            ok = False
-    return 0 if ok else 1
+        check(abs(ratio - 1) <= 0.002, f"PPL ratio {ratio:.5f} outside the 0.2% bar")
+        check(q.get("kld_mean", 1) < 0.002, f"mean KLD {q.get('kld_mean')}")
+    finish("kv_fp8_ppl")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

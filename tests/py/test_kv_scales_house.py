@@ -27,18 +27,12 @@ np.bfloat16 = ml_dtypes.bfloat16  # safetensors' numpy backend looks the name up
 np.float8_e4m3fn = ml_dtypes.float8_e4m3fn
 from safetensors import safe_open  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
+from testlib import check, finish  # noqa: E402
 
 ASSAY = os.environ.get("ASSAY_BIN", "build/assay")
 SHARED = os.environ.get("ASSAY_SHARED", "../shared")
 HOUSE = os.path.join(SHARED, "models", "house")
 SEQ, CHUNKS = 64, 3
-FAILS = []
-
-
-def check(cond, msg):
-    if not cond:
-        FAILS.append(msg)
-        print("FAIL:", msg)
 
 
 def load_dir(d):
@@ -202,9 +196,8 @@ def main():
         check(r.returncode != 0 and "--kv-cache-scheme" in r.stderr, "none alone refused")
         left = [f for f in os.listdir(tmp) if ".tmp-" in f or ".old-" in f]
         check(not left, f"temporary directories left: {left}")
-    print("kv_scales_house:", "FAIL" if FAILS else "ok")
-    return 1 if FAILS else 0
+    finish("kv_scales_house")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
