@@ -288,6 +288,11 @@ int assay_cmd_perplexity(int argc, char **argv) {
         out_open = 0;
         if (assay_output_file_commit(&out) != ASSAY_OK) goto done;
     }
+    if (calc_kv || strcmp(assay_session_kv_scales_kind(s), "checkpoint") == 0) {
+        char line[4096];
+        assay_session_kv_scales_format(s, line, sizeof line);
+        fprintf(stderr, "assay perplexity: KV %s %s\n", assay_session_kv_scales_kind(s), line);
+    }
     double N = (double)count, mean = nll / N;
     double ppl = exp(mean), ppl_err = count > 1 ? ppl * sqrt((nll2 / N - mean * mean) / (N - 1)) : 0;
     assay_strbuf js = {0};
@@ -305,6 +310,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
         assay_strbuf_json_number(&js, ppl_err);
         assay_strbuf_puts(&js, ", \"nll_mean\": ");
         assay_strbuf_json_number(&js, mean);
+        assay_strbuf_printf(&js, ", \"kv_scales\": \"%s\"", assay_session_kv_scales_kind(s));
     } else {
         printf("%s: %lld tokens of %s, %lld chunks of %lld (%s), %lld scored, %.1f s (%.1f tok/s)\n", path, (long long)T, file,
                (long long)n_chunks, (long long)n_ctx, score_all ? "score-all" : "llama.cpp convention", (long long)count,

@@ -181,6 +181,11 @@ int assay_cmd_run(int argc, char **argv) {
                     "(%.1f tok/s); %s kernels, KV %s\n",
             t_load, (long long)n_prompt, t_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), (long long)n_gen, t_gen,
             n_gen > 1 ? (n_gen - 1) / (t_gen > 0 ? t_gen : 1e-9) : 0.0, assay_model_kernels(m), assay_kv_dtype_name(kv_dtype));
+    if (calc_kv) {
+        char line[4096];
+        assay_session_kv_scales_format(s, line, sizeof line);
+        fprintf(stderr, "assay run: KV calculated %s\n", line);
+    }
     exit_code = CLI_EXIT_OK;
 done:
     if (exit_code != CLI_EXIT_OK) cli_report_error("run");

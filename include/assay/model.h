@@ -142,6 +142,10 @@ void assay_session_set_kv_hook(assay_session *s, assay_kv_fn fn, void *user);
  *   3. else a dynamic scale per (token, KV head) slot.
  * One line saying which, for a log. */
 const char *assay_session_kv_scales_desc(const assay_session *s);
+/* The same in one word: "checkpoint", "calculated", "dynamic" or "none" (not an 8-bit cache). */
+const char *assay_session_kv_scales_kind(const assay_session *s);
+/* The static scales in use, "k/v per layer: 0.00876/0.00325 ..." into *out (appended); for logs and --json. */
+void assay_session_kv_scales_format(const assay_session *s, char *out, size_t cap);
 /* Marks the following forwards as warm-up (nonzero) or real traffic (0): warm-up never calibrates. */
 void assay_session_kv_scales_pause(assay_session *s, int paused);
 /* The static scales layer `layer` writes with now; 0 when the layer uses dynamic per-slot scales. */

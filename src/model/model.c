@@ -61,6 +61,7 @@ struct assay_session {
     assay_kv_fn kv_hook;
     void *kv_user;
     char kv_desc[256];
+    const char *kv_kind;
     /* activation fake-quant: [n_batch][max n_in] codes and dequantized values, [n_batch][act_max_scales] scales */
     uint8_t *aq;
     float *ax, *as;
@@ -440,6 +441,7 @@ static assay_status kv_scales_setup(assay_session *s) {
         if (!assay_kv_dtype_scaled(dt))
             return assay_fail(ASSAY_ERR_ARG, "--calculate-kv-scales needs an 8-bit KV cache (--kv-cache-dtype fp8), not %s", dn);
         assay_kv_cache_calc_begin(&s->kv, s->o.kv_calc_tokens);
+        s->kv_kind = "calculated";
         snprintf(s->kv_desc, sizeof s->kv_desc,
                  "KV cache %s: per-layer k/v scales calculated from the running max of the first %lld tokens of real "
                  "traffic (per-slot dynamic scales until then)%s", dn, (long long)s->o.kv_calc_tokens,
@@ -448,15 +450,18 @@ static assay_status kv_scales_setup(assay_session *s) {
         for (int64_t l = 0; l < m->c.n_layer; l++)
             if (m->layers[l].k_cache_scale > 0)
                 assay_kv_cache_set_static(&s->kv, l, m->layers[l].k_cache_scale, m->layers[l].v_cache_scale);
+        s->kv_kind = "checkpoint";
         snprintf(s->kv_desc, sizeof s->kv_desc,
                  "KV cache %s: static per-layer k_scale/v_scale from the checkpoint (%lld of %lld layers%s)", dn,
                  (long long)m->n_kv_scales, (long long)m->c.n_layer,
                  m->n_kv_scales < m->c.n_layer ? "; the others: per-slot dynamic scales" : "");
     } else if (assay_kv_dtype_scaled(dt)) {
+        s->kv_kind = "dynamic";
         snprintf(s->kv_desc, sizeof s->kv_desc, "KV cache %s: dynamic scale per (token, KV head) slot (%s)", dn,
                  !fp8 ? "a checkpoint's fp8 k_scale/v_scale do not apply to int8"
                       : "the checkpoint has no k_scale/v_scale");
     } else {
+        s->kv_kind = "none";
         snprintf(s->kv_desc, sizeof s->kv_desc, "KV cache %s: no scales%s", dn,
                  m->n_kv_scales ? " (the checkpoint's fp8 k_scale/v_scale apply to --kv-cache-dtype fp8 only)" : "");
     }
@@ -464,6 +469,13 @@ static assay_status kv_scales_setup(assay_session *s) {
 }
 
 const char *assay_session_kv_scales_desc(const assay_session *s) { return s->kv_desc; }
+const char *assay_session_kv_scales_kind(const assay_session *s) { return s->kv_kind; }
+
+void assay_session_kv_scales_format(const assay_session *s, char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "k/v scale per layer:");
+    for (int64_t l = 0; l < s->kv.n_layer && n < cap; l++)
+        n += (size_t)snprintf(out + n, cap - n, " %.6g/%.6g", s->kv.layers[l].k_static, s->kv.layers[l].v_static);
+}
 void assay_session_kv_scales_pause(assay_session *s, int paused) { assay_kv_cache_calc_pause(&s->kv, paused); }
 void assay_session_kv_scales_get(const assay_session *s, int64_t layer, float *k_scale, float *v_scale) {
     ASSAY_ASSERT(layer >= 0 && layer < s->kv.n_layer);
