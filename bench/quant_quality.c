@@ -153,7 +153,8 @@ static double dir_bytes(const char *dir) {
 
 int main(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *work = "/tmp/quant_quality", *out = NULL, *llq = NULL, *only = NULL;
-    int64_t ctx = 512, max_windows = 0, calib_chunks = 32;
+    int64_t ctx = 512, max_windows = 0, calib_chunks = 128, awq_tokens = 0;
+    int sequential = -1, awq_block = -1, awq_duo = -1; /* quantize_int.h options; -1: the library default */
     int threads = 0, reuse = 0; /* --reuse: keep outputs already in --work (their time to quantize is not measured) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -167,6 +168,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-windows")) max_windows = atoll(v), i++;
         else if (!strcmp(a, "--calib-chunks")) calib_chunks = atoll(v), i++;
         else if (!strcmp(a, "--threads")) threads = atoi(v), i++;
+        else if (!strcmp(a, "--gptq-sequential")) sequential = atoi(v), i++;
+        else if (!strcmp(a, "--awq-tokens")) awq_tokens = atoll(v), i++;
+        else if (!strcmp(a, "--awq-block-loss")) awq_block = atoi(v), i++;
+        else if (!strcmp(a, "--awq-duo")) awq_duo = atoi(v), i++;
         else if (!strcmp(a, "--reuse")) reuse = 1;
         else return fprintf(stderr, "unknown argument %s\n", a), 2;
     }
@@ -233,28 +238,32 @@ int main(int argc, char **argv) {
             o.threads = threads;
             o.calib_chunks = calib_chunks;
             o.calib_seq_len = 512;
+            if (sequential >= 0) o.sequential = sequential;
+            if (awq_tokens > 0) o.awq_tokens = awq_tokens;
+            if (awq_block >= 0) o.awq_block_loss = awq_block;
+            if (awq_duo >= 0) o.awq_duo = awq_duo;
+            /* timed: the dequantized f32 checkpoint the engine scores (same codes and fp16 scales as the packed one) */
+            o.fake_quant = 1;
             st = assay_intq_quantize_model(model, s->path, &o, NULL);
             s->quant_seconds = assay_now_seconds() - t0;
-            char packed[4200];
-            snprintf(packed, sizeof packed, "%s-packed", s->path);
-            s->bytes = dir_bytes(s->path); /* overwritten below by the packed checkpoint's size */
-            /* the same quantization written packed, for its size (deterministic: same calibration, same codes) */
-            /* GPTQ and AWQ checkpoints have RTN's tensor sizes (AWQ lacks g_idx: n_in int32 per linear less);
-             * write packed only for rtn and w8a8 and reuse rtn's size for the other two */
+            /* sizes from packed checkpoints: rtn's layout (GPTQ) also gives gptq's size (AWQ's lacks g_idx, n_in int32
+             * per linear less: negligible here), so only rtn and w8a8 are written packed */
             static double rtn_bytes;
-            if (s->method == ASSAY_INTQ_RTN || s->method == ASSAY_INTQ_W8A8 || !rtn_bytes) {
+            if (st == ASSAY_OK && (s->method == ASSAY_INTQ_RTN || s->method == ASSAY_INTQ_W8A8 || !rtn_bytes)) {
+                char packed[4200];
+                snprintf(packed, sizeof packed, "%s-packed", s->path);
                 mkdir(packed, 0755);
-                if (st == ASSAY_OK) st = assay_intq_quantize_model(model, packed, &o, NULL);
+                assay_intq_options po;
+                assay_intq_options_default(&po, s->method == ASSAY_INTQ_W8A8 ? ASSAY_INTQ_W8A8 : ASSAY_INTQ_RTN);
+                po.threads = threads;
+                po.calib_chunks = calib_chunks;
+                st = assay_intq_quantize_model(model, packed, &po, NULL);
                 s->bytes = dir_bytes(packed);
-                if (s->method == ASSAY_INTQ_RTN) rtn_bytes = s->bytes;
+                if (s->method != ASSAY_INTQ_W8A8) rtn_bytes = s->bytes;
             } else {
                 s->bytes = rtn_bytes;
             }
             s->params = src_params;
-            if (st == ASSAY_OK) {
-                o.fake_quant = 1;
-                st = assay_intq_quantize_model(model, s->path, &o, NULL);
-            }
         } else if (s->kind == 3) {
             if (!llq) { s->path[0] = 0; continue; }
             char f32[4200], cmd[9000];

@@ -28,6 +28,11 @@ typedef struct assay_calib_text {
 assay_status assay_calib_text_load(assay_calib_text *out, assay_tokenizer *tok, const char *path);
 void assay_calib_text_free(assay_calib_text *t);
 
+/* Keeps n_chunks windows of seq_len tokens spread evenly over the whole text (window c of the text's
+ * n / seq_len aligned windows is number floor(c * (n / seq_len) / n_chunks)), in order, so that assay_calib_run's
+ * consecutive chunks sample every part of a multi-file corpus; no-op when the text has no more windows than that. */
+void assay_calib_text_spread(assay_calib_text *t, int64_t n_chunks, int64_t seq_len);
+
 /* Called after each chunk (for imatrix chunk counts, progress); may be NULL. */
 typedef void (*assay_calib_chunk_fn)(void *user, int64_t chunk);
 
@@ -35,5 +40,9 @@ typedef void (*assay_calib_chunk_fn)(void *user, int64_t chunk);
  * fewer than seq_len tokens, engine errors. */
 assay_status assay_calib_run(assay_model *m, const assay_calib_text *text, int64_t n_chunks, int64_t seq_len,
                              assay_calib_fn fn, void *user, assay_calib_chunk_fn chunk_fn, int64_t *done);
+/* The same, running only the first n_layers decoder layers (0: all), for passes that need only their inputs. */
+assay_status assay_calib_run_layers(assay_model *m, const assay_calib_text *text, int64_t n_chunks, int64_t seq_len,
+                                    int64_t n_layers, assay_calib_fn fn, void *user, assay_calib_chunk_fn chunk_fn,
+                                    int64_t *done);
 
 #endif

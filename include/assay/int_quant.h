@@ -72,6 +72,17 @@ void assay_gram_accumulate(double *h, const float *x, int64_t n_tok, int64_t n_i
 assay_status assay_awq_search_scale(const float *x, int64_t n_tok, int64_t n_in, const float *const *w,
                                     const int64_t *n_out, int n_lin, const assay_int4_params *p, int n_grid,
                                     float *s, float *alpha);
+/* Mean |x| per input channel over n_tok rows (AWQ's activation statistic). */
+void assay_awq_absmean(const float *x, int64_t n_tok, int64_t n_in, float *out);
+/* The same search with the loss computed by the caller: loss(ctx, w_q) gets every linear's candidate weights
+ * w_q[k] = Q(W_k·s)/s ([n_out[k]][n_in]) and returns the error of the output the caller inspects against the
+ * unquantized one (AutoAWQ scores the whole attention or MLP block: module2inspect). x_absmean is mean |x| per
+ * channel over all calibration tokens. duo != 0: AutoAWQ's duo scaling, s = x_absmean^α / (w_mean^(1−α) + 1e-4)
+ * with w_mean[c] the mean over the linears' rows of |W[r,c]| / (max |W| of that row's group of c). */
+typedef double (*assay_awq_loss_fn)(void *ctx, const float *const *w_q);
+assay_status assay_awq_search_scale_fn(const float *x_absmean, int64_t n_in, const float *const *w,
+                                       const int64_t *n_out, int n_lin, const assay_int4_params *p, int n_grid, int duo,
+                                       assay_awq_loss_fn loss, void *ctx, float *s, float *alpha);
 /* AWQ clipping: per output row and group, the max |w| shrunk by (1 − i/20), i = 0..9, that minimises the
  * group's output error on the rows x (already divided by s); W (already multiplied by s) is clamped in place. */
 void assay_awq_clip(float *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, const assay_int4_params *p);

@@ -104,6 +104,13 @@ const char *assay_model_kernels(const assay_model *m); /* "avx2" or "scalar" */
  * quantization "fp8" these are the fake-quantized weights. Error: unknown name. */
 assay_status assay_model_weight_f32(const assay_model *m, const char *name, int64_t *n_in, int64_t *n_out, float *out);
 
+/* Replaces the weights of linear layer `name` (canonical, as above) by the f32 values w[n_out][n_in], given in the
+ * file's row order (HF q/k rows as stored: the llama row permutation is applied here, as at load). For
+ * layer-by-layer quantization, where later layers must see the outputs of the already-quantized earlier ones
+ * (GPTQ's sequential calibration). Sessions opened on the model see the new weights from their next forward.
+ * Error: unknown name. */
+assay_status assay_model_set_weight_f32(assay_model *m, const char *name, const float *w);
+
 assay_status assay_session_open(assay_session **out, assay_model *m, const assay_session_options *opt);
 void assay_session_close(assay_session *s);
 int64_t assay_session_n_ctx(const assay_session *s);
@@ -128,6 +135,9 @@ void assay_session_seq_clear(assay_session *s, int seq);
  * Used by GPTQ/AWQ/SmoothQuant/imatrix. NULL removes the hook. */
 typedef void (*assay_calib_fn)(void *user, const char *name, const float *x, int64_t n_tok, int64_t n_in);
 void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *user);
+/* Calibration passes that only need the first n_layers decoder layers' inputs: forward stops after them and
+ * returns no logits (the logits buffer is left untouched). 0 restores full passes. */
+void assay_session_set_layer_limit(assay_session *s, int64_t n_layers);
 
 /* KV calibration: called per layer with the keys (after RoPE and any k norm, exactly what the cache stores) and
  * values of the batch, [n_tok][kv_dim] float32 each, valid during the call. NULL removes the hook. */

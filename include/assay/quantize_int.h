@@ -36,6 +36,12 @@ typedef struct assay_intq_options {
     int64_t calib_seq_len;  /* tokens per chunk (512) */
     int64_t awq_tokens;     /* rows AWQ keeps per input for its searches (512) */
     int awq_grid;           /* AWQ scale grid points in [0, 1) (20) */
+    int sequential;         /* GPTQ calibration: 0 one pass over the FP model, 1 one pass per layer on the model with
+                               the earlier layers quantized (gptq.py), 2 one pass per distinct input, q/k/v -> o ->
+                               gate/up -> down (its --true-sequential; default) */
+    int64_t awq_seqs;       /* whole calibration sequences AWQ keeps for its attention-block loss (8) */
+    int awq_block_loss;     /* AWQ scores scales on the attention / MLP block output (AutoAWQ), not per linear (1) */
+    int awq_duo;            /* AutoAWQ's duo scaling (weights' magnitude too) in the scale grid (1) */
     int keep_lm_head;       /* lm_head stays unquantized (always, for now) */
     int threads;            /* <= 0: every core */
     int fake_quant;         /* write dequantized f32 linears instead of packed ones */

@@ -62,6 +62,7 @@ struct assay_session {
     void *kv_user;
     char kv_desc[256];
     const char *kv_kind;
+    int64_t layer_limit; /* > 0: calibration passes stop after this many layers (no logits) */
     /* activation fake-quant: [n_batch][max n_in] codes and dequantized values, [n_batch][act_max_scales] scales */
     uint8_t *aq;
     float *ax, *as;
@@ -429,6 +430,32 @@ assay_status assay_model_weight_f32(const assay_model *m, const char *name, int6
     return out ? assay_dequantize(w->type, w->data, out, w->n_in * w->n_out) : ASSAY_OK;
 }
 
+assay_status assay_model_set_weight_f32(assay_model *m, const char *name, const float *w) {
+    assay_weight *wt = NULL;
+    for (int64_t l = 0; l < m->c.n_layer && !wt; l++) {
+        model_layer *L = &m->layers[l];
+        assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++)
+            if (strcmp(lin[i]->name, name) == 0) wt = lin[i];
+    }
+    if (!wt) return assay_fail(ASSAY_ERR_ARG, "no block linear weight named %s", name);
+    const assay_tensor *t = assay_model_file_find(m->mf, name);
+    if (!t || assay_tensor_nelements(t) != wt->n_in * wt->n_out)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: only a float checkpoint's linears can be replaced", name);
+    size_t bytes = sizeof(float) * (size_t)(wt->n_in * wt->n_out);
+    /* the same row order as load_weight: copy through a view of w shaped and flagged like the file's tensor */
+    assay_tensor view = *t;
+    view.type = ASSAY_TYPE_F32;
+    view.data = w;
+    view.bytes = bytes;
+    float *f = assay_xmalloc(bytes);
+    assay_tensor_copy_rows(&view, f);
+    wt->type = ASSAY_TYPE_F32;
+    wt->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, wt->n_in);
+    wt->data = own(m, f);
+    return ASSAY_OK;
+}
+
 /* ---- sessions --------------------------------------------------------------------------------------------- */
 
 /* Where the KV scales come from (model.h, assay_session_kv_scales_desc), and the line that says so. */
@@ -554,6 +581,8 @@ void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *use
     s->calib_user = user;
 }
 
+void assay_session_set_layer_limit(assay_session *s, int64_t n_layers) { s->layer_limit = n_layers > 0 ? n_layers : 0; }
+
 static void linear(assay_session *s, float *y, const assay_weight *w, const assay_act_quant *act, const float *x,
                    int64_t n, const float *bias) {
     assay_backend *be = s->m->be;
@@ -593,7 +622,8 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
     float eps = (float)c->norm_eps;
     float attn_scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd);
     assay_rope_params rp = {c->rope_style == ASSAY_ROPE_NEOX ? ASSAY_ROPE_MODE_NEOX : ASSAY_ROPE_MODE_NORM, hd, NULL};
-    for (int64_t l = 0; l < c->n_layer; l++) {
+    int64_t n_run = s->layer_limit > 0 && s->layer_limit < c->n_layer ? s->layer_limit : c->n_layer;
+    for (int64_t l = 0; l < n_run; l++) {
         const model_layer *L = &m->layers[l];
         op->rmsnorm(be, h, x, L->attn_norm, E, n, eps);
         linear(s, s->q, &L->wq, &L->aq, h, n, L->bq);
@@ -621,6 +651,7 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
         if (L->post_ffn_norm) op->rmsnorm(be, h, h, L->post_ffn_norm, E, n, eps);
         op->add(be, x, x, h, n * E);
     }
+    if (n_run < c->n_layer) return ASSAY_OK; /* a truncated calibration pass */
     /* only the rows that asked for logits go through the final norm and the (large) output matrix */
     int64_t r = 0;
     for (int64_t t = 0; t < n; t++)

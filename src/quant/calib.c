@@ -78,6 +78,21 @@ assay_status assay_calib_text_load(assay_calib_text *out, assay_tokenizer *tok, 
     return ASSAY_OK;
 }
 
+void assay_calib_text_spread(assay_calib_text *t, int64_t n_chunks, int64_t seq_len) {
+    int64_t avail = seq_len > 0 ? t->n / seq_len : 0;
+    if (n_chunks <= 0 || n_chunks >= avail) return;
+    /* window c is the aligned window floor(c * avail / n_chunks): evenly spaced, never overlapping, so a corpus of
+     * many files is sampled in proportion to each file's length instead of only its first file */
+    int32_t *ids = assay_xmalloc(sizeof(int32_t) * (size_t)(n_chunks * seq_len));
+    for (int64_t c = 0; c < n_chunks; c++) {
+        int64_t w = c * avail / n_chunks;
+        memcpy(ids + c * seq_len, t->ids + w * seq_len, sizeof(int32_t) * (size_t)seq_len);
+    }
+    free(t->ids);
+    t->ids = ids;
+    t->n = n_chunks * seq_len;
+}
+
 void assay_calib_text_free(assay_calib_text *t) {
     free(t->ids);
     memset(t, 0, sizeof *t);
@@ -85,6 +100,12 @@ void assay_calib_text_free(assay_calib_text *t) {
 
 assay_status assay_calib_run(assay_model *m, const assay_calib_text *text, int64_t n_chunks, int64_t seq_len,
                              assay_calib_fn fn, void *user, assay_calib_chunk_fn chunk_fn, int64_t *done) {
+    return assay_calib_run_layers(m, text, n_chunks, seq_len, 0, fn, user, chunk_fn, done);
+}
+
+assay_status assay_calib_run_layers(assay_model *m, const assay_calib_text *text, int64_t n_chunks, int64_t seq_len,
+                                    int64_t n_layers, assay_calib_fn fn, void *user, assay_calib_chunk_fn chunk_fn,
+                                    int64_t *done) {
     if (done) *done = 0;
     int64_t avail = seq_len > 0 ? text->n / seq_len : 0;
     if (avail < 1)
@@ -99,6 +120,7 @@ assay_status assay_calib_run(assay_model *m, const assay_calib_text *text, int64
     assay_status st = assay_session_open(&s, m, &so);
     if (st != ASSAY_OK) return st;
     assay_session_set_calib_hook(s, fn, user);
+    assay_session_set_layer_limit(s, n_layers);
     int32_t *tok = assay_xmalloc(sizeof(int32_t) * (size_t)seq_len), *pos = assay_xmalloc(sizeof(int32_t) * (size_t)seq_len);
     float *logits = assay_xmalloc(sizeof(float) * (size_t)assay_model_get_config(m)->n_vocab);
     assay_progress bar;

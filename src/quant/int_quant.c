@@ -404,21 +404,29 @@ static void iq_fake_quant_group(float *x, int64_t n, int maxq) {
     for (int64_t i = 0; i < n; i++) x[i] = s * (float)(iq_code(x[i], s, z, maxq) - z);
 }
 
-assay_status assay_awq_search_scale(const float *x, int64_t n_tok, int64_t n_in, const float *const *w,
-                                    const int64_t *n_out, int n_lin, const assay_int4_params *p, int n_grid,
-                                    float *s_best, float *alpha) {
+assay_status assay_awq_search_scale_fn(const float *x_absmean, int64_t n_in, const float *const *w,
+                                       const int64_t *n_out, int n_lin, const assay_int4_params *p, int n_grid, int duo,
+                                       assay_awq_loss_fn loss_fn, void *ctx, float *s_best, float *alpha) {
     int64_t gs = p->group_size <= 0 ? n_in : p->group_size;
     if (n_in % gs) return assay_fail(ASSAY_ERR_ARG, "AWQ: input size %lld is not a multiple of the group size", (long long)n_in);
+    ASSAY_ASSERT(n_lin >= 1 && n_lin <= 8);
     int maxq = (1 << p->bits) - 1;
-    double *xmean = assay_xmalloc(sizeof(double) * (size_t)n_in);
     float *s = assay_xmalloc(sizeof(float) * (size_t)n_in);
-    int64_t max_out = 0;
-    for (int k = 0; k < n_lin; k++) max_out = n_out[k] > max_out ? n_out[k] : max_out;
-    float *d = assay_xmalloc(sizeof(float) * (size_t)(max_out * n_in));
-    for (int64_t i = 0; i < n_in; i++) xmean[i] = 0;
-    for (int64_t t = 0; t < n_tok; t++)
-        for (int64_t i = 0; i < n_in; i++) xmean[i] += fabsf(x[t * n_in + i]);
-    for (int64_t i = 0; i < n_in; i++) xmean[i] /= (double)(n_tok > 0 ? n_tok : 1);
+    double *wmean = assay_xmalloc(sizeof(double) * (size_t)n_in);
+    float *wq[8];
+    for (int k = 0; k < n_lin; k++) wq[k] = assay_xmalloc(sizeof(float) * (size_t)(n_out[k] * n_in));
+    /* AutoAWQ's duo scaling: the mean over every row of the group's linears of |w| / (max |w| of its g128 group) */
+    int64_t rows = 0;
+    for (int64_t i = 0; i < n_in; i++) wmean[i] = 0;
+    for (int k = 0; k < n_lin && duo; k++)
+        for (int64_t o = 0; o < n_out[k]; o++, rows++)
+            for (int64_t g = 0; g < n_in / gs; g++) {
+                const float *wr = w[k] + o * n_in + g * gs;
+                float amax = 0;
+                for (int64_t i = 0; i < gs; i++) amax = fabsf(wr[i]) > amax ? fabsf(wr[i]) : amax;
+                for (int64_t i = 0; i < gs; i++) wmean[g * gs + i] += fabsf(wr[i]) / (amax + 1e-6);
+            }
+    for (int64_t i = 0; i < n_in && duo; i++) wmean[i] /= (double)rows;
     double best = INFINITY;
     float best_ratio = 0;
     for (int64_t i = 0; i < n_in; i++) s_best[i] = 1;
@@ -426,26 +434,25 @@ assay_status assay_awq_search_scale(const float *x, int64_t n_tok, int64_t n_in,
         double ratio = (double)gi / n_grid;
         double smax = 0, smin = INFINITY;
         for (int64_t i = 0; i < n_in; i++) {
-            double v = pow(xmean[i], ratio);
+            double v = pow(x_absmean[i], ratio);
+            if (duo) v /= pow(wmean[i], 1 - ratio) + 1e-4;
             if (!(v >= 1e-4)) v = 1e-4;
+            if (isinf(v)) v = 1;
             s[i] = (float)v;
             smax = v > smax ? v : smax;
             smin = v < smin ? v : smin;
         }
         float norm = (float)sqrt(smax * smin);
         for (int64_t i = 0; i < n_in; i++) s[i] /= norm;
-        double loss = 0;
-        for (int k = 0; k < n_lin; k++) {
-            /* d = W − Q(W·s)/s, row by row */
-            for (int64_t o = 0; o < n_out[k]; o++) {
+        for (int k = 0; k < n_lin; k++)
+            for (int64_t o = 0; o < n_out[k]; o++) { /* Q(W·s)/s, row by row */
                 const float *wr = w[k] + o * n_in;
-                float *dr = d + o * n_in;
+                float *dr = wq[k] + o * n_in;
                 for (int64_t i = 0; i < n_in; i++) dr[i] = wr[i] * s[i];
                 for (int64_t g = 0; g < n_in / gs; g++) iq_fake_quant_group(dr + g * gs, gs, maxq);
-                for (int64_t i = 0; i < n_in; i++) dr[i] = wr[i] - dr[i] / s[i];
+                for (int64_t i = 0; i < n_in; i++) dr[i] /= s[i];
             }
-            loss += iq_output_error(x, n_tok, n_in, d, n_out[k]);
-        }
+        double loss = loss_fn(ctx, (const float *const *)wq);
         if (loss < best) {
             best = loss;
             best_ratio = (float)ratio;
@@ -453,10 +460,53 @@ assay_status assay_awq_search_scale(const float *x, int64_t n_tok, int64_t n_in,
         }
     }
     if (alpha) *alpha = best_ratio;
-    free(xmean);
     free(s);
-    free(d);
+    free(wmean);
+    for (int k = 0; k < n_lin; k++) free(wq[k]);
     return ASSAY_OK;
+}
+
+/* the default loss: Σ over the linears of ‖X Wᵀ − X W_qᵀ‖² on the calibration rows */
+typedef struct {
+    const float *x;
+    int64_t n_tok, n_in;
+    const float *const *w;
+    const int64_t *n_out;
+    int n_lin;
+    float *d;
+} iq_linear_loss;
+
+static double iq_linear_loss_fn(void *ctx, const float *const *wq) {
+    iq_linear_loss *c = ctx;
+    double loss = 0;
+    for (int k = 0; k < c->n_lin; k++) {
+        for (int64_t i = 0; i < c->n_out[k] * c->n_in; i++) c->d[i] = c->w[k][i] - wq[k][i];
+        loss += iq_output_error(c->x, c->n_tok, c->n_in, c->d, c->n_out[k]);
+    }
+    return loss;
+}
+
+assay_status assay_awq_search_scale(const float *x, int64_t n_tok, int64_t n_in, const float *const *w,
+                                    const int64_t *n_out, int n_lin, const assay_int4_params *p, int n_grid,
+                                    float *s_best, float *alpha) {
+    float *xmean = assay_xmalloc(sizeof(float) * (size_t)n_in);
+    assay_awq_absmean(x, n_tok, n_in, xmean);
+    int64_t max_out = 0;
+    for (int k = 0; k < n_lin; k++) max_out = n_out[k] > max_out ? n_out[k] : max_out;
+    iq_linear_loss c = {x, n_tok, n_in, w, n_out, n_lin, assay_xmalloc(sizeof(float) * (size_t)(max_out * n_in))};
+    assay_status st = assay_awq_search_scale_fn(xmean, n_in, w, n_out, n_lin, p, n_grid, 0, iq_linear_loss_fn, &c,
+                                                s_best, alpha);
+    free(c.d);
+    free(xmean);
+    return st;
+}
+
+void assay_awq_absmean(const float *x, int64_t n_tok, int64_t n_in, float *out) {
+    double *acc = assay_xcalloc((size_t)n_in, sizeof(double));
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n_in; i++) acc[i] += fabsf(x[t * n_in + i]);
+    for (int64_t i = 0; i < n_in; i++) out[i] = (float)(acc[i] / (double)(n_tok > 0 ? n_tok : 1));
+    free(acc);
 }
 
 typedef struct {

@@ -11,10 +11,13 @@
  * output rows; the v_proj -> o_proj pair is skipped under GQA as in AWQ's auto_scale.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "assay/backend.h"
 #include "assay/calib.h"
 #include "assay/dequant.h"
 #include "assay/dtype.h"
@@ -44,6 +47,10 @@ typedef struct {
     float *sample;   /* AWQ: up to max_sample rows */
     int64_t n_sample, max_sample, seen;
     float *absmax;   /* SmoothQuant */
+    double *abssum;  /* AWQ: Σ |x| per channel over every calibration token (n_abs of them) */
+    int64_t n_abs;
+    float *seqs;     /* AWQ: the first whole calibration sequences (attention block loss), n_seq_rows rows */
+    int64_t n_seq_rows, max_seq_rows;
 } iq_input;
 
 typedef struct {
@@ -51,19 +58,38 @@ typedef struct {
     int64_t n_layer;
     iq_input *in;   /* [n_layer][IN_COUNT] */
     int64_t stride; /* AWQ subsampling stride over tokens */
+    int64_t only_layer; /* >= 0: record only this layer's inputs (GPTQ's sequential passes) */
+    int only_input;     /* >= 0: and only this input of it */
+    assay_backend *be;  /* matmuls for the Gram matrices and AWQ's block losses */
 } iq_calib;
 
-#define GRAM_BATCH 256
+#define GRAM_BATCH 512
 
-static void iq_gram_flush(iq_input *in) {
-    int64_t n = in->n_in;
-    for (int64_t i = 0; i < n; i++) {
-        float *gi = in->gram + i * n;
-        for (int64_t t = 0; t < in->n_buf; t++) {
-            const float *x = in->buf + t * n;
-            float xi = x[i];
-            if (xi == 0) continue;
-            for (int64_t j = 0; j <= i; j++) gi[j] += xi * x[j];
+/* gram += Σ_t x_t x_tᵀ over the buffered rows. With a backend this is one f32 matmul of the transposed batch with
+ * itself (threaded, SIMD): (Xᵀ as weights [n][B]) · (Xᵀ as B-long rows) = XᵀX; the Gram matrix is the bulk of
+ * GPTQ's calibration cost (n² per token). Without one, the plain loop (lower triangle). */
+static void iq_gram_flush(iq_input *in, assay_backend *be) {
+    int64_t n = in->n_in, B = in->n_buf;
+    if (be) {
+        float *xt = assay_xmalloc(sizeof(float) * (size_t)(n * B)), *g = assay_xmalloc(sizeof(float) * (size_t)(n * n));
+        for (int64_t t = 0; t < B; t++)
+            for (int64_t i = 0; i < n; i++) xt[i * B + t] = in->buf[t * n + i];
+        assay_weight w = {.type = ASSAY_TYPE_F32, .data = xt, .n_in = B, .n_out = n,
+                          .row_bytes = sizeof(float) * (size_t)B, .name = "gram"};
+        be->ops->matmul(be, g, &w, xt, n);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j <= i; j++) in->gram[i * n + j] += g[i * n + j];
+        free(xt);
+        free(g);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float *gi = in->gram + i * n;
+            for (int64_t t = 0; t < B; t++) {
+                const float *x = in->buf + t * n;
+                float xi = x[i];
+                if (xi == 0) continue;
+                for (int64_t j = 0; j <= i; j++) gi[j] += xi * x[j];
+            }
         }
     }
     in->n_buf = 0;
@@ -87,6 +113,7 @@ static void iq_hook(void *user, const char *name, const float *x, int64_t n_tok,
     iq_calib *c = user;
     int l, w;
     if (!iq_parse(name, &l, &w) || l < 0 || l >= c->n_layer) return;
+    if ((c->only_layer >= 0 && l != c->only_layer) || (c->only_input >= 0 && w != c->only_input)) return;
     iq_input *in = &c->in[l * IN_COUNT + w];
     if (!in->n_in) in->n_in = n_in;
     ASSAY_ASSERT(in->n_in == n_in);
@@ -99,7 +126,7 @@ static void iq_hook(void *user, const char *name, const float *x, int64_t n_tok,
         }
         for (int64_t t = 0; t < n_tok; t++) {
             memcpy(in->buf + in->n_buf * n_in, x + t * n_in, sizeof(float) * (size_t)n_in);
-            if (++in->n_buf == GRAM_BATCH) iq_gram_flush(in);
+            if (++in->n_buf == GRAM_BATCH) iq_gram_flush(in, c->be);
         }
         break;
     case ASSAY_INTQ_AWQ:
@@ -110,6 +137,19 @@ static void iq_hook(void *user, const char *name, const float *x, int64_t n_tok,
         for (int64_t t = 0; t < n_tok; t++, in->seen++)
             if (in->seen % c->stride == 0 && in->n_sample < in->max_sample)
                 memcpy(in->sample + (in->n_sample++) * n_in, x + t * n_in, sizeof(float) * (size_t)n_in);
+        if (!in->abssum) in->abssum = assay_xcalloc((size_t)n_in, sizeof(double));
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t i = 0; i < n_in; i++) in->abssum[i] += fabsf(x[t * n_in + i]);
+        in->n_abs += n_tok;
+        if (w == IN_QKV && c->o->awq_seqs > 0) {
+            if (!in->seqs) {
+                in->max_seq_rows = c->o->awq_seqs * c->o->calib_seq_len;
+                in->seqs = assay_xmalloc(sizeof(float) * (size_t)(in->max_seq_rows * n_in));
+            }
+            int64_t take = in->max_seq_rows - in->n_seq_rows < n_tok ? in->max_seq_rows - in->n_seq_rows : n_tok;
+            memcpy(in->seqs + in->n_seq_rows * n_in, x, sizeof(float) * (size_t)(take * n_in));
+            in->n_seq_rows += take;
+        }
         break;
     case ASSAY_INTQ_W8A8:
         if (!in->absmax) in->absmax = calloc((size_t)n_in, sizeof(float));
@@ -337,13 +377,235 @@ static const assay_tensor *iq_find(const assay_model_file *mf, const char *fmt, 
 }
 
 static void assay_intq_free_calib(iq_calib *cal, int64_t L) {
+    if (cal->be) assay_backend_close(cal->be);
+    cal->be = NULL;
     for (int64_t i = 0; i < L * IN_COUNT; i++) {
         free(cal->in[i].gram);
         free(cal->in[i].buf);
         free(cal->in[i].sample);
         free(cal->in[i].absmax);
+        free(cal->in[i].abssum);
+        free(cal->in[i].seqs);
     }
     free(cal->in);
+}
+
+/* ---- AWQ block losses (AutoAWQ's module2inspect) --------------------------------------------------------- */
+
+/* y[n][w_rows] = x[n][w_cols] · Wᵀ with f32 W through the engine's matmul */
+static void iq_mm(assay_backend *be, float *y, const float *w, int64_t n_out, int64_t n_in, const float *x, int64_t n) {
+    assay_weight wt = {.type = ASSAY_TYPE_F32, .data = w, .n_in = n_in, .n_out = n_out,
+                       .row_bytes = sizeof(float) * (size_t)n_in, .name = "awq"};
+    be->ops->matmul(be, y, &wt, x, n);
+}
+
+static double iq_sq_diff(const float *a, const float *b, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        s += d * d;
+    }
+    return s;
+}
+
+/* MLP: y = down(silu(x·gateᵀ) ⊙ x·upᵀ) on the sampled rows, down in full precision */
+typedef struct {
+    assay_backend *be;
+    const float *x, *w_down;
+    int64_t n, E, F;
+    float *gate, *up, *act, *y, *y_ref;
+} iq_mlp_loss;
+
+static void iq_mlp_forward(iq_mlp_loss *c, const float *wg, const float *wu, float *y) {
+    iq_mm(c->be, c->gate, wg, c->F, c->E, c->x, c->n);
+    iq_mm(c->be, c->up, wu, c->F, c->E, c->x, c->n);
+    c->be->ops->swiglu(c->be, c->act, c->gate, c->up, c->F, c->n, c->F);
+    iq_mm(c->be, y, c->w_down, c->E, c->F, c->act, c->n);
+}
+
+static double iq_mlp_loss_fn(void *ctx, const float *const *wq) {
+    iq_mlp_loss *c = ctx;
+    iq_mlp_forward(c, wq[0], wq[1], c->y);
+    return iq_sq_diff(c->y, c->y_ref, c->n * c->E);
+}
+
+/* Attention: o_proj(softmax(rope(q)·rope(k)ᵀ/√d, causal)·v) over whole calibration sequences, HF row order
+ * (rotate-half RoPE on the stored q/k rows), o_proj in full precision. Used for plain llama-style layers only. */
+typedef struct {
+    assay_backend *be;
+    const float *x, *w_o;
+    int64_t n_seq, T, E, n_head, n_kv, hd;
+    const float *inv_freq;
+    int32_t *pos;
+    float *q, *k, *v, *att, *y, *y_ref;
+    int nt;
+} iq_attn_loss;
+
+typedef struct {
+    iq_attn_loss *c;
+    int64_t j0, j1; /* (sequence, head) pairs */
+} iq_attn_job;
+
+static void *iq_attn_worker(void *arg) {
+    iq_attn_job *j = arg;
+    iq_attn_loss *c = j->c;
+    int64_t T = c->T, hd = c->hd, qd = c->n_head * hd, kvd = c->n_kv * hd;
+    float *p = assay_xmalloc(sizeof(float) * (size_t)T);
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t jj = j->j0; jj < j->j1; jj++) {
+        int64_t sq = jj / c->n_head, h = jj % c->n_head, kh = h / (c->n_head / c->n_kv);
+        const float *Q = c->q + sq * T * qd + h * hd, *K = c->k + sq * T * kvd + kh * hd, *V = c->v + sq * T * kvd + kh * hd;
+        float *O = c->att + sq * T * qd + h * hd;
+        for (int64_t t = 0; t < T; t++) {
+            float mx = -INFINITY;
+            for (int64_t u = 0; u <= t; u++) {
+                float d = 0;
+                for (int64_t i = 0; i < hd; i++) d += Q[t * qd + i] * K[u * kvd + i];
+                p[u] = d * scale;
+                mx = p[u] > mx ? p[u] : mx;
+            }
+            double z = 0;
+            for (int64_t u = 0; u <= t; u++) z += p[u] = expf(p[u] - mx);
+            float *o = O + t * qd;
+            for (int64_t i = 0; i < hd; i++) o[i] = 0;
+            for (int64_t u = 0; u <= t; u++) {
+                float wgt = (float)(p[u] / z);
+                for (int64_t i = 0; i < hd; i++) o[i] += wgt * V[u * kvd + i];
+            }
+        }
+    }
+    free(p);
+    return NULL;
+}
+
+static void iq_attn_forward(iq_attn_loss *c, const float *wq, const float *wk, const float *wv, float *y) {
+    int64_t N = c->n_seq * c->T, hd = c->hd, qd = c->n_head * hd, kvd = c->n_kv * hd;
+    iq_mm(c->be, c->q, wq, qd, c->E, c->x, N);
+    iq_mm(c->be, c->k, wk, kvd, c->E, c->x, N);
+    iq_mm(c->be, c->v, wv, kvd, c->E, c->x, N);
+    assay_rope_params rp = {ASSAY_ROPE_MODE_NEOX, hd, c->inv_freq};
+    c->be->ops->rope(c->be, c->q, N, c->n_head, hd, qd, c->pos, &rp);
+    c->be->ops->rope(c->be, c->k, N, c->n_kv, hd, kvd, c->pos, &rp);
+    int nt = c->nt;
+    int64_t pairs = c->n_seq * c->n_head;
+    if (nt > pairs) nt = (int)pairs;
+    iq_attn_job jobs[64];
+    pthread_t th[64];
+    for (int k = 0; k < nt; k++) {
+        jobs[k] = (iq_attn_job){c, pairs * k / nt, pairs * (k + 1) / nt};
+        if (k) pthread_create(&th[k], NULL, iq_attn_worker, &jobs[k]);
+    }
+    iq_attn_worker(&jobs[0]);
+    for (int k = 1; k < nt; k++) pthread_join(th[k], NULL);
+    iq_mm(c->be, y, c->w_o, c->E, qd, c->att, N);
+}
+
+static double iq_attn_loss_fn(void *ctx, const float *const *wq) {
+    iq_attn_loss *c = ctx;
+    iq_attn_forward(c, wq[0], wq[1], wq[2], c->y);
+    return iq_sq_diff(c->y, c->y_ref, c->n_seq * c->T * c->E);
+}
+
+/* the linears' own outputs (module2inspect = the linear itself, or the fallback for other attention variants) */
+typedef struct {
+    assay_backend *be;
+    const float *x;
+    int64_t n, n_in;
+    const int64_t *n_out;
+    int n_lin;
+    float *y, *y_ref[3];
+} iq_lin_loss;
+
+static double iq_lin_loss_fn(void *ctx, const float *const *wq) {
+    iq_lin_loss *c = ctx;
+    double s = 0;
+    for (int k = 0; k < c->n_lin; k++) {
+        iq_mm(c->be, c->y, wq[k], c->n_out[k], c->n_in, c->x, c->n);
+        s += iq_sq_diff(c->y, c->y_ref[k], c->n * c->n_out[k]);
+    }
+    return s;
+}
+
+/* plain llama attention (what iq_attn_forward computes): no biases, q/k norms, soft caps, sliding windows,
+ * post norms or RoPE scaling */
+static int iq_attn_plain(const assay_model_config *c) {
+    return !c->has_qkv_bias && !c->has_qk_norm && !c->has_post_norms && c->sliding_window <= 0 &&
+           c->rope_scaling == ASSAY_ROPE_SCALING_NONE && (c->attn_scale <= 0 || fabs(c->attn_scale * sqrt((double)c->head_dim) - 1) < 1e-6) &&
+           c->activation == ASSAY_ACT_SILU && c->n_head % c->n_head_kv == 0;
+}
+
+/* AWQ scale search for group g (0: q/k/v, 1: gate/up, 2: down) of one layer, the loss taken on the output AutoAWQ
+ * inspects: the attention block (o_proj included) for q/k/v, the MLP block for gate/up, down_proj's own output
+ * for down; with awq_block_loss off, or for attention variants iq_attn_forward does not model, the per-linear
+ * outputs. w_down/F: the layer's FP down_proj [E][F]. */
+static assay_status iq_awq_search(assay_backend *be, const assay_model_config *cfg, const assay_intq_options *o,
+                                  const iq_input *in, int g, const float *const *ws, const int64_t *no, int nk,
+                                  int64_t n_in, const float *w_down, int64_t F, const assay_int4_params *p, float *s,
+                                  float *alpha) {
+    float *xmean = assay_xmalloc(sizeof(float) * (size_t)n_in);
+    for (int64_t i = 0; i < n_in; i++) xmean[i] = (float)(in->abssum[i] / (double)(in->n_abs > 0 ? in->n_abs : 1));
+    int nt = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (nt > 64) nt = 64;
+    assay_status st;
+    int64_t T = o->calib_seq_len, n_seq = T > 0 ? in->n_seq_rows / T : 0;
+    if (o->awq_block_loss && g == 0 && nk == 3 && n_seq > 0 && iq_attn_plain(cfg)) {
+        int64_t N = n_seq * T, hd = cfg->head_dim, qd = cfg->n_head * hd, kvd = cfg->n_head_kv * hd;
+        iq_attn_loss c = {be, in->seqs, NULL, n_seq, T, n_in, cfg->n_head, cfg->n_head_kv, hd, NULL, NULL,
+                          NULL, NULL, NULL, NULL, NULL, NULL, nt};
+        /* o_proj is not in the group: its FP weights come in ws[3] */
+        c.w_o = ws[3];
+        float *inv = assay_xmalloc(sizeof(float) * (size_t)(hd / 2));
+        for (int64_t i = 0; i < hd / 2; i++) inv[i] = (float)(1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)hd));
+        c.inv_freq = inv;
+        c.pos = assay_xmalloc(sizeof(int32_t) * (size_t)N);
+        for (int64_t t = 0; t < N; t++) c.pos[t] = (int32_t)(t % T);
+        c.q = assay_xmalloc(sizeof(float) * (size_t)(N * qd));
+        c.att = assay_xmalloc(sizeof(float) * (size_t)(N * qd));
+        c.k = assay_xmalloc(sizeof(float) * (size_t)(N * kvd));
+        c.v = assay_xmalloc(sizeof(float) * (size_t)(N * kvd));
+        c.y = assay_xmalloc(sizeof(float) * (size_t)(N * n_in));
+        c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(N * n_in));
+        iq_attn_forward(&c, ws[0], ws[1], ws[2], c.y_ref);
+        st = assay_awq_search_scale_fn(xmean, n_in, ws, no, nk, p, o->awq_grid, o->awq_duo, iq_attn_loss_fn, &c, s, alpha);
+        free(inv);
+        free(c.pos);
+        free(c.q);
+        free(c.att);
+        free(c.k);
+        free(c.v);
+        free(c.y);
+        free(c.y_ref);
+    } else if (o->awq_block_loss && g == 1 && nk == 2) {
+        int64_t n = in->n_sample;
+        iq_mlp_loss c = {be, in->sample, w_down, n, n_in, F, NULL, NULL, NULL, NULL, NULL};
+        c.gate = assay_xmalloc(sizeof(float) * (size_t)(n * F));
+        c.up = assay_xmalloc(sizeof(float) * (size_t)(n * F));
+        c.act = assay_xmalloc(sizeof(float) * (size_t)(n * F));
+        c.y = assay_xmalloc(sizeof(float) * (size_t)(n * n_in));
+        c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(n * n_in));
+        iq_mlp_forward(&c, ws[0], ws[1], c.y_ref);
+        st = assay_awq_search_scale_fn(xmean, n_in, ws, no, nk, p, o->awq_grid, o->awq_duo, iq_mlp_loss_fn, &c, s, alpha);
+        free(c.gate);
+        free(c.up);
+        free(c.act);
+        free(c.y);
+        free(c.y_ref);
+    } else {
+        int64_t n = in->n_sample;
+        iq_lin_loss c = {be, in->sample, n, n_in, no, nk, NULL, {NULL, NULL, NULL}};
+        int64_t mo = 0;
+        for (int k = 0; k < nk; k++) {
+            mo = no[k] > mo ? no[k] : mo;
+            c.y_ref[k] = assay_xmalloc(sizeof(float) * (size_t)(n * no[k]));
+            iq_mm(be, c.y_ref[k], ws[k], no[k], n_in, c.x, n);
+        }
+        c.y = assay_xmalloc(sizeof(float) * (size_t)(n * mo));
+        st = assay_awq_search_scale_fn(xmean, n_in, ws, no, nk, p, o->awq_grid, o->awq_duo, iq_lin_loss_fn, &c, s, alpha);
+        for (int k = 0; k < nk; k++) free(c.y_ref[k]);
+        free(c.y);
+    }
+    free(xmean);
+    return st;
 }
 
 void assay_intq_options_default(assay_intq_options *o, assay_intq_method method) {
@@ -357,6 +619,10 @@ void assay_intq_options_default(assay_intq_options *o, assay_intq_method method)
     o->calib_seq_len = 512;
     o->awq_tokens = 512;
     o->awq_grid = 20;
+    o->sequential = 2;
+    o->awq_seqs = 8;
+    o->awq_block_loss = 1;
+    o->awq_duo = 1;
     o->keep_lm_head = 1;
 }
 
@@ -377,12 +643,22 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                           "safetensors directory as the source (assay convert turns a GGUF into one)", model_path);
     }
     int64_t L = cfg->n_layer;
-    iq_calib cal = {.o = o, .n_layer = L, .stride = 1};
+    iq_calib cal = {.o = o, .n_layer = L, .stride = 1, .only_layer = -1, .only_input = -1};
     cal.in = calloc((size_t)(L * IN_COUNT), sizeof(iq_input));
     ASSAY_ASSERT(cal.in);
+    /* GPTQ's sequential modes calibrate inside the layer loop, each pass on the model as quantized so far */
+    int seq_mode = o->method == ASSAY_INTQ_GPTQ ? o->sequential : 0;
+    if (o->method == ASSAY_INTQ_GPTQ || o->method == ASSAY_INTQ_AWQ) {
+        st = assay_backend_cpu_open(&cal.be, o->threads);
+        if (st != ASSAY_OK) {
+            assay_intq_free_calib(&cal, L);
+            assay_model_free(m);
+            return st;
+        }
+    }
+    assay_tokenizer *tok = NULL;
+    assay_calib_text text = {0};
     if (o->method != ASSAY_INTQ_RTN) {
-        assay_tokenizer *tok = NULL;
-        assay_calib_text text = {0};
         const char *calib = o->calib_path;
         char defpath[4096];
         if (!calib) {
@@ -398,17 +674,18 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
         st = assay_tokenizer_load(&tok, model_path);
         if (st == ASSAY_OK) st = assay_calib_text_load(&text, tok, calib);
         if (st == ASSAY_OK) {
+            /* chunks spread over the whole corpus, not only its first file */
+            assay_calib_text_spread(&text, o->calib_chunks, o->calib_seq_len);
             int64_t total = o->calib_chunks * o->calib_seq_len;
             int64_t want = o->awq_tokens > 0 ? o->awq_tokens : 512;
             cal.stride = total / want > 1 ? total / want : 1;
-            st = assay_calib_run(m, &text, o->calib_chunks, o->calib_seq_len, iq_hook, &cal, NULL, NULL);
+            if (!seq_mode) st = assay_calib_run(m, &text, o->calib_chunks, o->calib_seq_len, iq_hook, &cal, NULL, NULL);
         }
-        assay_calib_text_free(&text);
-        assay_tokenizer_free(tok);
         for (int64_t i = 0; i < L * IN_COUNT; i++)
-            if (cal.in[i].gram && cal.in[i].n_buf) iq_gram_flush(&cal.in[i]);
+            if (cal.in[i].gram && cal.in[i].n_buf) iq_gram_flush(&cal.in[i], cal.be);
     }
     double t_calib = assay_now_seconds() - t0;
+    assay_backend *be = cal.be;
 
     iq_out out = {.w = assay_safetensors_writer_new()};
     int64_t gs_used = o->group_size;
@@ -496,15 +773,16 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     iq_input *in = &cal.in[l * IN_COUNT + (g == 0 ? IN_QKV : g == 1 ? IN_GATEUP : IN_DOWN)];
                     if (!in->n_sample) continue;
                     if (g == 0 && cfg->n_head_kv != cfg->n_head) { /* fine: q,k,v scaling does not need v==o */ }
-                    const float *ws[3];
+                    const float *ws[4];
                     int64_t no[3];
                     for (int k = 0; k < nk; k++) {
                         ws[k] = val[IDX(lin[k0 + k])];
                         no[k] = lin[k0 + k]->ne[1];
                     }
+                    ws[3] = val[IDX(lin[3])]; /* o_proj, for the attention block loss */
                     int64_t n_in = lin[k0]->ne[0];
                     float *s = assay_xmalloc(sizeof(float) * (size_t)n_in), alpha = 0;
-                    st = assay_awq_search_scale(in->sample, in->n_sample, n_in, ws, no, nk, &p, o->awq_grid, s, &alpha);
+                    st = iq_awq_search(be, cfg, o, in, g, ws, no, nk, n_in, val[IDX(lin[6])], lin[6]->ne[0], &p, s, &alpha);
                     if (st == ASSAY_OK) {
                         /* fold 1/s into the producer of the input */
                         if (g < 2) {
@@ -540,6 +818,19 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                 if (IGNORED(t)) continue;
                 if (o->method == ASSAY_INTQ_GPTQ) {
                     iq_input *in = &cal.in[l * IN_COUNT + kLinearInput[k]];
+                    if (seq_mode == 2 || (seq_mode == 1 && !in->gram)) {
+                        /* H from the model with every earlier linear already quantized: 1 = per layer (gptq.py),
+                         * 2 = per input within the layer too (its --true-sequential) */
+                        cal.only_layer = l;
+                        cal.only_input = seq_mode == 2 ? kLinearInput[k] : -1;
+                        st = assay_calib_run_layers(m, &text, o->calib_chunks, o->calib_seq_len, l + 1, iq_hook, &cal,
+                                                    NULL, NULL);
+                        for (int ii = 0; ii < IN_COUNT; ii++) {
+                            iq_input *c2 = &cal.in[l * IN_COUNT + ii];
+                            if (c2->gram && c2->n_buf) iq_gram_flush(c2, cal.be);
+                        }
+                        if (st != ASSAY_OK) break;
+                    }
                     if (!in->gram) {
                         st = assay_fail(ASSAY_ERR_ARG, "no calibration activations reached %s", t->name);
                         break;
@@ -560,8 +851,17 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     st = assay_int4_gptq(stack, rows, n_in, h, &p, &all);
                     free(h);
                     free(stack);
+                    free(in->gram); /* not needed again: keeps one layer's Gram matrices in memory at a time */
+                    in->gram = NULL;
                     for (int64_t kk = k, off = 0; kk < k1 && st == ASSAY_OK; off += lin[kk]->ne[1], kk++) {
                         assay_int4_result part = iq_rows(&all, off, lin[kk]->ne[1]);
+                        if (seq_mode) {
+                            /* later passes run on the quantized weights */
+                            float *deq = assay_xmalloc(sizeof(float) * (size_t)(part.n_out * part.n_in));
+                            assay_int4_dequantize(&part, deq);
+                            st = assay_model_set_weight_f32(m, lin[kk]->name, deq);
+                            free(deq);
+                        }
                         if (o->fake_quant) assay_int4_dequantize(&part, val[IDX(lin[kk])]);
                         else {
                             iq_prefix(lin[kk], prefix, sizeof prefix);
@@ -608,6 +908,9 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
         rep->seconds = assay_now_seconds() - t0;
         rep->calib_seconds = t_calib;
     }
+    assay_calib_text_free(&text);
+    assay_tokenizer_free(tok);
+    if (be) assay_backend_close(be);
     assay_safetensors_writer_free(out.w);
     for (int64_t i = 0; i < out.n; i++) free(out.bufs[i]);
     free(out.bufs);
@@ -619,6 +922,8 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
         free(cal.in[i].buf);
         free(cal.in[i].sample);
         free(cal.in[i].absmax);
+        free(cal.in[i].abssum);
+        free(cal.in[i].seqs);
     }
     free(cal.in);
     assay_model_free(m);

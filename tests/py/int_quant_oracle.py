@@ -8,6 +8,10 @@
    columns, act-order permutation, 1% dampening, upper Cholesky factor of H^-1, 128-column lazy batches, group
    parameters from the error-compensated weights) and compares the integer codes with ours. Like the C side,
    scales are rounded to fp16 before rounding the weights (the format stores fp16 scales).
+3. Reruns AutoAWQ's scale search (_search_best_scale with duo_scaling: s = x_mean^a / (w_mean^(1-a) + 1e-4),
+   w_mean the mean over the rows of both linears of |w| / max|w| of its g128 group, clamp 1e-4, normalised by
+   sqrt(max*min), a in {0, 1/20, ..., 19/20}, each linear fake-quantized with AWQ's pseudo_quantize_tensor,
+   loss = squared error of the two linears' outputs) and requires the C search to pick the same a and s.
 Exit code 0 = pass.
 """
 import sys
@@ -96,6 +100,35 @@ def gptq_reference(W, X, gs, actorder, blocksize=128, percdamp=0.01, maxq=15):
     return out
 
 
+def awq_pseudo_quant(w, gs, maxq=15):
+    """AutoAWQ pseudo_quantize_tensor, zero_point=True (range not widened to 0)"""
+    shp = w.shape
+    g = w.reshape(-1, gs).astype(np.float64)
+    mx, mn = g.max(axis=1, keepdims=True), g.min(axis=1, keepdims=True)
+    scales = np.maximum(mx - mn, 1e-5) / maxq
+    zeros = np.clip(-np.round(mn / scales), 0, maxq)
+    q = (np.clip(np.round(g / scales) + zeros, 0, maxq) - zeros) * scales
+    return q.reshape(shp)
+
+
+def awq_duo_search(x, ws, gs, n_grid=20):
+    x = x.astype(np.float64)
+    x_mean = np.abs(x).mean(axis=0)
+    wcat = np.concatenate(ws, axis=0).astype(np.float64)
+    g = np.abs(wcat).reshape(-1, gs)
+    w_mean = (g / (g.max(axis=1, keepdims=True) + 1e-6)).reshape(wcat.shape).mean(axis=0)
+    ref = [x @ w.T.astype(np.float64) for w in ws]
+    best, best_a, best_s = np.inf, None, None
+    for i in range(n_grid):
+        a = i / n_grid
+        s = np.maximum(x_mean ** a / (w_mean ** (1 - a) + 1e-4), 1e-4)
+        s = s / np.sqrt(s.max() * s.min())
+        loss = sum(((x @ (awq_pseudo_quant(w * s, gs) / s).T - r) ** 2).sum() for w, r in zip(ws, ref))
+        if loss < best:
+            best, best_a, best_s = loss, a, s
+    return best_a, best_s
+
+
 def main():
     t = load_file(sys.argv[1])
     gs = int(sys.argv[2])
@@ -117,6 +150,12 @@ def main():
         print(f"{v}: {100 * same:.2f}% of codes equal the numpy reference GPTQ, {far} differ by more than 1")
         if same < 0.99 or far:
             fails.append(f"{v}: codes disagree with the reference GPTQ ({100 * same:.2f}% equal, {far} far)")
+    a_ref, s_ref = awq_duo_search(t["x"], [t["w"], t["w2"]], gs)
+    a_c = float(t["duo.alpha"][0])
+    rel = float(np.max(np.abs(t["duo.s"] - s_ref) / s_ref))
+    print(f"awq duo search: alpha {a_c:.2f} (numpy AutoAWQ {a_ref:.2f}), s max rel diff {rel:.2g}")
+    if abs(a_c - a_ref) > 1e-6 or rel > 1e-4:
+        fails.append(f"awq duo search: alpha {a_c} / s differ from the numpy AutoAWQ search ({a_ref}, rel {rel:.3g})")
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

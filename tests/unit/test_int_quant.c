@@ -67,6 +67,28 @@ static void add_packed(assay_safetensors_writer *wr, const char *v, const packed
     add(wr, n, "F32", NOUT, NIN, pk->deq, sizeof pk->deq);
 }
 
+/* AWQ scale search with a caller loss: the outputs of two linears sharing x (a block that concatenates them) */
+typedef struct {
+    const float *x;
+    const float *w[2];
+} two_lin;
+
+static double two_lin_loss(void *ctx, const float *const *wq) {
+    two_lin *c = ctx;
+    double s = 0;
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < NTOK; t++)
+            for (int o = 0; o < NOUT; o++) {
+                double a = 0, b = 0;
+                for (int i = 0; i < NIN; i++) {
+                    a += (double)c->x[t * NIN + i] * c->w[k][o * NIN + i];
+                    b += (double)c->x[t * NIN + i] * wq[k][o * NIN + i];
+                }
+                s += (a - b) * (a - b);
+            }
+    return s;
+}
+
 int main(void) {
     static float w[NOUT * NIN], x[NTOK * NIN], mix[16 * NIN], wa[NOUT * NIN], xa[NTOK * NIN], s[NIN];
     static double h[NIN * NIN];
@@ -142,6 +164,18 @@ int main(void) {
     CHECK(e_act < 0.8 * e_rtn);
     CHECK(e_awq < e_rtn);
 
+    /* AutoAWQ duo scaling with a block loss over two linears (w and a second random w2 sharing x) */
+    static float w2[NOUT * NIN], s_duo[NIN], xmean[NIN];
+    for (int i = 0; i < NOUT * NIN; i++) w2[i] = gauss() * 0.08f;
+    assay_awq_absmean(x, NTOK, NIN, xmean);
+    float alpha_duo = -1;
+    const float *ws2[2] = {w, w2};
+    int64_t nouts2[2] = {NOUT, NOUT};
+    two_lin tl = {x, {w, w2}};
+    CHECK_OK(assay_awq_search_scale_fn(xmean, NIN, ws2, nouts2, 2, &p, 20, 1, two_lin_loss, &tl, s_duo, &alpha_duo));
+    float alpha_arr[1] = {alpha_duo};
+    printf("AWQ duo search over two linears: alpha %.2f\n", alpha_duo);
+
     /* INT8 rows: |w − q·s| <= s/2, and the max element maps to ±127 */
     static int8_t q8[NOUT * NIN];
     float sc8[NOUT];
@@ -174,6 +208,9 @@ int main(void) {
     add(wr, "w", "F32", NOUT, NIN, w, sizeof w);
     add(wr, "x", "F32", NTOK, NIN, x, sizeof x);
     add(wr, "awq.s", "F32", NIN, 0, s, sizeof s);
+    add(wr, "w2", "F32", NOUT, NIN, w2, sizeof w2);
+    add(wr, "duo.s", "F32", NIN, 0, s_duo, sizeof s_duo);
+    add(wr, "duo.alpha", "F32", 1, 0, alpha_arr, sizeof alpha_arr);
     add_packed(wr, "rtn", &rtn, 0);
     add_packed(wr, "gptq", &gptq, 0);
     add_packed(wr, "gptq_act", &gact, 0);
