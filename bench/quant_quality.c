@@ -4,6 +4,8 @@
  *
  *   bench_quant_quality --model ../shared/models/house --text ../shared/models/house/heldout.txt \
  *       --work /tmp/qq --out bench/results/quant_quality.json [--llama-quantize PATH] [--max-windows N] [--threads N]
+ *       [--only SCHEMES] [--calib-chunks N (128)] [--gptq-sequential 0|1|2] [--awq-block-loss 0|1] [--awq-duo 0|1]
+ *       [--awq-tokens N]
  *
  * For each scheme: quantize the bf16 HF model (timed), load the result in the CPU engine, and score the text in
  * non-overlapping windows of --ctx tokens (default 512), every token after the first of a window scored, no BOS

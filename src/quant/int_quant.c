@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "assay/backend.h"
 #include "assay/dtype.h"
 #include "assay/int_quant.h"
 #include "assay/status.h"
@@ -567,6 +568,89 @@ void assay_awq_clip(float *w, int64_t n_out, int64_t n_in, const float *x, int64
     }
     iq_clip_worker(&jobs[0]);
     for (int k = 1; k < nt; k++) pthread_join(th[k], NULL);
+}
+
+/* ---- llama attention block in f32 (AWQ's attention loss) ---------------------------------------------- */
+
+typedef struct {
+    const float *q, *k, *v;
+    float *att;
+    int64_t T, n_head, n_kv, hd, j0, j1;
+} iq_attn_job;
+
+/* causal softmax attention for (sequence, head) pairs [j0, j1) */
+static void *iq_attn_worker(void *arg) {
+    iq_attn_job *j = arg;
+    int64_t T = j->T, hd = j->hd, qd = j->n_head * hd, kvd = j->n_kv * hd;
+    float *p = assay_xmalloc(sizeof(float) * (size_t)T);
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t jj = j->j0; jj < j->j1; jj++) {
+        int64_t sq = jj / j->n_head, h = jj % j->n_head, kh = h / (j->n_head / j->n_kv);
+        const float *Q = j->q + sq * T * qd + h * hd, *K = j->k + sq * T * kvd + kh * hd, *V = j->v + sq * T * kvd + kh * hd;
+        float *O = j->att + sq * T * qd + h * hd;
+        for (int64_t t = 0; t < T; t++) {
+            float mx = -INFINITY;
+            for (int64_t u = 0; u <= t; u++) {
+                p[u] = iq_dot(Q + t * qd, K + u * kvd, hd) * scale;
+                mx = p[u] > mx ? p[u] : mx;
+            }
+            double z = 0;
+            for (int64_t u = 0; u <= t; u++) z += p[u] = expf(p[u] - mx);
+            float *o = O + t * qd;
+            for (int64_t i = 0; i < hd; i++) o[i] = 0;
+            for (int64_t u = 0; u <= t; u++) {
+                float wgt = (float)(p[u] / z);
+                for (int64_t i = 0; i < hd; i++) o[i] += wgt * V[u * kvd + i];
+            }
+        }
+    }
+    free(p);
+    return NULL;
+}
+
+static void iq_mm_f32(assay_backend *be, float *y, const float *w, int64_t n_out, int64_t n_in, const float *x, int64_t n) {
+    assay_weight wt = {.type = ASSAY_TYPE_F32, .data = w, .n_in = n_in, .n_out = n_out,
+                       .row_bytes = sizeof(float) * (size_t)n_in, .name = "attention"};
+    be->ops->matmul(be, y, &wt, x, n);
+}
+
+void assay_attention_block_f32(assay_backend *be, int n_threads, const float *x, int64_t n_seq, int64_t T, int64_t E,
+                               int64_t n_head, int64_t n_kv, int64_t hd, double rope_theta, const float *wq,
+                               const float *wk, const float *wv, const float *wo, float *y) {
+    ASSAY_ASSERT(n_kv > 0 && n_head % n_kv == 0 && hd % 2 == 0);
+    int64_t N = n_seq * T, qd = n_head * hd, kvd = n_kv * hd;
+    float *q = assay_xmalloc(sizeof(float) * (size_t)(N * qd)), *att = assay_xmalloc(sizeof(float) * (size_t)(N * qd));
+    float *k = assay_xmalloc(sizeof(float) * (size_t)(N * kvd)), *v = assay_xmalloc(sizeof(float) * (size_t)(N * kvd));
+    float *inv = assay_xmalloc(sizeof(float) * (size_t)(hd / 2));
+    int32_t *pos = assay_xmalloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t i = 0; i < hd / 2; i++) inv[i] = (float)(1.0 / pow(rope_theta, (double)(2 * i) / (double)hd));
+    for (int64_t t = 0; t < N; t++) pos[t] = (int32_t)(t % T);
+    iq_mm_f32(be, q, wq, qd, E, x, N);
+    iq_mm_f32(be, k, wk, kvd, E, x, N);
+    iq_mm_f32(be, v, wv, kvd, E, x, N);
+    /* HF rows as stored: rotate-half pairs (i, i + hd/2), the engine's NEOX mode */
+    assay_rope_params rp = {ASSAY_ROPE_MODE_NEOX, hd, inv};
+    be->ops->rope(be, q, N, n_head, hd, qd, pos, &rp);
+    be->ops->rope(be, k, N, n_kv, hd, kvd, pos, &rp);
+    int nt = n_threads > 0 ? n_threads : iq_threads();
+    int64_t pairs = n_seq * n_head;
+    if (nt > pairs) nt = (int)pairs;
+    if (nt > 64) nt = 64;
+    iq_attn_job jobs[64];
+    pthread_t th[64];
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = (iq_attn_job){q, k, v, att, T, n_head, n_kv, hd, pairs * t / nt, pairs * (t + 1) / nt};
+        if (t) pthread_create(&th[t], NULL, iq_attn_worker, &jobs[t]);
+    }
+    iq_attn_worker(&jobs[0]);
+    for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+    iq_mm_f32(be, y, wo, E, qd, att, N);
+    free(q);
+    free(att);
+    free(k);
+    free(v);
+    free(inv);
+    free(pos);
 }
 
 /* ---- packing --------------------------------------------------------------------------------------------- */

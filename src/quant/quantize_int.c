@@ -1,11 +1,16 @@
 /* quantize_int.c — whole-model INT4 (RTN / GPTQ / AWQ) and W8A8 INT8 (SmoothQuant) into the safetensors layouts
  * transformers and vLLM load: GPTQ ("gptq" checkpoint format), AWQ GEMM, compressed-tensors int-quantized.
  *
- * One calibration pass over the full-precision model (calib.h) gathers what each method needs per decoder layer:
- * GPTQ the input Gram matrices (one per distinct input: q/k/v share one, gate/up share one), AWQ a subsample of
- * the input rows, SmoothQuant the per-channel max |x|. Layers are then quantized independently from those FP
- * statistics. AWQ's reference also takes every layer's inputs from the FP model; GPTQ's reference re-runs each
- * quantized layer to feed the next (error propagation), which this single pass does not do.
+ * Calibration chunks are spread evenly over the whole calibration corpus (assay_calib_text_spread), not taken from
+ * its first file. What each method gathers per decoder layer: GPTQ the input Gram matrices (one per distinct
+ * input: q/k/v share one, gate/up share one), AWQ mean |x| over every token, a strided subsample of the input rows
+ * (MLP loss, clipping) and the first whole sequences of the q/k/v input (attention loss), SmoothQuant the
+ * per-channel max |x|. AWQ and SmoothQuant take every layer's inputs from the full-precision model in one pass
+ * (as AWQ's reference does). GPTQ by default calibrates layer by layer on the model as quantized so far, like the
+ * reference's sequential driver with --true-sequential: one truncated pass per distinct input (q/k/v -> o ->
+ * gate/up -> down), the already-quantized linears swapped into the engine (assay_model_set_weight_f32), so every
+ * Hessian sees the error of everything before it. AWQ scores each scale candidate on the output AutoAWQ inspects:
+ * the whole attention block (o_proj included) for q/k/v, the MLP block for gate/up, down_proj's output for down.
  * Scales that AWQ and SmoothQuant fold into the previous operation go into the RMSNorm weights
  * (input_layernorm for q/k/v, post_attention_layernorm for gate/up) and, for AWQ's down_proj, into up_proj's
  * output rows; the v_proj -> o_proj pair is skipped under GQA as in AWQ's auto_scale.
@@ -429,80 +434,20 @@ static double iq_mlp_loss_fn(void *ctx, const float *const *wq) {
     return iq_sq_diff(c->y, c->y_ref, c->n * c->E);
 }
 
-/* Attention: o_proj(softmax(rope(q)·rope(k)ᵀ/√d, causal)·v) over whole calibration sequences, HF row order
- * (rotate-half RoPE on the stored q/k rows), o_proj in full precision. Used for plain llama-style layers only. */
+/* Attention block loss over whole calibration sequences (assay_attention_block_f32, o_proj in full precision) */
 typedef struct {
     assay_backend *be;
     const float *x, *w_o;
     int64_t n_seq, T, E, n_head, n_kv, hd;
-    const float *inv_freq;
-    int32_t *pos;
-    float *q, *k, *v, *att, *y, *y_ref;
+    double theta;
+    float *y, *y_ref;
     int nt;
 } iq_attn_loss;
 
-typedef struct {
-    iq_attn_loss *c;
-    int64_t j0, j1; /* (sequence, head) pairs */
-} iq_attn_job;
-
-static void *iq_attn_worker(void *arg) {
-    iq_attn_job *j = arg;
-    iq_attn_loss *c = j->c;
-    int64_t T = c->T, hd = c->hd, qd = c->n_head * hd, kvd = c->n_kv * hd;
-    float *p = assay_xmalloc(sizeof(float) * (size_t)T);
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t jj = j->j0; jj < j->j1; jj++) {
-        int64_t sq = jj / c->n_head, h = jj % c->n_head, kh = h / (c->n_head / c->n_kv);
-        const float *Q = c->q + sq * T * qd + h * hd, *K = c->k + sq * T * kvd + kh * hd, *V = c->v + sq * T * kvd + kh * hd;
-        float *O = c->att + sq * T * qd + h * hd;
-        for (int64_t t = 0; t < T; t++) {
-            float mx = -INFINITY;
-            for (int64_t u = 0; u <= t; u++) {
-                float d = 0;
-                for (int64_t i = 0; i < hd; i++) d += Q[t * qd + i] * K[u * kvd + i];
-                p[u] = d * scale;
-                mx = p[u] > mx ? p[u] : mx;
-            }
-            double z = 0;
-            for (int64_t u = 0; u <= t; u++) z += p[u] = expf(p[u] - mx);
-            float *o = O + t * qd;
-            for (int64_t i = 0; i < hd; i++) o[i] = 0;
-            for (int64_t u = 0; u <= t; u++) {
-                float wgt = (float)(p[u] / z);
-                for (int64_t i = 0; i < hd; i++) o[i] += wgt * V[u * kvd + i];
-            }
-        }
-    }
-    free(p);
-    return NULL;
-}
-
-static void iq_attn_forward(iq_attn_loss *c, const float *wq, const float *wk, const float *wv, float *y) {
-    int64_t N = c->n_seq * c->T, hd = c->hd, qd = c->n_head * hd, kvd = c->n_kv * hd;
-    iq_mm(c->be, c->q, wq, qd, c->E, c->x, N);
-    iq_mm(c->be, c->k, wk, kvd, c->E, c->x, N);
-    iq_mm(c->be, c->v, wv, kvd, c->E, c->x, N);
-    assay_rope_params rp = {ASSAY_ROPE_MODE_NEOX, hd, c->inv_freq};
-    c->be->ops->rope(c->be, c->q, N, c->n_head, hd, qd, c->pos, &rp);
-    c->be->ops->rope(c->be, c->k, N, c->n_kv, hd, kvd, c->pos, &rp);
-    int nt = c->nt;
-    int64_t pairs = c->n_seq * c->n_head;
-    if (nt > pairs) nt = (int)pairs;
-    iq_attn_job jobs[64];
-    pthread_t th[64];
-    for (int k = 0; k < nt; k++) {
-        jobs[k] = (iq_attn_job){c, pairs * k / nt, pairs * (k + 1) / nt};
-        if (k) pthread_create(&th[k], NULL, iq_attn_worker, &jobs[k]);
-    }
-    iq_attn_worker(&jobs[0]);
-    for (int k = 1; k < nt; k++) pthread_join(th[k], NULL);
-    iq_mm(c->be, y, c->w_o, c->E, qd, c->att, N);
-}
-
 static double iq_attn_loss_fn(void *ctx, const float *const *wq) {
     iq_attn_loss *c = ctx;
-    iq_attn_forward(c, wq[0], wq[1], wq[2], c->y);
+    assay_attention_block_f32(c->be, c->nt, c->x, c->n_seq, c->T, c->E, c->n_head, c->n_kv, c->hd, c->theta, wq[0],
+                              wq[1], wq[2], c->w_o, c->y);
     return iq_sq_diff(c->y, c->y_ref, c->n_seq * c->T * c->E);
 }
 
@@ -549,30 +494,15 @@ static assay_status iq_awq_search(assay_backend *be, const assay_model_config *c
     assay_status st;
     int64_t T = o->calib_seq_len, n_seq = T > 0 ? in->n_seq_rows / T : 0;
     if (o->awq_block_loss && g == 0 && nk == 3 && n_seq > 0 && iq_attn_plain(cfg)) {
-        int64_t N = n_seq * T, hd = cfg->head_dim, qd = cfg->n_head * hd, kvd = cfg->n_head_kv * hd;
-        iq_attn_loss c = {be, in->seqs, NULL, n_seq, T, n_in, cfg->n_head, cfg->n_head_kv, hd, NULL, NULL,
-                          NULL, NULL, NULL, NULL, NULL, NULL, nt};
+        int64_t N = n_seq * T;
         /* o_proj is not in the group: its FP weights come in ws[3] */
-        c.w_o = ws[3];
-        float *inv = assay_xmalloc(sizeof(float) * (size_t)(hd / 2));
-        for (int64_t i = 0; i < hd / 2; i++) inv[i] = (float)(1.0 / pow(cfg->rope_theta, (double)(2 * i) / (double)hd));
-        c.inv_freq = inv;
-        c.pos = assay_xmalloc(sizeof(int32_t) * (size_t)N);
-        for (int64_t t = 0; t < N; t++) c.pos[t] = (int32_t)(t % T);
-        c.q = assay_xmalloc(sizeof(float) * (size_t)(N * qd));
-        c.att = assay_xmalloc(sizeof(float) * (size_t)(N * qd));
-        c.k = assay_xmalloc(sizeof(float) * (size_t)(N * kvd));
-        c.v = assay_xmalloc(sizeof(float) * (size_t)(N * kvd));
+        iq_attn_loss c = {be, in->seqs, ws[3], n_seq, T, n_in, cfg->n_head, cfg->n_head_kv, cfg->head_dim,
+                          cfg->rope_theta, NULL, NULL, nt};
         c.y = assay_xmalloc(sizeof(float) * (size_t)(N * n_in));
         c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(N * n_in));
-        iq_attn_forward(&c, ws[0], ws[1], ws[2], c.y_ref);
+        assay_attention_block_f32(be, nt, c.x, n_seq, T, n_in, c.n_head, c.n_kv, c.hd, c.theta, ws[0], ws[1], ws[2],
+                                  c.w_o, c.y_ref);
         st = assay_awq_search_scale_fn(xmean, n_in, ws, no, nk, p, o->awq_grid, o->awq_duo, iq_attn_loss_fn, &c, s, alpha);
-        free(inv);
-        free(c.pos);
-        free(c.q);
-        free(c.att);
-        free(c.k);
-        free(c.v);
         free(c.y);
         free(c.y_ref);
     } else if (o->awq_block_loss && g == 1 && nk == 2) {

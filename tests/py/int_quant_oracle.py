@@ -12,6 +12,9 @@
    w_mean the mean over the rows of both linears of |w| / max|w| of its g128 group, clamp 1e-4, normalised by
    sqrt(max*min), a in {0, 1/20, ..., 19/20}, each linear fake-quantized with AWQ's pseudo_quantize_tensor,
    loss = squared error of the two linears' outputs) and requires the C search to pick the same a and s.
+4. Recomputes the llama attention block AWQ's q/k/v search scores (HF LlamaAttention in numpy: rotate_half RoPE
+   with base 10000 at positions 0..T-1 per sequence, grouped KV heads repeated, causal softmax(q k^T / sqrt(d)), o_proj)
+   and requires the C block's output within 1e-4 relative to its largest value.
 Exit code 0 = pass.
 """
 import sys
@@ -129,6 +132,33 @@ def awq_duo_search(x, ws, gs, n_grid=20):
     return best_a, best_s
 
 
+def attention_reference(x, wq, wk, wv, wo, n_seq, n_head, n_kv, hd, theta=10000.0):
+    x = x.astype(np.float64)
+    T = x.shape[0] // n_seq
+    inv = 1.0 / theta ** (np.arange(0, hd, 2) / hd)
+    ang = np.arange(T)[:, None] * inv[None, :]
+    cos, sin = np.cos(np.concatenate([ang, ang], 1)), np.sin(np.concatenate([ang, ang], 1))
+
+    def rope(m):  # [T, heads, hd]
+        rot = np.concatenate([-m[..., hd // 2:], m[..., :hd // 2]], -1)
+        return m * cos[:, None, :] + rot * sin[:, None, :]
+
+    out = []
+    for s in range(n_seq):
+        xs = x[s * T:(s + 1) * T]
+        q = rope((xs @ wq.T).reshape(T, n_head, hd))
+        k = rope((xs @ wk.T).reshape(T, n_kv, hd))
+        v = (xs @ wv.T).reshape(T, n_kv, hd)
+        rep = n_head // n_kv
+        k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+        sc = np.einsum("thd,uhd->htu", q, k) / np.sqrt(hd)
+        sc = np.where(np.tril(np.ones((T, T), bool))[None], sc, -np.inf)
+        p = np.exp(sc - sc.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        out.append(np.einsum("htu,uhd->thd", p, v).reshape(T, n_head * hd) @ wo.T)
+    return np.concatenate(out, 0)
+
+
 def main():
     t = load_file(sys.argv[1])
     gs = int(sys.argv[2])
@@ -156,6 +186,11 @@ def main():
     print(f"awq duo search: alpha {a_c:.2f} (numpy AutoAWQ {a_ref:.2f}), s max rel diff {rel:.2g}")
     if abs(a_c - a_ref) > 1e-6 or rel > 1e-4:
         fails.append(f"awq duo search: alpha {a_c} / s differ from the numpy AutoAWQ search ({a_ref}, rel {rel:.3g})")
+    ya = attention_reference(t["attn.x"], t["attn.wq"], t["attn.wk"], t["attn.wv"], t["attn.wo"], 2, 4, 2, 8)
+    err = float(np.abs(ya - t["attn.y"]).max() / np.abs(ya).max())
+    print(f"attention block: max |C - numpy| / max |y| = {err:.2g}")
+    if err > 1e-4:
+        fails.append(f"attention block differs from the numpy llama attention ({err:.3g})")
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0
