@@ -57,7 +57,7 @@ timed() {
 timed_peer() {
     local id=$1 rc=0
     shift
-    /usr/bin/time -f "%U %S" -o "$TMP/$id.time" nice "$@" >"$TMP/$id.out" 2>"$TMP/$id.err" || rc=$?
+    /usr/bin/time -f "%U %S" -o "$TMP/$id.time" "$@" >"$TMP/$id.out" 2>"$TMP/$id.err" || rc=$?
     awk '/^[0-9.]+ [0-9.]+$/ {print $1 + $2}' "$TMP/$id.time" >"$TMP/$id.cpu"
     if [ $rc != 0 ]; then
         echo "null" >"$TMP/$id.out"
