@@ -7,6 +7,7 @@
 
 #include "assay/eval.h"
 #include "assay/file.h"
+#include "assay/logits_file.h"
 #include "assay/model.h"
 #include "assay/sha256.h"
 #include "assay/strbuf.h"
@@ -74,6 +75,17 @@ static int dump_requests(const char *tasks_arg, const assay_eval_options *o, con
     return CLI_EXIT_OK;
 }
 
+/* A regular file starting with the logits-file magic (a model is a directory or a GGUF file, "GGUF"). */
+static int is_logits_file(const char *path) {
+    if (assay_path_is_dir(path)) return 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, fp);
+    fclose(fp);
+    return got == 4 && memcmp(magic, ASSAY_LOGITS_MAGIC, 4) == 0;
+}
+
 /* The summary table lm-eval prints (utils.make_table), one row per metric. */
 void assay_eval_print_table(const assay_eval_results *r, FILE *fp);
 void assay_eval_print_table(const assay_eval_results *r, FILE *fp) {
@@ -108,7 +120,7 @@ int assay_cmd_eval(int argc, char **argv) {
         {NULL, "--ctx", CLI_INT, &ctx, "N", "window for heldout/kld perplexity in tokens (default 512)"},
         {NULL, "--max-gen-toks", CLI_INT, &max_gen, "N", "generation budget for gsm8k (default 256, as lm-eval)"},
         {NULL, "--fewshot-seed", CLI_INT, &seed, "N", "seed of the few-shot sampler (default 1234, as lm-eval)"},
-        {NULL, "--kld-base", CLI_STRING, &kld_base, "MODEL", "baseline model for the kld task"},
+        {NULL, "--kld-base", CLI_STRING, &kld_base, "MODEL|FILE", "baseline of the kld task: a model, or logits saved by `assay perplexity --score-all --save-logits` (same --text and --ctx)"},
         {NULL, "--dump-requests", CLI_STRING, &dump, "FILE", "write the tasks' prompts as JSON lines and exit (no model needed)"},
         {NULL, "--device", CLI_STRING, &device, "DEV", "engine: cpu or cuda"},
         {NULL, "--quantization", CLI_STRING, &quant, "SCHEME", "engine: on-the-fly weight quantization (fp8, ...)"},
@@ -168,9 +180,15 @@ int assay_cmd_eval(int argc, char **argv) {
     const char *model = args.positional[0];
     assay_engine_flags flags = {device, quant, kv, threads, max_len, calc_kv, kv_tokens};
     assay_lm *lm = NULL, *base = NULL;
+    assay_logits_file base_file = {0};
+    int have_base_file = 0;
     assay_eval_results *res = NULL;
     assay_status st = assay_eval_lm_open(model, &flags, &lm);
-    if (st == ASSAY_OK && kld_base) {
+    if (st == ASSAY_OK && kld_base && is_logits_file(kld_base)) {
+        st = assay_logits_file_open(&base_file, kld_base);
+        have_base_file = st == ASSAY_OK;
+        o.kld_base_file = have_base_file ? &base_file : NULL;
+    } else if (st == ASSAY_OK && kld_base) {
         assay_engine_flags bf = {device, NULL, NULL, threads, max_len, 0, 0};
         st = assay_eval_lm_open(kld_base, &bf, &base);
         o.kld_base = base;
@@ -204,6 +222,7 @@ int assay_cmd_eval(int argc, char **argv) {
     assay_eval_results_free(res);
     if (lm) assay_eval_lm_close(lm);
     if (base) assay_eval_lm_close(base);
+    if (have_base_file) assay_logits_file_close(&base_file);
     cli_args_free(&args);
     if (st != ASSAY_OK) return cli_report_error("eval");
     return CLI_EXIT_OK;

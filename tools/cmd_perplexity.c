@@ -11,7 +11,8 @@
  * PPL = exp(mean NLL) +/- exp(mean) * stderr(NLL), as llama.cpp prints it.
  *
  * KL divergence: a run with --save-logits OUT stores, for every scored token, the log-probabilities over the
- * vocabulary (16 bits each with a per-row offset and step, clamped 30 nats below the row's maximum); a run of
+ * vocabulary (logits_file.h: 16 bits each with a per-row offset and step, clamped 30 nats below the row's maximum;
+ * `assay eval --tasks kld --kld-base OUT` reads it too); a run of
  * another model or configuration with --kl-divergence-base OUT compares its distributions with them:
  * mean/median/99th percentile/max KLD(base || this), same top token %, RMS of p(this) - p(base) of the correct
  * token, and the PPL ratio, with uncertainties as llama.cpp computes them.
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "assay/file.h"
+#include "assay/logits_file.h"
 #include "assay/model.h"
 #include "assay/progress.h"
 #include "assay/sampler.h"
@@ -30,20 +32,6 @@
 #include "cli.h"
 #include "commands.h"
 
-#define KL_MAGIC "ASKL"
-#define KL_VERSION 1u
-#define KL_RANGE 30.0f
-
-typedef struct kl_header {
-    char magic[4];
-    uint32_t version, n_vocab, n_ctx, score_all, reserved;
-    uint64_t n_tokens, n_scored;
-} kl_header;
-_Static_assert(sizeof(kl_header) == 40, "logits file header");
-
-/* one stored row: float lo, float step, uint16 q[n_vocab]; lp = lo + step * q */
-static size_t kl_row_bytes(int64_t n_vocab) { return 8 + 2 * (size_t)n_vocab; }
-
 static void log_softmax(const float *x, double *lp, int64_t n) {
     float mx = x[0];
     for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
@@ -51,27 +39,6 @@ static void log_softmax(const float *x, double *lp, int64_t n) {
     for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
     double lse = mx + log(s);
     for (int64_t i = 0; i < n; i++) lp[i] = x[i] - lse;
-}
-
-static void kl_row_encode(const double *lp, int64_t n, uint8_t *out) {
-    double mx = lp[0];
-    for (int64_t i = 1; i < n; i++) mx = lp[i] > mx ? lp[i] : mx;
-    float lo = (float)(mx - KL_RANGE), step = KL_RANGE / 65535.0f;
-    memcpy(out, &lo, 4);
-    memcpy(out + 4, &step, 4);
-    uint16_t *q = (uint16_t *)(out + 8);
-    for (int64_t i = 0; i < n; i++) {
-        double v = (lp[i] - lo) / step;
-        q[i] = (uint16_t)(v <= 0 ? 0 : v >= 65535 ? 65535 : lrint(v));
-    }
-}
-
-static void kl_row_decode(const uint8_t *in, int64_t n, double *lp) {
-    float lo, step;
-    memcpy(&lo, in, 4);
-    memcpy(&step, in + 4, 4);
-    const uint16_t *q = (const uint16_t *)(in + 8);
-    for (int64_t i = 0; i < n; i++) lp[i] = lo + (double)step * q[i];
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -137,7 +104,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
     int8_t *want = NULL;
     uint8_t *row = NULL;
     assay_output_file out = {0};
-    assay_mapped_file bm = {0};
+    assay_logits_file bm = {0};
     int out_open = 0, bm_open = 0;
 
     assay_model_options mo;
@@ -176,8 +143,8 @@ int assay_cmd_perplexity(int argc, char **argv) {
     lp = assay_xmalloc((size_t)V * sizeof(double));
     pos = assay_xmalloc((size_t)n_ctx * sizeof(int32_t));
     want = assay_xmalloc((size_t)n_ctx);
-    row = assay_xmalloc(kl_row_bytes(V));
-    kl_header hdr = {{'A', 'S', 'K', 'L'}, KL_VERSION, (uint32_t)V, (uint32_t)n_ctx, (uint32_t)score_all, 0, (uint64_t)T,
+    row = assay_xmalloc(assay_logits_row_bytes(V));
+    assay_logits_header hdr = {{'A', 'S', 'K', 'L'}, ASSAY_LOGITS_VERSION, (uint32_t)V, (uint32_t)n_ctx, (uint32_t)score_all, 0, (uint64_t)T,
                      (uint64_t)n_scored};
     if (save) {
         if (assay_output_file_open(&out, save, 1) != ASSAY_OK) goto done;
@@ -189,18 +156,9 @@ int assay_cmd_perplexity(int argc, char **argv) {
     }
     const uint8_t *brows = NULL;
     if (base) {
-        if (assay_mapped_file_open(&bm, base) != ASSAY_OK) goto done;
+        if (assay_logits_file_open(&bm, base) != ASSAY_OK) goto done;
         bm_open = 1;
-        kl_header bh;
-        if (bm.size < sizeof bh) {
-            assay_fail(ASSAY_ERR_FORMAT, "%s: not a logits file from --save-logits", base);
-            goto done;
-        }
-        memcpy(&bh, bm.data, sizeof bh);
-        if (memcmp(bh.magic, KL_MAGIC, 4) || bh.version != KL_VERSION) {
-            assay_fail(ASSAY_ERR_FORMAT, "%s: not a logits file from --save-logits", base);
-            goto done;
-        }
+        const assay_logits_header bh = bm.h;
         if (bh.n_vocab != (uint32_t)V || bh.n_ctx != (uint32_t)n_ctx || bh.score_all != (uint32_t)score_all ||
             bh.n_tokens != (uint64_t)T || bh.n_scored < (uint64_t)n_scored) {
             assay_fail(ASSAY_ERR_ARG, "%s: baseline was made with vocab %u, ctx %u, %s, %llu tokens (%llu scored); this run "
@@ -210,16 +168,11 @@ int assay_cmd_perplexity(int argc, char **argv) {
                        score_all ? "--score-all" : "llama.cpp convention", (long long)T, (long long)n_scored);
             goto done;
         }
-        size_t need = sizeof bh + 4 * (size_t)T + (size_t)bh.n_scored * kl_row_bytes(V);
-        if (bm.size != need) {
-            assay_fail(ASSAY_ERR_FORMAT, "%s: %zu bytes, expected %zu (truncated?)", base, bm.size, need);
-            goto done;
-        }
-        if (memcmp(bm.data + sizeof bh, ids.ids, 4 * (size_t)T) != 0) {
+        if (memcmp(bm.tokens, ids.ids, 4 * (size_t)T) != 0) {
             assay_fail(ASSAY_ERR_ARG, "%s: the baseline's tokens differ from this model's tokenization of %s", base, file);
             goto done;
         }
-        brows = bm.data + sizeof bh + 4 * (size_t)T;
+        brows = bm.rows;
         lpb = assay_xmalloc((size_t)V * sizeof(double));
         klds = assay_xmalloc((size_t)n_scored * sizeof(float));
     }
@@ -250,14 +203,14 @@ int assay_cmd_perplexity(int argc, char **argv) {
             nll += v;
             nll2 += v * v;
             if (save) {
-                kl_row_encode(lp, V, row);
-                if (fwrite(row, 1, kl_row_bytes(V), out.fp) != kl_row_bytes(V)) {
+                assay_logits_row_encode(lp, V, row);
+                if (fwrite(row, 1, assay_logits_row_bytes(V), out.fp) != assay_logits_row_bytes(V)) {
                     assay_fail(ASSAY_ERR_IO, "%s: write failed", save);
                     goto done;
                 }
             }
             if (brows) {
-                kl_row_decode(brows + (size_t)count * kl_row_bytes(V), V, lpb);
+                assay_logits_row_decode(assay_logits_file_row(&bm, count), V, lpb);
                 double kl = 0;
                 for (int64_t k = 0; k < V; k++) kl += exp(lpb[k]) * (lpb[k] - lp[k]);
                 klds[count] = (float)kl;
@@ -360,7 +313,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
 done:
     if (exit_code != CLI_EXIT_OK) cli_report_error("perplexity");
     if (out_open) assay_output_file_abort(&out);
-    if (bm_open) assay_mapped_file_close(&bm);
+    if (bm_open) assay_logits_file_close(&bm);
     free(logits); free(lp); free(lpb); free(klds); free(pos); free(want); free(row); free(text);
     assay_session_close(s);
     assay_tokens_free(&ids);

@@ -27,6 +27,8 @@
 #include "assay/status.h"
 #include "assay/strbuf.h"
 
+struct assay_logits_file;
+
 /* ---- the language-model interface ------------------------------------------------------------------------ */
 
 /* Called for each generated token by assay_lm.generate; return nonzero to stop generating. */
@@ -90,7 +92,7 @@ typedef enum assay_task_kind {
     ASSAY_TASK_GENERATE,        /* gsm8k */
     ASSAY_TASK_ROLLING,         /* wikitext: document-level perplexity */
     ASSAY_TASK_TEXT_PPL,        /* heldout / --text FILE: fixed windows, llama-perplexity style */
-    ASSAY_TASK_KLD,             /* KL divergence against a baseline model */
+    ASSAY_TASK_KLD,             /* KL divergence against a baseline model or its saved logits */
 } assay_task_kind;
 
 /* One evaluation document, in the form the task's prompt builder produced. */
@@ -123,7 +125,9 @@ typedef struct assay_eval_options {
     int64_t max_gen_toks;      /* gsm8k generation budget (lm-eval: 256) */
     int fewshot_seed;          /* lm-eval's fewshot_random_seed (1234) */
     int progress;              /* draw progress bars */
-    const assay_lm *kld_base;  /* KLD: the baseline model (NULL: the kld task is refused) */
+    const assay_lm *kld_base;  /* KLD: the baseline model, or ... */
+    const struct assay_logits_file *kld_base_file; /* ... its saved log-probabilities (logits_file.h; --score-all
+                                  windows of ppl_ctx over the same text); neither: the kld task is refused */
 } assay_eval_options;
 
 void assay_eval_options_default(assay_eval_options *o);

@@ -4,7 +4,8 @@
  *   gsm8k: exact_match per filter;
  *   wikitext: word_perplexity = exp(-sum ll / sum words), byte_perplexity, bits_per_byte (weighted, no stderr);
  *   text perplexity: windows of ppl_ctx input tokens stepping by ppl_ctx, every token after the first scored;
- *   kld: the same windows through the baseline and the candidate, KL(base || cand) per token. */
+ *   kld: the same windows through the baseline and the candidate, KL(base || cand) per token; the baseline is a
+ *        model, or its log-probabilities saved by `assay perplexity --score-all --save-logits` (same windows). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "assay/eval.h"
 #include "assay/file.h"
+#include "assay/logits_file.h"
 #include "assay/progress.h"
 
 void assay_eval_options_default(assay_eval_options *o) {
@@ -172,13 +174,46 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* A saved baseline must describe exactly these windows: same vocabulary, --score-all windows of ctx tokens, the same
+ * token ids (same text, same tokenizer), and rows for every token the first nw windows score. */
+static assay_status check_logits_file(const assay_logits_file *f, const assay_lm *lm, const int32_t *ids, int64_t n,
+                                      int64_t ctx, int64_t nw, const char *text_name) {
+    const char *path = f->map.path ? f->map.path : "the kld baseline";
+    if ((int64_t)f->h.n_vocab != lm->n_vocab)
+        return assay_fail(ASSAY_ERR_ARG, "kld: %s holds %u-entry vocabulary rows, the model has %lld entries", path,
+                          f->h.n_vocab, (long long)lm->n_vocab);
+    if (!f->h.score_all)
+        return assay_fail(ASSAY_ERR_ARG, "kld: %s was saved in llama.cpp's chunk convention (BOS, half of each chunk scored); "
+                          "the kld task scores every token of --ctx windows: save it with `assay perplexity MODEL -f TEXT "
+                          "--score-all --ctx %lld --save-logits FILE`", path, (long long)ctx);
+    if ((int64_t)f->h.n_ctx != ctx)
+        return assay_fail(ASSAY_ERR_ARG, "kld: %s was saved with --ctx %u, this run uses windows of %lld tokens (pass --ctx %u)",
+                          path, f->h.n_ctx, (long long)ctx, f->h.n_ctx);
+    if ((int64_t)f->h.n_tokens != n || memcmp(f->tokens, ids, sizeof(int32_t) * (size_t)n) != 0) {
+        int64_t k = 0;
+        while (k < n && k < (int64_t)f->h.n_tokens && f->tokens[k] == ids[k]) k++;
+        return assay_fail(ASSAY_ERR_ARG, "kld: %s holds %llu tokens, this model's tokenization of %s has %lld; they differ from "
+                          "token %lld on (another text or another tokenizer)", path, (unsigned long long)f->h.n_tokens,
+                          text_name, (long long)n, (long long)k);
+    }
+    int64_t need = nw * ctx < n - 1 ? nw * ctx : n - 1;
+    if ((int64_t)f->h.n_scored < need)
+        return assay_fail(ASSAY_ERR_ARG, "kld: %s holds %llu scored tokens (%llu windows), %lld windows need %lld: "
+                          "lower --limit to %llu or save more chunks", path, (unsigned long long)f->h.n_scored,
+                          (unsigned long long)(f->h.n_scored / (uint64_t)ctx), (long long)nw, (long long)need,
+                          (unsigned long long)(f->h.n_scored / (uint64_t)ctx));
+    return ASSAY_OK;
+}
+
 /* Windows of ctx + 1 tokens starting every ctx tokens: each feeds ctx tokens and scores all but its first. */
 static assay_status run_text(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
                              assay_task_result *r, assay_progress *bar_unused) {
     const assay_eval_doc *d = &t->docs[0];
     const assay_lm *base = t->kind == ASSAY_TASK_KLD ? o->kld_base : NULL;
-    if (t->kind == ASSAY_TASK_KLD && !base)
-        return assay_fail(ASSAY_ERR_ARG, "kld: no baseline model (give --kld-base MODEL)");
+    const assay_logits_file *bfile = t->kind == ASSAY_TASK_KLD ? o->kld_base_file : NULL;
+    if (t->kind == ASSAY_TASK_KLD && !base && !bfile)
+        return assay_fail(ASSAY_ERR_ARG, "kld: no baseline (give --kld-base MODEL or a logits file from "
+                                         "`assay perplexity --score-all --save-logits`)");
     if (base && base->n_vocab != lm->n_vocab)
         return assay_fail(ASSAY_ERR_ARG, "kld: the baseline has %lld vocabulary entries, the model %lld",
                           (long long)base->n_vocab, (long long)lm->n_vocab);
@@ -194,6 +229,13 @@ static assay_status run_text(const assay_lm *lm, const assay_task_docs *t, const
         free(ids);
         return assay_fail(ASSAY_ERR_ARG, "%s: the text has fewer than 2 tokens", t->name);
     }
+    if (bfile) {
+        st = check_logits_file(bfile, lm, ids, n, ctx, nw, d->target);
+        if (st != ASSAY_OK) {
+            free(ids);
+            return st;
+        }
+    }
     r->samples = assay_xrealloc(r->samples, sizeof *r->samples * (size_t)nw);
     memset(r->samples, 0, sizeof *r->samples * (size_t)nw);
     r->n_samples = nw;
@@ -205,13 +247,13 @@ static assay_status run_text(const assay_lm *lm, const assay_task_docs *t, const
     float *lc = NULL, *lb = NULL;
     double *pc = NULL, *pb = NULL, *kl_all = NULL;
     int64_t n_kl = 0;
-    if (base) {
+    if (base || bfile) {
         lc = malloc(sizeof(float) * (size_t)(ctx * V));
-        lb = malloc(sizeof(float) * (size_t)(ctx * V));
+        lb = base ? malloc(sizeof(float) * (size_t)(ctx * V)) : NULL;
         pc = assay_xmalloc(sizeof(double) * (size_t)V);
         pb = assay_xmalloc(sizeof(double) * (size_t)V);
         kl_all = assay_xmalloc(sizeof(double) * (size_t)(nw * ctx));
-        if (!lc || !lb) {
+        if (!lc || (base && !lb)) {
             free(lc);
             free(lb);
             free(ids);
@@ -239,17 +281,27 @@ static assay_status run_text(const assay_lm *lm, const assay_task_docs *t, const
         s->doc_id = w;
         s->tokens = len - 1;
         for (int64_t i = 0; i < len - 1; i++) s->ll += lp[i];
-        if (base) {
+        if (base || bfile) {
             double kl_sum = 0, llb_w = 0;
             int64_t top = 0;
             for (int64_t i = 0; i < len - 1; i++) {
-                int64_t ac = log_softmax(lc + i * V, V, pc), ab = log_softmax(lb + i * V, V, pb);
+                int64_t ac = log_softmax(lc + i * V, V, pc), ab = 0;
+                double lpb_i;
+                if (bfile) { /* rows in scoring order: every earlier window scored ctx tokens */
+                    assay_logits_row_decode(assay_logits_file_row(bfile, w * ctx + i), V, pb);
+                    for (int64_t v = 1; v < V; v++)
+                        if (pb[v] > pb[ab]) ab = v;
+                    lpb_i = pb[ids[s0 + i + 1]];
+                } else {
+                    ab = log_softmax(lb + i * V, V, pb);
+                    lpb_i = lpb[i];
+                }
                 double kl = 0;
                 for (int64_t v = 0; v < V; v++) kl += exp(pb[v]) * (pb[v] - pc[v]);
                 kl_all[n_kl++] = kl;
                 kl_sum += kl;
                 top += ac == ab;
-                llb_w += lpb[i];
+                llb_w += lpb_i;
             }
             s->n_values = 3;
             s->values[0] = kl_sum;
@@ -265,7 +317,7 @@ static assay_status run_text(const assay_lm *lm, const assay_task_docs *t, const
     }
     assay_progress_end(&bar);
     if (st == ASSAY_OK) {
-        if (!base) {
+        if (!base && !bfile) {
             add_metric(r, "perplexity,none", exp(-ll / (double)scored), NAN, 0);
             add_metric(r, "bits_per_token,none", -ll / (double)scored / log(2.0), NAN, 0);
         } else {
