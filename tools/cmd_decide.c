@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "assay/bench.h"
 #include "assay/compare.h"
 #include "assay/eval.h"
 #include "assay/file.h"
@@ -35,7 +36,8 @@ typedef struct config_run {
     char *flags_storage;
     assay_lm *lm;
     assay_eval_results *res;
-    double prefill_tps, decode_tps, bytes;
+    assay_bench_result bench;
+    double prefill_tps, decode_tps, bytes; /* the largest batch's medians */
 } config_run;
 
 static double path_bytes(const char *path) {
@@ -47,7 +49,7 @@ static double path_bytes(const char *path) {
 
 /* Runs the tasks (and, for the candidate, kld against the baseline) and the bench for one configuration. */
 static assay_status run_config(config_run *c, const char *tasks, const assay_eval_options *o, int64_t kld_windows,
-                               const assay_lm *kld_base, int64_t bench_prompt, int64_t bench_gen) {
+                               const assay_lm *kld_base, const assay_bench_options *bo) {
     fprintf(stderr, "assay decide: %s: %s %s\n", c->label, c->model, c->flags_text ? c->flags_text : "");
     assay_status st = assay_eval_run(c->lm, tasks, o, &c->res);
     if (st != ASSAY_OK) return assay_fail_context(st, "%s", c->label);
@@ -64,9 +66,18 @@ static assay_status run_config(config_run *c, const char *tasks, const assay_eva
         k->n_tasks = 0;
         assay_eval_results_free(k);
     }
-    st = assay_lm_bench(c->lm, bench_prompt, bench_gen, &c->prefill_tps, &c->decode_tps);
+    /* the batched bench on the very model and KV-cache type the eval ran (bench.h) */
+    assay_model *m = NULL;
+    assay_session_options so;
+    assay_eval_lm_engine(c->lm, &m, &so);
+    st = assay_bench_model(m, &so, bo, &c->bench);
     if (st != ASSAY_OK) return assay_fail_context(st, "%s: throughput bench", c->label);
-    fprintf(stderr, "assay decide: %s: prefill %.1f tok/s, decode %.1f tok/s\n", c->label, c->prefill_tps, c->decode_tps);
+    for (int i = 0; i < c->bench.n_points; i++)
+        fprintf(stderr, "assay decide: %s: batch %d: prompt %.1f tok/s, generation %.1f tok/s (median of %d)\n", c->label,
+                c->bench.points[i].batch, c->bench.points[i].prefill_tps, c->bench.points[i].decode_tps, c->bench.reps);
+    const assay_bench_point *top = &c->bench.points[c->bench.n_points - 1];
+    c->prefill_tps = top->prefill_tps;
+    c->decode_tps = top->decode_tps;
     char hex[65];
     if (assay_sha256_path(c->model, hex) == ASSAY_OK) c->res->model_sha256 = assay_xstrdup(hex);
     assay_strbuf margs = {0};
@@ -81,7 +92,8 @@ static assay_status run_config(config_run *c, const char *tasks, const assay_eva
 int assay_cmd_decide(int argc, char **argv) {
     const char *cand_flags = NULL, *base_flags = NULL, *cand_model = NULL, *tasks = "heldout,hellaswag,arc_challenge,piqa";
     const char *out_dir = "assay-report", *data_dir = NULL, *text = NULL;
-    int64_t limit = 100, kld_windows = 8, bench_prompt = 256, bench_gen = 32, threads = 0, iters = 2000;
+    int64_t limit = 100, kld_windows = 8, bench_prompt = 256, bench_gen = 32, threads = 0, iters = 2000, bench_reps = 3;
+    const char *bench_batches = "1,4";
     double ship = 0.5, monitor = 1.5;
     int no_kld = 0, quiet = 0;
     const cli_option opts[] = {
@@ -97,7 +109,9 @@ int assay_cmd_decide(int argc, char **argv) {
         {NULL, "--monitor-threshold", CLI_FLOAT, &monitor, "PCT", "up to this: ship with monitoring (default 1.5)"},
         {NULL, "--bootstrap-iters", CLI_INT, &iters, "N", "paired bootstrap resamples (default 2000)"},
         {NULL, "--bench-prompt", CLI_INT, &bench_prompt, "N", "prompt tokens of the throughput bench (default 256)"},
-        {NULL, "--bench-gen", CLI_INT, &bench_gen, "N", "generated tokens of the throughput bench (default 32)"},
+        {NULL, "--bench-gen", CLI_INT, &bench_gen, "N", "generated tokens per sequence of the throughput bench (default 32)"},
+        {NULL, "--bench-batches", CLI_STRING, &bench_batches, "LIST", "sequences per batch of the throughput bench (default 1,4)"},
+        {NULL, "--bench-reps", CLI_INT, &bench_reps, "N", "repeats of the throughput bench; the median is reported (default 3)"},
         {NULL, "--threads", CLI_INT, &threads, "N", "CPU threads for both configurations"},
         {NULL, "--data-dir", CLI_STRING, &data_dir, "DIR", "task data root (default $ASSAY_SHARED/data)"},
         {NULL, "--text", CLI_STRING, &text, "FILE", "text for heldout/kld (default: the house model's heldout.txt)"},
@@ -113,9 +127,20 @@ int assay_cmd_decide(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "give --candidate 'ENGINE FLAGS' and/or --candidate-model PATH");
     }
-    if (limit < 0 || kld_windows < 1 || bench_prompt < 2 || bench_gen < 2 || !(ship >= 0 && monitor >= ship) || iters < 0) {
+    if (limit < 0 || kld_windows < 1 || bench_prompt < 2 || bench_gen < 2 || bench_reps < 1 || !(ship >= 0 && monitor >= ship) ||
+        iters < 0) {
         cli_args_free(&args);
-        return cli_usage_error(&spec, "need --limit >= 0, --kld-windows >= 1, bench sizes >= 2, 0 <= ship <= monitor thresholds");
+        return cli_usage_error(&spec, "need --limit >= 0, --kld-windows >= 1, bench sizes >= 2, --bench-reps >= 1, "
+                                      "0 <= ship <= monitor thresholds");
+    }
+    assay_bench_options bo;
+    assay_bench_options_default(&bo);
+    bo.n_prompt = bench_prompt;
+    bo.n_gen = bench_gen;
+    bo.reps = (int)bench_reps;
+    if (assay_bench_parse_batches(bench_batches, &bo) != ASSAY_OK) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--bench-batches: %s", assay_last_error());
     }
     const char *model = args.positional[0];
     config_run base = {.label = "baseline", .model = model, .flags_text = base_flags ? base_flags : ""};
@@ -142,8 +167,8 @@ int assay_cmd_decide(int argc, char **argv) {
         st = assay_fail(ASSAY_ERR_IO, "%s: cannot create the report directory", out_dir);
     if (st == ASSAY_OK) st = assay_eval_lm_open(base.model, &base.flags, &base.lm);
     if (st == ASSAY_OK) st = assay_eval_lm_open(cand.model, &cand.flags, &cand.lm);
-    if (st == ASSAY_OK) st = run_config(&base, tasks, &o, 0, NULL, bench_prompt, bench_gen);
-    if (st == ASSAY_OK) st = run_config(&cand, tasks, &o, kld_windows, no_kld ? NULL : base.lm, bench_prompt, bench_gen);
+    if (st == ASSAY_OK) st = run_config(&base, tasks, &o, 0, NULL, &bo);
+    if (st == ASSAY_OK) st = run_config(&cand, tasks, &o, kld_windows, no_kld ? NULL : base.lm, &bo);
     assay_strbuf jb = {0}, jc = {0}, md = {0}, html = {0};
     assay_comparison *cmp = NULL;
     if (st == ASSAY_OK) {
@@ -151,6 +176,14 @@ int assay_cmd_decide(int argc, char **argv) {
         assay_eval_results_json(cand.res, &jc);
         st = write_file(out_dir, "baseline.json", &jb);
         if (st == ASSAY_OK) st = write_file(out_dir, "candidate.json", &jc);
+        assay_strbuf bj = {0};
+        assay_strbuf_puts(&bj, "{\"baseline\": ");
+        assay_bench_result_json(&base.bench, &bj);
+        assay_strbuf_puts(&bj, ",\n \"candidate\": ");
+        assay_bench_result_json(&cand.bench, &bj);
+        assay_strbuf_puts(&bj, "}\n");
+        if (st == ASSAY_OK) st = write_file(out_dir, "bench.json", &bj);
+        assay_strbuf_free(&bj);
     }
     if (st == ASSAY_OK) {
         assay_compare_options co;
@@ -165,6 +198,18 @@ int assay_cmd_decide(int argc, char **argv) {
         cmp->cand_prefill_tps = cand.prefill_tps;
         cmp->base_decode_tps = base.decode_tps;
         cmp->cand_decode_tps = cand.decode_tps;
+        cmp->bench_batch = base.bench.points[base.bench.n_points - 1].batch;
+        cmp->n_bench = base.bench.n_points;
+        cmp->bench_prompt = bo.n_prompt;
+        cmp->bench_gen = bo.n_gen;
+        cmp->bench_reps = bo.reps;
+        for (int i = 0; i < cmp->n_bench; i++) {
+            cmp->bench_batches[i] = base.bench.points[i].batch;
+            cmp->bench_base_prefill[i] = base.bench.points[i].prefill_tps;
+            cmp->bench_cand_prefill[i] = cand.bench.points[i].prefill_tps;
+            cmp->bench_base_decode[i] = base.bench.points[i].decode_tps;
+            cmp->bench_cand_decode[i] = cand.bench.points[i].decode_tps;
+        }
         cmp->base_model_bytes = base.bytes;
         cmp->cand_model_bytes = cand.bytes;
         free(cmp->base_args);
@@ -184,8 +229,10 @@ int assay_cmd_decide(int argc, char **argv) {
         assay_strbuf t = {0};
         assay_compare_table(cmp, &t);
         fputs(t.data, stdout);
-        printf("throughput: prefill %.1f -> %.1f tok/s, decode %.1f -> %.1f tok/s\n", base.prefill_tps, cand.prefill_tps,
-               base.decode_tps, cand.decode_tps);
+        for (int i = 0; i < base.bench.n_points; i++)
+            printf("throughput, batch %d: prompt %.1f -> %.1f tok/s, generation %.1f -> %.1f tok/s\n", base.bench.points[i].batch,
+                   base.bench.points[i].prefill_tps, cand.bench.points[i].prefill_tps, base.bench.points[i].decode_tps,
+                   cand.bench.points[i].decode_tps);
         assay_strbuf_free(&t);
         code = assay_verdict_exit_code(cmp->verdict);
     }

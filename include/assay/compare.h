@@ -91,8 +91,14 @@ typedef struct assay_comparison {
     char *base_args, *cand_args;
     double thresholds[2];
     double confidence;
-    /* throughput bench (decide fills these; 0 when not measured) */
+    /* throughput bench (decide fills these; 0 when not measured): the headline numbers are those of the largest
+     * batch measured (bench_batch), every batch size measured is in the bench_* arrays (medians of repeats) */
     double base_prefill_tps, cand_prefill_tps, base_decode_tps, cand_decode_tps;
+    int bench_batch, n_bench;
+    int bench_batches[8];
+    double bench_base_prefill[8], bench_cand_prefill[8], bench_base_decode[8], bench_cand_decode[8];
+    int64_t bench_prompt, bench_gen;
+    int bench_reps;
     double base_model_bytes, cand_model_bytes;
 } assay_comparison;
 

@@ -73,9 +73,6 @@ assay_status assay_lm_loglikelihood_rolling(const assay_lm *lm, const char *text
 assay_status assay_lm_generate_until(const assay_lm *lm, const char *context, const char *const *until, int n_until,
                                      int64_t max_gen_toks, char **out);
 
-/* Throughput through the interface: prefill tokens/s of one forward pass over n_prompt tokens (best of 3) and decode
- * tokens/s of greedy generation after that prompt (its prefill time subtracted, best of 2). */
-assay_status assay_lm_bench(const assay_lm *lm, int64_t n_prompt, int64_t n_gen, double *prefill_tps, double *decode_tps);
 /* lm-eval's window split (utils.get_rolling_token_windows + make_disjoint_window, context_len = 1): window w
  * covers predicted tokens [pred_begin, pred_end) and is fed input tokens [in_begin, pred_end - 1) of the token
  * list, where index -1 means the prefix token. Returns the number of windows (0 for an empty list); fills
@@ -215,6 +212,11 @@ typedef struct assay_engine_flags {
  * ASSAY_ERR_UNSUPPORTED with an explanation while the engine is not part of the build. */
 assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *flags, assay_lm **out);
 void assay_eval_lm_close(assay_lm *lm);
+/* The engine behind an assay_lm from assay_eval_lm_open: its model and the session options it runs with (KV-cache
+ * type), so a throughput bench (bench.h) measures the same configuration. */
+struct assay_model;
+struct assay_session_options;
+void assay_eval_lm_engine(const assay_lm *lm, struct assay_model **model, struct assay_session_options *so);
 /* "--quantization fp8 --kv-cache-dtype fp8" -> flags (strings point into a copy owned by *storage). */
 assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *flags, char **storage);
 /* The flags back as text, for results' model_args. */

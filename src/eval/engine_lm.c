@@ -21,6 +21,7 @@ typedef struct engine_lm {
     assay_tokenizer *tok;
     assay_session *session;
     int64_t n_ctx;
+    assay_session_options so; /* as opened (KV-cache type), for assay_eval_lm_engine */
     float *rows;      /* [CHUNK][n_vocab] logits of one forward chunk */
     int32_t *pos;     /* [CHUNK] */
     int8_t *want;     /* [CHUNK] */
@@ -179,6 +180,7 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *fla
         return assay_fail_context(st, "%s: opening a session of %lld positions", model, (long long)max_len);
     }
     e->n_ctx = assay_session_n_ctx(e->session);
+    e->so = so;
     int64_t V = c->n_vocab;
     e->rows = malloc(sizeof(float) * (size_t)(CHUNK * V));
     e->pos = assay_xmalloc(sizeof(int32_t) * CHUNK);
@@ -193,6 +195,12 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *fla
     e->lm = (assay_lm){e, e->name, V, e->n_ctx, bos >= 0 ? bos : eos, eos, e_tokenize, e_detokenize, e_score, e_generate};
     *out = &e->lm;
     return ASSAY_OK;
+}
+
+void assay_eval_lm_engine(const assay_lm *lm, assay_model **model, assay_session_options *so) {
+    const engine_lm *e = (const engine_lm *)lm;
+    *model = e->model;
+    *so = e->so;
 }
 
 assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *f, char **storage) {

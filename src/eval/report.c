@@ -83,11 +83,25 @@ void assay_compare_table(const assay_comparison *c, assay_strbuf *out) {
 
 static void md_throughput(const assay_comparison *c, assay_strbuf *out) {
     if (c->base_decode_tps <= 0 && c->cand_decode_tps <= 0) return;
-    assay_strbuf_puts(out, "\n## Throughput\n\n| | baseline | candidate | change |\n|---|---:|---:|---:|\n");
-    assay_strbuf_printf(out, "| prefill tok/s | %.1f | %.1f | %+.1f%% |\n", c->base_prefill_tps, c->cand_prefill_tps,
-                        c->base_prefill_tps > 0 ? 100 * (c->cand_prefill_tps / c->base_prefill_tps - 1) : NAN);
-    assay_strbuf_printf(out, "| decode tok/s | %.1f | %.1f | %+.1f%% |\n", c->base_decode_tps, c->cand_decode_tps,
-                        c->base_decode_tps > 0 ? 100 * (c->cand_decode_tps / c->base_decode_tps - 1) : NAN);
+    assay_strbuf_puts(out, "\n## Throughput\n\n");
+    if (c->n_bench > 0)
+        assay_strbuf_printf(out, "Batched bench: %lld prompt tokens then %lld generated tokens per sequence, B sequences per batch, "
+                                 "median of %d repeats (wall clock).\n\n", (long long)c->bench_prompt, (long long)c->bench_gen,
+                            c->bench_reps);
+    assay_strbuf_puts(out, "| | baseline | candidate | change |\n|---|---:|---:|---:|\n");
+    for (int i = 0; i < c->n_bench; i++) {
+        double bp = c->bench_base_prefill[i], cp = c->bench_cand_prefill[i], bd = c->bench_base_decode[i], cd = c->bench_cand_decode[i];
+        assay_strbuf_printf(out, "| prompt tok/s, batch %d | %.1f | %.1f | %+.1f%% |\n", c->bench_batches[i], bp, cp,
+                            bp > 0 ? 100 * (cp / bp - 1) : NAN);
+        assay_strbuf_printf(out, "| generation tok/s, batch %d | %.1f | %.1f | %+.1f%% |\n", c->bench_batches[i], bd, cd,
+                            bd > 0 ? 100 * (cd / bd - 1) : NAN);
+    }
+    if (c->n_bench == 0) {
+        assay_strbuf_printf(out, "| prefill tok/s | %.1f | %.1f | %+.1f%% |\n", c->base_prefill_tps, c->cand_prefill_tps,
+                            c->base_prefill_tps > 0 ? 100 * (c->cand_prefill_tps / c->base_prefill_tps - 1) : NAN);
+        assay_strbuf_printf(out, "| decode tok/s | %.1f | %.1f | %+.1f%% |\n", c->base_decode_tps, c->cand_decode_tps,
+                            c->base_decode_tps > 0 ? 100 * (c->cand_decode_tps / c->base_decode_tps - 1) : NAN);
+    }
     if (c->base_model_bytes > 0)
         assay_strbuf_printf(out, "| weights MiB | %.1f | %.1f | %+.1f%% |\n", c->base_model_bytes / 1048576.0,
                             c->cand_model_bytes / 1048576.0, 100 * (c->cand_model_bytes / c->base_model_bytes - 1));
@@ -217,7 +231,9 @@ static void svg_deltas(const assay_comparison *c, assay_strbuf *b) {
 /* Quality retention (100 = baseline; the mean over gating metrics of 100 - degradation) against throughput. */
 static void svg_tradeoff(const assay_comparison *c, assay_strbuf *b) {
     double xb = c->base_decode_tps, xc = c->cand_decode_tps;
-    const char *xlabel = "decode throughput (tokens/s)";
+    char xlabel_buf[96];
+    snprintf(xlabel_buf, sizeof xlabel_buf, "generation throughput, batch %d (tokens/s)", c->bench_batch > 0 ? c->bench_batch : 1);
+    const char *xlabel = xlabel_buf;
     if (xb <= 0 || xc <= 0) { /* fall back to the eval's own scoring speed */
         double sb = 0, sc = 0;
         int n = 0;
@@ -309,10 +325,16 @@ void assay_compare_html(const assay_comparison *c, assay_strbuf *b) {
     }
     assay_strbuf_puts(b, "</table>\n");
     if (c->base_decode_tps > 0 || c->cand_decode_tps > 0) {
-        assay_strbuf_printf(b, "<h2>Throughput</h2>\n<table><tr><th></th><th>baseline</th><th>candidate</th></tr>"
-                               "<tr><td>prefill tok/s</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>"
-                               "<tr><td>decode tok/s</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>",
-                            c->base_prefill_tps, c->cand_prefill_tps, c->base_decode_tps, c->cand_decode_tps);
+        assay_strbuf_puts(b, "<h2>Throughput</h2>\n<table><tr><th></th><th>baseline</th><th>candidate</th></tr>");
+        for (int i = 0; i < c->n_bench; i++)
+            assay_strbuf_printf(b, "<tr><td>prompt tok/s, batch %d</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>"
+                                   "<tr><td>generation tok/s, batch %d</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>",
+                                c->bench_batches[i], c->bench_base_prefill[i], c->bench_cand_prefill[i], c->bench_batches[i],
+                                c->bench_base_decode[i], c->bench_cand_decode[i]);
+        if (c->n_bench == 0)
+            assay_strbuf_printf(b, "<tr><td>prefill tok/s</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>"
+                                   "<tr><td>decode tok/s</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>",
+                                c->base_prefill_tps, c->cand_prefill_tps, c->base_decode_tps, c->cand_decode_tps);
         if (c->base_model_bytes > 0)
             assay_strbuf_printf(b, "<tr><td>weights MiB</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>",
                                 c->base_model_bytes / 1048576.0, c->cand_model_bytes / 1048576.0);

@@ -14,6 +14,19 @@ out=$("$ASSAY_BIN" decide "$house" --candidate '--kv-cache-dtype f16' --tasks ar
 if [ "$rc" = 0 ] && grep -q "Verdict: ship" <<<"$out" && [ -s "$tmp/same/report.html" ] && [ -s "$tmp/same/report.md" ] &&
    [ -s "$tmp/same/baseline.json" ] && [ -s "$tmp/same/candidate.json" ]; then pass=$((pass+1))
 else echo "FAIL: identical configurations: exit $rc: $out"; fail=$((fail+1)); fi
+# the batched throughput bench: both configurations at each batch size, in bench.json and the report
+expect 2 "bench-batches" -- "$ASSAY_BIN" decide "$house" --candidate '--kv-cache-dtype fp8' --bench-batches 1,0
+if grep -q "| generation tok/s, batch 4 |" "$tmp/same/report.md" && grep -q "prompt tok/s, batch 1" "$tmp/same/report.html" &&
+   "$ASSAY_PYTHON" -c '
+import json, sys
+b = json.load(open(sys.argv[1]))
+for k in ("baseline", "candidate"):
+    r = b[k]
+    assert (r["n_prompt"], r["n_gen"], r["reps"]) == (16, 4, 3), r
+    assert [p["batch"] for p in r["points"]] == [1, 4], r
+    assert all(p["prefill_tps"] > 0 and p["decode_tps"] > 0 for p in r["points"]), r
+' "$tmp/same/bench.json"; then pass=$((pass+1))
+else echo "FAIL: bench rows missing from the report or bench.json"; fail=$((fail+1)); fi
 # an fp8 KV cache: some verdict, and the exit code agrees with the one printed
 out=$("$ASSAY_BIN" decide "$house" --candidate '--kv-cache-dtype fp8' --tasks arc_challenge,heldout --limit 6 --kld-windows 1 \
       --bench-prompt 16 --bench-gen 4 -o "$tmp/fp8" --quiet 2>&1); rc=$?

@@ -6,7 +6,7 @@
 #    (--kld-base MODEL) and of `assay perplexity --kl-divergence-base FILE` (a second implementation of the KLD);
 #  - a file that does not describe the same windows is refused with a message that says why.
 set -u
-fail=0; pass=0
+. "$(dirname "$0")/expect.sh"
 ok() { pass=$((pass+1)); }
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
 H="$ASSAY_SHARED/models/house"
@@ -42,16 +42,12 @@ assert abs(f["ppl_ratio,none"] - m["ppl_ratio,none"]) <= 2e-4 * m["ppl_ratio,non
 assert abs(f["ppl_ratio,none"] - p["ppl_ratio"]) <= 1e-6 * p["ppl_ratio"], (f, p)
 print("self kld", s["kld,none"], "fp8 kld file", f["kld,none"], "model", m["kld,none"], "perplexity", p["kld_mean"])
 PY
-expect_err() { # expect_err PATTERN -- eval args...
-  local pattern=$1; shift 2
-  local out rc; out=$(ev "$@" 2>&1); rc=$?
-  if [ "$rc" = 1 ] && grep -q -- "$pattern" <<<"$out"; then ok; else bad "eval $*: exit $rc, want 1 and '$pattern': $out"; fi
-}
-expect_err "llama.cpp's chunk convention" -- --kld-base "$T/llamacpp.bin"
-expect_err "was saved with --ctx 256" -- --kld-base "$T/base.bin" --ctx 128
-expect_err "differ from token" -- --kld-base "$T/base.bin" --text "$T/other.txt"
-expect_err "lower --limit to 2" -- --kld-base "$T/base.bin" --limit 5
+E=("$ASSAY_BIN" eval "$H" --tasks kld --text "$T/text.txt" --ctx 256 --limit 2 --quiet)
+expect 1 "llama.cpp's chunk convention" -- "${E[@]}" --kld-base "$T/llamacpp.bin"
+expect 1 "was saved with --ctx 256" -- "${E[@]}" --kld-base "$T/base.bin" --ctx 128
+expect 1 "differ from token" -- "${E[@]}" --kld-base "$T/base.bin" --text "$T/other.txt"
+expect 1 "lower --limit to 2" -- "${E[@]}" --kld-base "$T/base.bin" --limit 5
 head -c 5000 "$T/base.bin" > "$T/short.bin"
-expect_err "truncated" -- --kld-base "$T/short.bin"
+expect 1 "truncated" -- "${E[@]}" --kld-base "$T/short.bin"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
