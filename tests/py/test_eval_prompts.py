@@ -18,24 +18,18 @@ import subprocess
 import sys
 import tempfile
 
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TQDM_DISABLE", "1")
 import logging
 
 logging.disable(logging.WARNING)
 
-import datasets  # noqa: E402
-import lm_eval  # noqa: E402
-from lm_eval.api.task import ConfigurableTask  # noqa: E402
-from lm_eval.tasks._yaml_loader import load_yaml  # noqa: E402
+from lmeval_local import arc_rows, hellaswag_docs, lm_eval_task, mmlu_rows, piqa_rows, wikitext_pages  # noqa: E402
 import testlib  # noqa: E402
 from testlib import check  # noqa: E402
 
-datasets.disable_progress_bars()
 SHARED = os.environ["ASSAY_SHARED"]
 DATA = os.path.join(SHARED, "data")
 BIN = os.environ["ASSAY_BIN"]
-TASKS = os.path.join(os.path.dirname(lm_eval.__file__), "tasks")
 
 
 
@@ -54,18 +48,6 @@ def dump(tasks, limit, fewshot=None):
     for r in rows:
         by.setdefault(r["task"], []).append(r)
     return by
-
-
-def lm_eval_task(yaml_rel, splits, num_fewshot, drop_process_docs=False):
-    cfg = load_yaml(os.path.join(TASKS, yaml_rel))
-    dd = datasets.DatasetDict({k: datasets.Dataset.from_list(v) for k, v in splits.items()})
-    cfg["custom_dataset"] = lambda **kw: dd
-    cfg["num_fewshot"] = num_fewshot
-    if drop_process_docs:
-        cfg.pop("process_docs", None)
-    t = ConfigurableTask(config=cfg)
-    t.set_fewshot_seed(1234)  # lm-eval's default fewshot_random_seed
-    return t
 
 
 def requests_of(task, limit):
@@ -92,17 +74,6 @@ def compare_mc(name, ours, task, limit):
             return
 
 
-def arc_rows(path):
-    out = []
-    for line in open(path, encoding="utf-8"):
-        d = json.loads(line)
-        ch = d["question"]["choices"]
-        out.append({"id": d["id"], "question": d["question"]["stem"],
-                    "choices": {"text": [c["text"] for c in ch], "label": [c["label"] for c in ch]},
-                    "answerKey": d["answerKey"]})
-    return out
-
-
 def test_arc():
     test = arc_rows(os.path.join(DATA, "arc_challenge/ARC-Challenge-Test.4opt_subset.jsonl"))
     dev = arc_rows(os.path.join(DATA, "arc_challenge/ARC-Challenge-Dev.4opt_subset.jsonl"))
@@ -113,34 +84,18 @@ def test_arc():
 
 
 def test_piqa():
-    rows = [json.loads(l) for l in open(os.path.join(DATA, "piqa/valid.jsonl"), encoding="utf-8")]
-    labels = [int(x) for x in open(os.path.join(DATA, "piqa/valid-labels.lst")).read().split()]
-    for r, lab in zip(rows, labels):
-        r["label"] = lab
+    rows = piqa_rows(DATA)
     ours = dump("piqa", 300)["piqa"]
     t = lm_eval_task("piqa/piqa.yaml", {"validation": rows, "train": rows[:10]}, 0)
     compare_mc("piqa", ours, t, 300)
 
 
 def test_hellaswag():
-    text = ""
-    for part in ("hellaswag_val_full.part1.txt", "hellaswag_val_full.part2.txt"):
-        text += open(os.path.join(DATA, "hellaswag", part), encoding="utf-8").read()
-    lines = text.split("\n")
-    docs = []
-    for i in range(0, len(lines) - 5, 6):
-        docs.append({"query": lines[i], "choices": lines[i + 2:i + 6], "label": int(lines[i + 1])})
+    docs = hellaswag_docs(DATA)
     check(len(docs) == 10042, f"hellaswag: {len(docs)} tasks in the file")
     ours = dump("hellaswag", 300)["hellaswag"]
     t = lm_eval_task("hellaswag/hellaswag.yaml", {"validation": docs[:400], "train": docs[:10]}, 0, drop_process_docs=True)
     compare_mc("hellaswag", ours, t, 300)
-
-
-def mmlu_rows(path):
-    import csv
-    rows = list(csv.reader(open(path, encoding="utf-8", newline="")))
-    assert rows[0] == ["question", "choice0", "choice1", "choice2", "choice3", "answer"]
-    return [{"question": r[0], "choices": r[1:5], "answer": int(r[5])} for r in rows[1:]]
 
 
 def test_mmlu():
@@ -171,21 +126,6 @@ def test_gsm8k():
         check(t.doc_to_target(test[r["doc_id"]]) == r["target"], f"gsm8k doc {r['doc_id']}: target differs")
         if ctx != r["context"]:
             break
-
-
-def wikitext_pages(path):
-    # The EleutherAI/wikitext_document_level loader's page split (its _generate_examples), on wiki.test.raw.
-    pages, ret = [], []
-    for line in open(path, encoding="utf-8").read().split("\n"):
-        rline = line.replace("= = =", "===").replace("= =", "==").strip()
-        if rline.startswith("= ") and rline.strip().endswith(" ="):
-            page = "\n".join(ret)
-            if page.strip():
-                pages.append(page)
-            ret = []
-        ret.append(line)
-    pages.append("\n".join(ret))
-    return pages
 
 
 def test_wikitext():
