@@ -180,16 +180,23 @@ def main():
         row["assay_cmd"] = ours["_cmd"]
         print(json.dumps(row), flush=True)
         rows.append(row)
-    versions = {"torch": torch.__version__, "transformers": transformers.__version__,
-                "lm_eval": getattr(lm_eval, "__version__", "?")}
+        write(rows, a)  # after every task: a long run that is stopped keeps what it measured
+    bad = [r["task"] for r in rows if not r["ok"]]
+    print("all tasks within the criteria" if not bad else f"outside the criteria: {', '.join(bad)}")
+    return 1 if bad else 0
+
+
+def write(rows, a):
+    import torch
+    import transformers
+    from importlib.metadata import version
+
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "lm_eval": version("lm_eval")}
     if a.json:
         json.dump({"versions": versions, "rows": rows}, open(a.json, "w"), indent=1)
     if a.md:
         with open(a.md, "w") as f:
             f.write(table(rows, versions, a))
-    bad = [r["task"] for r in rows if not r["ok"]]
-    print("all tasks within the criteria" if not bad else f"outside the criteria: {', '.join(bad)}")
-    return 1 if bad else 0
 
 
 def table(rows, versions, a):
