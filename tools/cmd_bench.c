@@ -48,7 +48,7 @@ int assay_cmd_bench(int argc, char **argv) {
         return cli_usage_error(&spec, "--quantization: %s", assay_last_error());
     }
     const char *model = args.positional[0];
-    assay_engine_flags flags = {device, quant, kv, threads, 0};
+    assay_engine_flags flags = {device, quant, kv, threads, 0, 0, 0};
     assay_lm *lm = NULL;
     assay_bench_result r;
     assay_status st = assay_eval_lm_open(model, &flags, &lm);
