@@ -65,7 +65,7 @@ static double time_dot(const assay_cpu_type_kernels *tk, int four, int64_t n, co
 static double time_gemm(const assay_cpu_type_kernels *tk, int64_t n, const uint8_t *w, size_t rb, int64_t rows,
                         const float *x, int nt, int iters) {
     size_t xs = tk->gemm_pack ? (tk->gemm_act_bytes(n) + 63) & ~(size_t)63 : (size_t)n * sizeof(float);
-    uint8_t *xp = aligned_alloc(64, xs * (size_t)nt);
+    uint8_t *xp = aligned_alloc(64, (xs * (size_t)nt + 63) & ~(size_t)63); /* size: a multiple of the alignment */
     for (int t = 0; t < nt; t++) {
         if (tk->gemm_pack) tk->gemm_pack(x + (t % 4) * n, xp + t * xs, n);
         else memcpy(xp + t * xs, x + (t % 4) * n, (size_t)n * sizeof(float));

@@ -282,6 +282,16 @@ assay_status assay_quantize_copy_hf_extras(const char *src_dir, const char *dst_
 
 /* ---- helpers shared by the HF-directory writers ---- */
 
+assay_status assay_quantize_copy_tensor(assay_safetensors_writer *w, const assay_tensor *t) {
+    const char *dt = assay_safetensors_dtype_name(t->type);
+    if (!dt)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, not a safetensors dtype", t->source_file,
+                          t->source_name, assay_type_name(t->type));
+    int64_t shape[4]; /* safetensors lists the outermost dimension first, ggml order the innermost */
+    for (int d = 0; d < t->n_dims; d++) shape[d] = t->ne[t->n_dims - 1 - d];
+    return assay_safetensors_writer_add(w, t->source_name, dt, t->n_dims, shape, t->data, t->bytes);
+}
+
 int assay_quantize_is_block_linear(const char *name) {
     static const char *const kinds[] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
                                         ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight", NULL};

@@ -128,12 +128,7 @@ assay_status assay_quantize_fp4(const assay_quantize_scheme *scheme, const assay
                 ignored = assay_xrealloc(ignored, (size_t)(n_ignored + 1) * sizeof *ignored);
                 ignored[n_ignored++] = assay_quantize_module_name(&keep, t->source_name, "");
             }
-            int64_t shape[4];
-            for (int d = 0; d < t->n_dims; d++) shape[d] = t->ne[t->n_dims - 1 - d];
-            const char *dt = assay_safetensors_dtype_name(t->type);
-            if (!dt) rc = assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s is not a plain safetensors dtype",
-                                     t->source_file, t->source_name);
-            else rc = assay_safetensors_writer_add(w, t->source_name, dt, t->n_dims, shape, t->data, t->bytes);
+            rc = assay_quantize_copy_tensor(w, t);
         }
         if (layer < cfg->n_layer) assay_progress_update(&bar, layer + 1);
     }

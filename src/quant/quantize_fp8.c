@@ -80,11 +80,6 @@ static assay_status write_config(const char *src_dir, const char *dst_path, int 
 
 /* ---- tensors ---- */
 
-static const char *type_label(assay_type type) {
-    const char *s = assay_safetensors_dtype_name(type);
-    return s ? s : "a quantized block type";
-}
-
 static assay_status add_bf16(assay_safetensors_writer *w, assay_quantize_keep *l, const char *name, int n_dims,
                              const int64_t *shape, const float *v, int64_t n) {
     uint16_t *b = assay_quantize_keep_add(l, assay_xmalloc((size_t)n * 2));
@@ -242,12 +237,7 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
                     ignored = assay_xrealloc(ignored, (size_t)(n_ignored + 1) * sizeof *ignored);
                     ignored[n_ignored++] = assay_quantize_module_name(&owned, t->source_name, "");
                 }
-                int64_t shape[4];
-                for (int d = 0; d < t->n_dims; d++) shape[d] = t->ne[t->n_dims - 1 - d];
-                const char *dt = assay_safetensors_dtype_name(t->type);
-                if (!dt) rc = assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, not a safetensors dtype",
-                                         t->source_file, t->source_name, type_label(t->type));
-                else rc = assay_safetensors_writer_add(w, t->source_name, dt, t->n_dims, shape, t->data, t->bytes);
+                rc = assay_quantize_copy_tensor(w, t);
             }
         }
         if (layer < cfg->n_layer) assay_progress_update(&bar, layer + 1);

@@ -261,11 +261,7 @@ assay_status assay_quantize_none(const assay_quantize_scheme *scheme, const assa
     assay_progress_begin(&bar, "copy", cfg->n_layer, "layer");
     for (int64_t i = 0; i < assay_model_file_tensor_count(mf) && rc == ASSAY_OK; i++) {
         const assay_tensor *t = assay_model_file_tensor(mf, i);
-        int64_t shape[4];
-        for (int d = 0; d < t->n_dims; d++) shape[d] = t->ne[t->n_dims - 1 - d];
-        const char *dt = assay_safetensors_dtype_name(t->type);
-        if (!dt) rc = assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: tensor %s is not a safetensors dtype", t->source_file, t->source_name);
-        else rc = assay_safetensors_writer_add(w, t->source_name, dt, t->n_dims, shape, t->data, t->bytes);
+        rc = assay_quantize_copy_tensor(w, t);
     }
     assay_progress_update(&bar, cfg->n_layer);
     assay_progress_end(&bar);

@@ -5,6 +5,7 @@
 
 #include "assay/quantize.h"
 #include "assay/model_file.h"
+#include "assay/safetensors.h"
 
 /* ---- helpers shared by the HF-directory writers (quantize.c) ---- */
 
@@ -24,6 +25,9 @@ void *assay_quantize_keep_add(assay_quantize_keep *k, void *p);
 void assay_quantize_keep_free(assay_quantize_keep *k);
 /* "model.layers.0.mlp.up_proj.weight" + ".weight_scale" -> "model.layers.0.mlp.up_proj.weight_scale", kept in k. */
 char *assay_quantize_module_name(assay_quantize_keep *k, const char *weight_name, const char *suffix);
+/* Adds the tensor to the writer as stored (its source name, dtype and bytes); an error naming the file and tensor
+ * when its type has no safetensors dtype (a GGUF block type). */
+assay_status assay_quantize_copy_tensor(assay_safetensors_writer *w, const assay_tensor *t);
 /* Writes <src_dir>/config.json to dst_path with every key kept in order (numbers keep their spelling), keys[i]
  * set to the JSON text values[i] (replaced in place, or appended); n <= 16. Refuses a source that already has a
  * quantization_config when one of the keys is "quantization_config". */

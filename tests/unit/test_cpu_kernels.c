@@ -171,7 +171,8 @@ static void test_gemm(const assay_cpu_kernels *ref, const assay_cpu_kernels *K) 
             for (int64_t i = 0; i < n * T; i++) x[i] = frand() * ((rnd() % 64) == 0 ? 8.0f : 1.0f);
             assay_type vt = ref->type[Ti->t].vec_dot_type;
             size_t xs = tk->gemm_pack ? (tk->gemm_act_bytes(n) + 63) & ~(size_t)63 : (size_t)n * 4;
-            uint8_t *xp = aligned_alloc(64, xs * T), *xr = malloc(act_bytes(vt, n) + 64);
+            /* C11: aligned_alloc's size must be a multiple of the alignment */
+            uint8_t *xp = aligned_alloc(64, (xs * T + 63) & ~(size_t)63), *xr = malloc(act_bytes(vt, n) + 64);
             for (int64_t t = 0; t < T; t++) {
                 if (tk->gemm_pack) tk->gemm_pack(x + t * n, xp + t * xs, n);
                 else memcpy(xp + t * xs, x + t * n, (size_t)n * 4);
