@@ -16,6 +16,7 @@
 #include "assay/dtype.h"
 #include "assay/file.h"
 #include "assay/json.h"
+#include "assay/progress.h"
 #include "assay/safetensors.h"
 #include "assay/strbuf.h"
 #include "assay/ggml_quant.h"
@@ -281,6 +282,53 @@ assay_status assay_quantize_copy_hf_extras(const char *src_dir, const char *dst_
 }
 
 /* ---- helpers shared by the HF-directory writers ---- */
+
+assay_status assay_quantize_write_weights(const assay_model_file *mf, const assay_quantize_options *opt,
+                                          const assay_quantize_outdir *od, assay_quantize_keep *keep,
+                                          assay_quantize_linear_fn quantize, void *ctx, char ***ignored,
+                                          int *n_ignored) {
+    const assay_model_config *cfg = assay_model_file_config(mf);
+    const int64_t nt = assay_model_file_tensor_count(mf);
+    assay_safetensors_writer *w = assay_safetensors_writer_new();
+    assay_safetensors_writer_set_metadata(w, "format", "pt");
+    char **ign = NULL;
+    int n_ign = 0;
+    assay_status rc = ASSAY_OK;
+    assay_progress bar;
+    assay_progress_begin(&bar, "quantize", cfg->n_layer, "layer");
+    for (int64_t layer = 0; layer <= cfg->n_layer && rc == ASSAY_OK; layer++) {
+        int64_t want = layer < cfg->n_layer ? layer : -1; /* the blocks in order, then everything else */
+        for (int64_t i = 0; i < nt && rc == ASSAY_OK; i++) {
+            const assay_tensor *t = assay_model_file_tensor(mf, i);
+            if (assay_quantize_layer_of(t->name) != want) continue;
+            int block_linear = assay_quantize_is_block_linear(t->name);
+            if (block_linear && t->n_dims == 2 && !assay_quantize_is_ignored(opt, t)) {
+                rc = quantize(ctx, w, keep, t);
+                continue;
+            }
+            if (block_linear || strcmp(t->name, "output.weight") == 0) { /* a Linear left alone: name its module */
+                ign = assay_xrealloc(ign, (size_t)(n_ign + 1) * sizeof *ign);
+                ign[n_ign++] = assay_quantize_module_name(keep, t->source_name, "");
+            }
+            rc = assay_quantize_copy_tensor(w, t);
+        }
+        if (layer < cfg->n_layer) assay_progress_update(&bar, layer + 1);
+    }
+    assay_progress_end(&bar);
+    if (rc == ASSAY_OK) {
+        char *p = assay_quantize_outdir_file(od, "model.safetensors");
+        rc = assay_safetensors_writer_write(w, p, 0);
+        free(p);
+    }
+    assay_safetensors_writer_free(w);
+    if (n_ign == 0) { /* tied embeddings: no lm_head tensor, but the module exists and stays unquantized */
+        ign = assay_xrealloc(ign, sizeof *ign);
+        ign[n_ign++] = "lm_head";
+    }
+    *ignored = ign;
+    *n_ignored = n_ign;
+    return rc;
+}
 
 assay_status assay_quantize_copy_tensor(assay_safetensors_writer *w, const assay_tensor *t) {
     const char *dt = assay_safetensors_dtype_name(t->type);

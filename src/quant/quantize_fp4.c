@@ -89,6 +89,16 @@ static assay_status quantize_linear(assay_safetensors_writer *w, assay_quantize_
     return rc;
 }
 
+typedef struct fp4_linear_ctx {
+    int mx;
+    const char *scheme;
+} fp4_linear_ctx;
+
+static assay_status fp4_linear(void *ctx, assay_safetensors_writer *w, assay_quantize_keep *k, const assay_tensor *t) {
+    const fp4_linear_ctx *c = ctx;
+    return quantize_linear(w, k, t, c->mx, c->scheme);
+}
+
 assay_status assay_quantize_fp4(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                 const assay_quantize_options *opt, const char *out_path) {
     const int mx = scheme->param == ASSAY_FP4_SCHEME_MXFP4;
@@ -100,48 +110,15 @@ assay_status assay_quantize_fp4(const assay_quantize_scheme *scheme, const assay
     if (opt->group_size && opt->group_size != (mx ? ASSAY_MXFP4_BLOCK : ASSAY_NVFP4_BLOCK))
         return assay_fail(ASSAY_ERR_ARG, "%s has a fixed group size of %d (got --group-size %lld)", scheme->name,
                           mx ? ASSAY_MXFP4_BLOCK : ASSAY_NVFP4_BLOCK, (long long)opt->group_size);
-    const assay_model_config *cfg = assay_model_file_config(mf);
-    const int64_t nt = assay_model_file_tensor_count(mf);
     assay_quantize_outdir od;
     assay_status rc = assay_quantize_outdir_begin(&od, out_path, opt->force);
     if (rc != ASSAY_OK) return rc;
 
-    assay_safetensors_writer *w = assay_safetensors_writer_new();
-    assay_safetensors_writer_set_metadata(w, "format", "pt");
     assay_quantize_keep keep = {0};
     char **ignored = NULL; /* module names left unquantized, for the config's ignore list */
     int n_ignored = 0;
-    assay_progress bar;
-    assay_progress_begin(&bar, "quantize", cfg->n_layer, "layer");
-    for (int64_t layer = 0; layer <= cfg->n_layer && rc == ASSAY_OK; layer++) {
-        int64_t want = layer < cfg->n_layer ? layer : -1; /* the blocks in order, then everything else */
-        for (int64_t i = 0; i < nt && rc == ASSAY_OK; i++) {
-            const assay_tensor *t = assay_model_file_tensor(mf, i);
-            if (assay_quantize_layer_of(t->name) != want) continue;
-            int block_linear = assay_quantize_is_block_linear(t->name);
-            int linear = block_linear || strcmp(t->name, "output.weight") == 0;
-            if (block_linear && t->n_dims == 2 && !assay_quantize_is_ignored(opt, t)) {
-                rc = quantize_linear(w, &keep, t, mx, scheme->name);
-                continue;
-            }
-            if (linear) {
-                ignored = assay_xrealloc(ignored, (size_t)(n_ignored + 1) * sizeof *ignored);
-                ignored[n_ignored++] = assay_quantize_module_name(&keep, t->source_name, "");
-            }
-            rc = assay_quantize_copy_tensor(w, t);
-        }
-        if (layer < cfg->n_layer) assay_progress_update(&bar, layer + 1);
-    }
-    assay_progress_end(&bar);
-    if (rc == ASSAY_OK) {
-        char *p = assay_quantize_outdir_file(&od, "model.safetensors");
-        rc = assay_safetensors_writer_write(w, p, 0);
-        free(p);
-    }
-    if (n_ignored == 0) { /* tied embeddings: the lm_head module exists and stays unquantized */
-        ignored = assay_xrealloc(ignored, sizeof *ignored);
-        ignored[n_ignored++] = "lm_head";
-    }
+    fp4_linear_ctx ctx = {mx, scheme->name};
+    rc = assay_quantize_write_weights(mf, opt, &od, &keep, fp4_linear, &ctx, &ignored, &n_ignored);
     if (rc == ASSAY_OK) {
         assay_strbuf b = {0};
         quantization_config(&b, mx, ignored, n_ignored);
@@ -152,7 +129,6 @@ assay_status assay_quantize_fp4(const assay_quantize_scheme *scheme, const assay
         assay_strbuf_free(&b);
     }
     if (rc == ASSAY_OK) rc = assay_quantize_copy_hf_extras(assay_model_file_path(mf), od.temp_path);
-    assay_safetensors_writer_free(w);
     assay_quantize_keep_free(&keep);
     free(ignored);
     if (rc == ASSAY_OK) rc = assay_quantize_outdir_commit(&od);

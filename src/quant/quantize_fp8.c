@@ -183,6 +183,20 @@ static assay_status calibrate_inputs(const assay_model_file *mf, const assay_qua
     return rc;
 }
 
+typedef struct fp8_linear_ctx {
+    const assay_model_file *mf;
+    int gran;
+    assay_fp8_format fmt;
+    const float *in_amax; /* [tensor index] calibrated input amax (static activation scales), else NULL */
+} fp8_linear_ctx;
+
+static assay_status fp8_linear(void *ctx, assay_safetensors_writer *w, assay_quantize_keep *k, const assay_tensor *t) {
+    const fp8_linear_ctx *c = ctx;
+    const float *am = c->in_amax ? &c->in_amax[t - assay_model_file_tensor(c->mf, 0)] : NULL;
+    if (am && *am < 0) return assay_fail(ASSAY_ERR_ARG, "no calibration activations reached %s", t->name);
+    return quantize_linear(w, k, t, c->gran, c->fmt, am);
+}
+
 assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                 const assay_quantize_options *opt, const char *out_path) {
     const int gran = (int)(scheme->param & 0xf);
@@ -192,7 +206,6 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
                           "%s: the %s scheme writes a compressed-tensors directory from an HF safetensors model; "
                           "convert the GGUF first (assay convert MODEL -o DIR)",
                           assay_model_file_path(mf), scheme->name);
-    const assay_model_config *cfg = assay_model_file_config(mf);
     const int64_t nt = assay_model_file_tensor_count(mf);
 
     assay_quantize_outdir od;
@@ -213,53 +226,17 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
                     (long long)opt->calib_seq_len, assay_now_seconds() - t0);
     }
 
-    assay_safetensors_writer *w = assay_safetensors_writer_new();
-    assay_safetensors_writer_set_metadata(w, "format", "pt");
     assay_quantize_keep owned = {0};
     char **ignored = NULL; /* module names left unquantized, for the config's ignore list */
     int n_ignored = 0;
-    assay_progress bar;
-    assay_progress_begin(&bar, "quantize", cfg->n_layer, "layer");
-    /* Layers in order (then everything outside the blocks), so the progress bar moves one layer at a time. */
-    for (int64_t layer = 0; layer <= cfg->n_layer && rc == ASSAY_OK; layer++) {
-        int64_t want = layer < cfg->n_layer ? layer : -1;
-        for (int64_t i = 0; i < nt && rc == ASSAY_OK; i++) {
-            const assay_tensor *t = assay_model_file_tensor(mf, i);
-            if (assay_quantize_layer_of(t->name) != want) continue;
-            int linear = assay_quantize_is_block_linear(t->name) || strcmp(t->name, "output.weight") == 0;
-            if (linear && t->n_dims == 2 && !assay_quantize_is_ignored(opt, t) && assay_quantize_is_block_linear(t->name)) {
-                const float *am = in_amax ? &in_amax[t - assay_model_file_tensor(mf, 0)] : NULL;
-                if (am && *am < 0)
-                    rc = assay_fail(ASSAY_ERR_ARG, "no calibration activations reached %s", t->name);
-                else rc = quantize_linear(w, &owned, t, gran, fmt, am);
-            } else {
-                if (linear) { /* a Linear we leave alone: name its module in the ignore list */
-                    ignored = assay_xrealloc(ignored, (size_t)(n_ignored + 1) * sizeof *ignored);
-                    ignored[n_ignored++] = assay_quantize_module_name(&owned, t->source_name, "");
-                }
-                rc = assay_quantize_copy_tensor(w, t);
-            }
-        }
-        if (layer < cfg->n_layer) assay_progress_update(&bar, layer + 1);
-    }
-    assay_progress_end(&bar);
-
-    if (rc == ASSAY_OK) {
-        char *p = assay_quantize_outdir_file(&od, "model.safetensors");
-        rc = assay_safetensors_writer_write(w, p, 0);
-        free(p);
-    }
-    if (n_ignored == 0) { /* tied embeddings: no lm_head tensor, but the module exists and stays unquantized */
-        ignored = assay_xrealloc(ignored, sizeof *ignored);
-        ignored[n_ignored++] = "lm_head";
-    }
+    fp8_linear_ctx ctx = {mf, gran, fmt, in_amax};
+    rc = assay_quantize_write_weights(mf, opt, &od, &owned, fp8_linear, &ctx, &ignored, &n_ignored);
     if (rc == ASSAY_OK) {
         char *p = assay_quantize_outdir_file(&od, "config.json");
         rc = write_config(assay_model_file_path(mf), p, gran, opt, ignored, n_ignored);
         free(p);
     }
     if (rc == ASSAY_OK) rc = assay_quantize_copy_hf_extras(assay_model_file_path(mf), od.temp_path);
-    assay_safetensors_writer_free(w);
     assay_quantize_keep_free(&owned);
     free(ignored);
     free(in_amax);

@@ -28,6 +28,17 @@ char *assay_quantize_module_name(assay_quantize_keep *k, const char *weight_name
 /* Adds the tensor to the writer as stored (its source name, dtype and bytes); an error naming the file and tensor
  * when its type has no safetensors dtype (a GGUF block type). */
 assay_status assay_quantize_copy_tensor(assay_safetensors_writer *w, const assay_tensor *t);
+/* Quantizes one block linear into the writer (its tensors kept alive in k). */
+typedef assay_status (*assay_quantize_linear_fn)(void *ctx, assay_safetensors_writer *w, assay_quantize_keep *k,
+                                                 const assay_tensor *t);
+/* The per-layer loop every compressed-tensors writer shares: walks the tensors layer by layer (one progress step a
+ * layer, then those outside the blocks), hands each block linear that is not --ignore'd to `quantize`, copies the
+ * rest as stored, and writes <od>/model.safetensors. *ignored / *n_ignored get the module names of the Linears left
+ * unquantized (for the config's ignore list; "lm_head" when the embeddings are tied); the caller frees the array. */
+assay_status assay_quantize_write_weights(const assay_model_file *mf, const assay_quantize_options *opt,
+                                          const assay_quantize_outdir *od, assay_quantize_keep *keep,
+                                          assay_quantize_linear_fn quantize, void *ctx, char ***ignored,
+                                          int *n_ignored);
 /* Writes <src_dir>/config.json to dst_path with every key kept in order (numbers keep their spelling), keys[i]
  * set to the JSON text values[i] (replaced in place, or appended); n <= 16. Refuses a source that already has a
  * quantization_config when one of the keys is "quantization_config". */
