@@ -134,9 +134,10 @@ for name, template, family, bos, eos in TEMPLATES:
                 case["error"] = str(e)
             cases.append(case)
 
-path = os.path.join(tempfile.mkdtemp(prefix="assay_chat_"), "cases.json")
-with open(path, "w") as f:
-    json.dump(cases, f)
-rc = subprocess.run([HELPER, path]).returncode
+with tempfile.TemporaryDirectory(prefix="assay_chat_") as tmp:
+    path = os.path.join(tmp, "cases.json")
+    with open(path, "w") as f:
+        json.dump(cases, f)
+    rc = subprocess.run([HELPER, path]).returncode
 print(f"{len(cases)} cases ({sum('error' in c for c in cases)} where the template raises)")
 sys.exit(rc)

@@ -13,7 +13,6 @@ import math
 import os
 import struct
 import sys
-import tempfile
 import zlib
 import subprocess
 
@@ -22,10 +21,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import gguf  # noqa: E402
 import gguf_common as gc  # noqa: E402
+from testlib import scratch_dir  # noqa: E402
 from gguf import GGUFValueType as VT  # noqa: E402
 
 errors = []
-tmp = tempfile.mkdtemp(prefix="gguf_rt_")
+tmp = scratch_dir(prefix="gguf_rt_")
 rng = np.random.default_rng(1234)
 
 

@@ -9,18 +9,18 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import gguf
 from tokenizers import Regex, Tokenizer, pre_tokenizers
 from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS
 
 from tok_cases import ADVERSARIAL, Assay, Failures, fixture_strings
+from testlib import scratch_dir  # noqa: E402
 
 SHARED = os.environ["ASSAY_SHARED"]
 HOUSE = os.path.join(SHARED, "models", "house")
 fail = Failures()
-tmp = tempfile.mkdtemp(prefix="assay_fam_")
+tmp = scratch_dir(prefix="assay_fam_")
 
 spec = json.load(open(os.path.join(HOUSE, "tokenizer.json")))
 vocab = sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])

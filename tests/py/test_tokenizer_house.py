@@ -12,6 +12,7 @@ import sys
 from tokenizers import Tokenizer
 
 from tok_cases import ADVERSARIAL, INVALID, Assay, Failures, bytes_to_unicode, fixture_strings
+from testlib import scratch_dir  # noqa: E402
 
 SHARED = os.environ["ASSAY_SHARED"]
 BIN = os.environ["ASSAY_BIN"]
@@ -86,11 +87,10 @@ for i, data in enumerate(invalid):
 # 4. The NFC normalizer (Qwen2's tokenizer.json has one): the house vocabulary behind an NFC normalizer must
 #    give HF's ids on decomposed text (e + U+0301 -> é, Hangul jamo -> syllables, ...).
 import json  # noqa: E402
-import tempfile  # noqa: E402
 
 spec = json.load(open(os.path.join(HOUSE, "tokenizer.json")))
 spec["normalizer"] = {"type": "NFC"}
-nfc_dir = tempfile.mkdtemp(prefix="assay_nfc_")
+nfc_dir = scratch_dir(prefix="assay_nfc_")
 with open(os.path.join(nfc_dir, "tokenizer.json"), "w") as f:
     json.dump(spec, f)
 nfc_tok = Tokenizer.from_file(os.path.join(nfc_dir, "tokenizer.json"))

@@ -5,17 +5,17 @@ vocabularies and saved with tokenizers; `assay tokenize` on them must give HF's 
 WikiText-2 text, and `assay detokenize` must give HF's decode of those ids."""
 import os
 import sys
-import tempfile
 
 from gguf import GGUFReader
 from tokenizers import Tokenizer
 from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
 
 from tok_cases import ADVERSARIAL, Assay, Failures, fixture_strings
+from testlib import scratch_dir  # noqa: E402
 
 SHARED = os.environ["ASSAY_SHARED"]
 fail = Failures()
-tmp = tempfile.mkdtemp(prefix="assay_spmjson_")
+tmp = scratch_dir(prefix="assay_spmjson_")
 wiki = open(os.path.join(SHARED, "data", "wikitext2_raw", "wiki.test.raw"), encoding="utf-8").read()
 texts = ADVERSARIAL + fixture_strings(SHARED) + [wiki[:100000]]
 

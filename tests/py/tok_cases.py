@@ -2,7 +2,8 @@
 helpers that run `assay tokenize` / `assay detokenize` on exact bytes."""
 import os
 import subprocess
-import tempfile
+
+from testlib import scratch_dir
 
 ADVERSARIAL = [
     "", " ", "  ", "\n", "\n\n\n", "\t\t x", "\r\n\r\n", " \n \n ",
@@ -54,7 +55,7 @@ class Assay:
     def __init__(self, model):
         self.bin = os.environ["ASSAY_BIN"]
         self.model = model
-        self.tmp = tempfile.mkdtemp(prefix="assay_tok_")
+        self.tmp = scratch_dir(prefix="assay_tok_")
 
     def ids(self, data: bytes, *flags):
         path = os.path.join(self.tmp, "in.txt")
