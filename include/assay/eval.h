@@ -69,9 +69,10 @@ assay_status assay_lm_loglikelihood(const assay_lm *lm, const char *context, con
 assay_status assay_lm_loglikelihood_rolling(const assay_lm *lm, const char *text, size_t len, double *ll,
                                             int64_t *n_tokens);
 /* lm-eval's generate_until for greedy decoding: the context left-truncated to max_length - max_gen_toks, at
- * most max_gen_toks new tokens, the text cut at the first occurrence of any stop string. *out is malloc'd. */
+ * most max_gen_toks new tokens, the text cut at the first occurrence of any stop string. *out is malloc'd.
+ * *n_tokens (may be NULL) gets the tokens through the model: the prompt as fed plus every generated token. */
 assay_status assay_lm_generate_until(const assay_lm *lm, const char *context, const char *const *until, int n_until,
-                                     int64_t max_gen_toks, char **out);
+                                     int64_t max_gen_toks, char **out, int64_t *n_tokens);
 
 /* lm-eval's window split (utils.get_rolling_token_windows + make_disjoint_window, context_len = 1): window w
  * covers predicted tokens [pred_begin, pred_end) and is fed input tokens [in_begin, pred_end - 1) of the token

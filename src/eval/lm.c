@@ -176,7 +176,7 @@ static int gen_on_token(void *user, int32_t token) {
 }
 
 assay_status assay_lm_generate_until(const assay_lm *lm, const char *context, const char *const *until, int n_until,
-                                     int64_t max_gen_toks, char **out) {
+                                     int64_t max_gen_toks, char **out, int64_t *n_tokens) {
     int32_t *ids = NULL;
     int64_t n = 0;
     assay_status st = lm->tokenize(lm->ctx, context, strlen(context), 1, &ids, &n);
@@ -188,6 +188,7 @@ assay_status assay_lm_generate_until(const assay_lm *lm, const char *context, co
     gen_state g = {lm, NULL, 0, 0, max_gen_toks, until, n_until, ASSAY_OK};
     st = lm->generate(lm->ctx, prompt, n_prompt, max_gen_toks, gen_on_token, &g);
     free(ids);
+    if (n_tokens) *n_tokens = n_prompt + g.n;
     if (st == ASSAY_OK) st = g.st;
     if (st != ASSAY_OK) {
         free(g.ids);

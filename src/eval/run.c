@@ -117,8 +117,10 @@ static assay_status run_gen(const assay_lm *lm, const assay_task_docs *t, const 
         const assay_eval_doc *d = &t->docs[i];
         assay_eval_sample *s = &r->samples[i];
         s->doc_id = d->doc_id;
-        assay_status st = assay_lm_generate_until(lm, d->context, until, 3, o->max_gen_toks, &s->response);
+        int64_t ntok = 0;
+        assay_status st = assay_lm_generate_until(lm, d->context, until, 3, o->max_gen_toks, &s->response, &ntok);
         if (st != ASSAY_OK) return assay_fail_context(st, "%s doc %lld", t->name, (long long)d->doc_id);
+        r->tokens_scored += ntok;
         s->filtered[0] = assay_gsm8k_strict(s->response);
         s->filtered[1] = assay_gsm8k_flexible(s->response);
         s->n_values = 2;

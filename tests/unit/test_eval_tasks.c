@@ -148,8 +148,11 @@ static void test_loglikelihood(void) {
     /* generate_until cuts at the stop string */
     char *out = NULL;
     const char *until[] = {"Q"};
-    CHECK_OK(assay_lm_generate_until(&lm, "abc", until, 1, 20, &out));
+    int64_t ntok = -1;
+    CHECK_OK(assay_lm_generate_until(&lm, "abc", until, 1, 20, &out, &ntok));
     CHECK(out && strlen(out) <= 20 && !strchr(out, 'Q'));
+    /* the prompt (3 bytes, maybe a prefix token) and at least one generated token went through the model */
+    CHECK(ntok >= 4 && ntok <= 3 + 1 + 20);
     free(out);
 }
 
