@@ -33,6 +33,8 @@ typedef struct assay_int4_params {
     int act_order;     /* GPTQ desc_act: columns in order of decreasing Hessian diagonal */
     double damp;       /* GPTQ dampening, fraction of the mean Hessian diagonal (0.01) */
     int64_t block;     /* GPTQ lazy-batch width (128) */
+    int awq_range;     /* RTN with AWQ's quantizer (pseudo_quantize_tensor): the group's min/max as they are, not
+                          widened to contain 0, scale >= 1e-5; the ranges AWQ's clipping search assumed */
 } assay_int4_params;
 
 assay_int4_params assay_int4_params_default(void);
@@ -51,7 +53,8 @@ void assay_int4_result_free(assay_int4_result *r);
 /* W_hat[o][i] = scales[o][g] · (q[o][i] − zeros[o][g]), g = g_idx[i]. */
 void assay_int4_dequantize(const assay_int4_result *r, float *w_hat);
 
-/* Round to nearest per group (no calibration). Errors: n_in not a multiple of the group size. */
+/* Round to nearest per group (no calibration); p->awq_range picks AWQ's range rule. Errors: n_in not a multiple
+ * of the group size. */
 assay_status assay_int4_rtn(const float *w, int64_t n_out, int64_t n_in, const assay_int4_params *p,
                             assay_int4_result *out);
 

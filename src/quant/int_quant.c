@@ -15,7 +15,8 @@
 #include "assay/status.h"
 
 assay_int4_params assay_int4_params_default(void) {
-    assay_int4_params p = {.bits = 4, .group_size = 128, .sym = 0, .act_order = 0, .damp = 0.01, .block = 128};
+    assay_int4_params p = {.bits = 4, .group_size = 128, .sym = 0, .act_order = 0, .damp = 0.01, .block = 128,
+                           .awq_range = 0};
     return p;
 }
 
@@ -62,8 +63,9 @@ static void iq_find_params(const float *x, int64_t n, int64_t stride, int maxq, 
         xmin = -1;
         xmax = 1;
     }
-    float s = (xmax - xmin) / maxq;
-    if (!zero_in_range && s < 1e-5f) s = 1e-5f; /* AWQ clamps the range at 1e-5 */
+    float range = xmax - xmin;
+    if (!zero_in_range && range < 1e-5f) range = 1e-5f; /* AWQ clamps the range (max - min) at 1e-5 */
+    float s = range / maxq;
     s = iq_fp16_round(s);
     if (s == 0) s = 6.0e-8f; /* below fp16's smallest subnormal: keep a usable scale */
     *scale = s;
@@ -121,7 +123,7 @@ assay_status assay_int4_rtn(const float *w, int64_t n_out, int64_t n_in, const a
                             assay_int4_result *out) {
     assay_status st = iq_alloc(out, n_out, n_in, p);
     if (st != ASSAY_OK) return st;
-    iq_rtn_into(w, out, p->sym, 1);
+    iq_rtn_into(w, out, p->sym && !p->awq_range, !p->awq_range);
     return ASSAY_OK;
 }
 

@@ -803,8 +803,11 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     k = k1 - 1;
                     continue;
                 } else {
-                    /* RTN; AWQ's final quantization is RTN of the scaled, clipped weights */
-                    st = assay_int4_rtn(val[IDX(t)], n_out, n_in, &p, &r);
+                    /* RTN; AWQ's final quantization is RTN of the scaled, clipped weights with AWQ's own quantizer
+                     * (range not widened to 0: the ranges its clipping search scored) */
+                    assay_int4_params pr = p;
+                    pr.awq_range = o->method == ASSAY_INTQ_AWQ;
+                    st = assay_int4_rtn(val[IDX(t)], n_out, n_in, &pr, &r);
                 }
                 if (st != ASSAY_OK) break;
                 if (o->fake_quant) assay_int4_dequantize(&r, val[IDX(t)]);

@@ -12,7 +12,9 @@
    w_mean the mean over the rows of both linears of |w| / max|w| of its g128 group, clamp 1e-4, normalised by
    sqrt(max*min), a in {0, 1/20, ..., 19/20}, each linear fake-quantized with AWQ's pseudo_quantize_tensor,
    loss = squared error of the two linears' outputs) and requires the C search to pick the same a and s.
-4. Recomputes the llama attention block AWQ's q/k/v search scores (HF LlamaAttention in numpy: rotate_half RoPE
+4. Requires AWQ's final quantizer (awq_range: per-group min/max not widened to contain 0, as AutoAWQ's
+   pseudo_quantize_tensor) on groups that lie on one side of 0.
+5. Recomputes the llama attention block AWQ's q/k/v search scores (HF LlamaAttention in numpy: rotate_half RoPE
    with base 10000 at positions 0..T-1 per sequence, grouped KV heads repeated, causal softmax(q k^T / sqrt(d)), o_proj)
    and requires the C block's output within 1e-4 relative to its largest value.
 Exit code 0 = pass.
@@ -186,6 +188,17 @@ def main():
     print(f"awq duo search: alpha {a_c:.2f} (numpy AutoAWQ {a_ref:.2f}), s max rel diff {rel:.2g}")
     if abs(a_c - a_ref) > 1e-6 or rel > 1e-4:
         fails.append(f"awq duo search: alpha {a_c} / s differ from the numpy AutoAWQ search ({a_ref}, rel {rel:.3g})")
+    # AWQ's final quantizer on one-sided groups (group 64): AutoAWQ pseudo_quantize_tensor with the scale held
+    # in fp16 like the checkpoint, f32 arithmetic
+    g = t["awqr.w"].reshape(-1, 64).astype(np.float32)
+    mx, mn = g.max(axis=1, keepdims=True), g.min(axis=1, keepdims=True)
+    sc = (np.maximum(mx - mn, np.float32(1e-5)) / np.float32(15)).astype(np.float16).astype(np.float32)
+    z = np.clip(-np.round(mn / sc), 0, 15)
+    ref = ((np.clip(np.round(g / sc) + z, 0, 15) - z) * sc).reshape(t["awqr.w"].shape)
+    bad = int(np.sum(np.abs(ref - t["awqr.deq"]) > 1e-6 * np.abs(ref).max()))
+    print(f"awq quantizer: {bad} of {ref.size} values differ from AutoAWQ's pseudo_quantize_tensor")
+    if bad:
+        fails.append(f"awq quantizer: {bad} values differ from AutoAWQ's pseudo_quantize_tensor")
     ya = attention_reference(t["attn.x"], t["attn.wq"], t["attn.wk"], t["attn.wv"], t["attn.wo"], 2, 4, 2, 8)
     err = float(np.abs(ya - t["attn.y"]).max() / np.abs(ya).max())
     print(f"attention block: max |C - numpy| / max |y| = {err:.2g}")

@@ -209,6 +209,21 @@ int main(void) {
     for (int o = 0; o < NOUT; o++) wm = fabsf(w[o * NIN + 3]) > wm ? fabsf(w[o * NIN + 3]) : wm;
     CHECK_NEAR(ss[3], sqrtf(4.0f) / sqrtf(wm), 1e-5);
 
+    /* AWQ's final quantizer (awq_range): groups that lie on one side of 0 keep their own min/max (GPTQ's quantizer
+     * would widen them to 0); rows 0-3 all positive, rows 4-7 all negative, the rest both signs */
+    static float wr8[16 * 128], wr8q[16 * 128];
+    for (int o = 0; o < 16; o++)
+        for (int i = 0; i < 128; i++) {
+            float v = gauss() * 0.02f;
+            wr8[o * 128 + i] = o < 4 ? fabsf(v) + 0.05f : (o < 8 ? -fabsf(v) - 0.05f : v);
+        }
+    assay_int4_params pa = assay_int4_params_default();
+    pa.group_size = 64;
+    pa.awq_range = 1;
+    CHECK_OK(assay_int4_rtn(wr8, 16, 128, &pa, &r));
+    assay_int4_dequantize(&r, wr8q);
+    assay_int4_result_free(&r);
+
     /* fixture for the python oracle */
     const char *build = getenv("ASSAY_BUILD_DIR"), *py = getenv("ASSAY_PYTHON"), *src = getenv("ASSAY_SOURCE_DIR");
     if (!build || !py || !src) {
@@ -234,6 +249,8 @@ int main(void) {
     add_packed(wr, "gptq", &gptq, 0);
     add_packed(wr, "gptq_act", &gact, 0);
     add_packed(wr, "awq", &awq, 1);
+    add(wr, "awqr.w", "F32", 16, 128, wr8, sizeof wr8);
+    add(wr, "awqr.deq", "F32", 16, 128, wr8q, sizeof wr8q);
     CHECK_OK(assay_safetensors_writer_write(wr, path, 1));
     assay_safetensors_writer_free(wr);
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/py/int_quant_oracle.py' '%s' %d", py, src, path, GS);
