@@ -39,6 +39,8 @@ typedef struct assay_intq_options {
     int sequential;         /* GPTQ calibration: 0 one pass over the FP model, 1 one pass per layer on the model with
                                the earlier layers quantized (gptq.py), 2 one pass per distinct input, q/k/v -> o ->
                                gate/up -> down (its --true-sequential; default) */
+    int seq_engine;         /* GPTQ sequential passes as truncated engine forwards from the embeddings (the route for
+                               layers other than plain llama; for checking the cached-input route against it) */
     int64_t awq_seqs;       /* whole calibration sequences AWQ keeps for its attention-block loss (8) */
     int awq_block_loss;     /* AWQ scores scales on the attention / MLP block output (AutoAWQ), not per linear (1) */
     int awq_duo;            /* AutoAWQ's duo scaling (weights' magnitude too) in the scale grid (1) */

@@ -646,7 +646,8 @@ void assay_attention_block_f32(assay_backend *be, int n_threads, const float *x,
     }
     iq_attn_worker(&jobs[0]);
     for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
-    iq_mm_f32(be, y, wo, E, qd, att, N);
+    if (wo) iq_mm_f32(be, y, wo, E, qd, att, N);
+    else memcpy(y, att, sizeof(float) * (size_t)(N * qd)); /* the attention output itself (o_proj's input) */
     free(q);
     free(att);
     free(k);

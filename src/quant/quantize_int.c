@@ -42,6 +42,7 @@
 enum { IN_QKV, IN_O, IN_GATEUP, IN_DOWN, IN_COUNT };
 static const char *const kLinears[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 static const int kLinearInput[] = {IN_QKV, IN_QKV, IN_QKV, IN_O, IN_GATEUP, IN_GATEUP, IN_DOWN};
+static const int kStageLinear[] = {0, 3, 4, 6}; /* the first linear reading each input */
 #define N_LINEARS 7
 
 typedef struct {
@@ -538,6 +539,119 @@ static assay_status iq_awq_search(assay_backend *be, const assay_model_config *c
     return st;
 }
 
+/* ---- GPTQ's sequential calibration on cached layer inputs ------------------------------------------------- */
+
+/* The reference's sequential driver: the residual stream entering layer l is kept for every calibration token
+ * (x), and each stage of the layer is computed once from the stage before it with the weights as they are at that
+ * moment (already-quantized linears dequantized), so the true-sequential order q/k/v -> o -> gate/up -> down
+ * costs one layer forward per layer instead of one truncated model forward per input (the engine route, still
+ * used for the attention variants assay_attention_block_f32 does not model). Stages: IN_QKV normalises x into h;
+ * IN_O computes the attention output att from h; IN_GATEUP adds o_proj's output to x (x2) and normalises it into
+ * h; IN_DOWN computes act = silu(gate) * up; IN_COUNT (final) sets x = x2 + down(act) for the next layer. */
+typedef struct {
+    assay_backend *be;
+    const assay_model_config *cfg;
+    int64_t n_seq, T, N, E, F, qd;
+    float *x, *x2, *h, *att, *act, *tmp, *gate;
+    int nt;
+    int done; /* the last stage computed for the current layer (-1: none) */
+} iq_seqcal;
+
+static void iq_seqcal_free(iq_seqcal *c) {
+    free(c->x);
+    free(c->x2);
+    free(c->h);
+    free(c->att);
+    free(c->act);
+    free(c->tmp);
+    free(c->gate);
+    memset(c, 0, sizeof *c);
+}
+
+/* embeddings of the calibration chunks (what assay_calib_run feeds the engine: BOS first when the tokenizer adds
+ * one) into c->x; emb is the token_embd table as stored, [vocab][E] */
+static void iq_seqcal_init(iq_seqcal *c, assay_backend *be, const assay_model_config *cfg, int nt,
+                           const assay_calib_text *text, int64_t n_chunks, int64_t T, const float *emb) {
+    memset(c, 0, sizeof *c);
+    int64_t avail = T > 0 ? text->n / T : 0;
+    if (n_chunks > avail || n_chunks <= 0) n_chunks = avail;
+    c->be = be;
+    c->cfg = cfg;
+    c->nt = nt;
+    c->n_seq = n_chunks;
+    c->T = T;
+    c->N = n_chunks * T;
+    c->E = cfg->n_embd;
+    c->F = cfg->n_ff;
+    c->qd = cfg->n_head * cfg->head_dim;
+    size_t N = (size_t)c->N;
+    int64_t wmax = c->E > c->qd ? c->E : c->qd;
+    c->x = assay_xmalloc(sizeof(float) * N * (size_t)c->E);
+    c->x2 = assay_xmalloc(sizeof(float) * N * (size_t)c->E);
+    c->h = assay_xmalloc(sizeof(float) * N * (size_t)c->E);
+    c->att = assay_xmalloc(sizeof(float) * N * (size_t)c->qd);
+    c->act = assay_xmalloc(sizeof(float) * N * (size_t)c->F);
+    c->tmp = assay_xmalloc(sizeof(float) * N * (size_t)wmax);
+    c->gate = assay_xmalloc(sizeof(float) * (size_t)T * (size_t)c->F);
+    c->done = -1;
+    for (int64_t sq = 0; sq < c->n_seq; sq++)
+        for (int64_t t = 0; t < T; t++) {
+            int32_t id = text->ids[sq * T + t];
+            if (t == 0 && text->bos >= 0) id = text->bos;
+            memcpy(c->x + (sq * T + t) * c->E, emb + (int64_t)id * c->E, sizeof(float) * (size_t)c->E);
+        }
+}
+
+/* Runs stage `stage` of layer l from the previous stage's cached values with the weights w[7] (HF [out][in] f32)
+ * and norms; hook != NULL: the stage's linear input goes to it (named after the stage's first linear). */
+static void iq_seqcal_stage1(iq_seqcal *c, int stage, const float *const *w, const float *attn_norm,
+                             const float *ffn_norm, const char *name, assay_calib_fn hook, void *user) {
+    assay_backend *be = c->be;
+    const assay_model_config *cfg = c->cfg;
+    int64_t N = c->N, E = c->E, F = c->F, T = c->T;
+    float eps = (float)cfg->norm_eps;
+    switch (stage) {
+    case IN_QKV:
+        be->ops->rmsnorm(be, c->h, c->x, attn_norm, E, N, eps);
+        if (hook) hook(user, name, c->h, N, E);
+        break;
+    case IN_O:
+        be->ops->rmsnorm(be, c->h, c->x, attn_norm, E, N, eps);
+        assay_attention_block_f32(be, c->nt, c->h, c->n_seq, T, E, cfg->n_head, cfg->n_head_kv, cfg->head_dim,
+                                  cfg->rope_theta, w[0], w[1], w[2], NULL, c->att);
+        if (hook) hook(user, name, c->att, N, c->qd);
+        break;
+    case IN_GATEUP:
+        iq_mm(be, c->tmp, w[3], E, c->qd, c->att, N);
+        be->ops->add(be, c->x2, c->x, c->tmp, N * E);
+        be->ops->rmsnorm(be, c->h, c->x2, ffn_norm, E, N, eps);
+        if (hook) hook(user, name, c->h, N, E);
+        break;
+    case IN_DOWN:
+        for (int64_t sq = 0; sq < c->n_seq; sq++) { /* one sequence at a time: gate/up temporaries stay small */
+            const float *hs = c->h + sq * T * E;
+            float *up = c->act + sq * T * F;
+            iq_mm(be, c->gate, w[4], F, E, hs, T);
+            iq_mm(be, up, w[5], F, E, hs, T);
+            be->ops->swiglu(be, up, c->gate, up, F, T, F);
+        }
+        if (hook) hook(user, name, c->act, N, F);
+        break;
+    default: /* the layer's output: the next layer's input */
+        iq_mm(be, c->tmp, w[6], E, F, c->act, N);
+        be->ops->add(be, c->x, c->x2, c->tmp, N * E);
+        break;
+    }
+    c->done = stage;
+}
+
+/* stage `stage`, after whichever earlier stages of the layer have not run yet (a group of ignored linears) */
+static void iq_seqcal_stage(iq_seqcal *c, int stage, const float *const *w, const float *attn_norm,
+                            const float *ffn_norm, const char *name, assay_calib_fn hook, void *user) {
+    for (int s = c->done + 1; s < stage; s++) iq_seqcal_stage1(c, s, w, attn_norm, ffn_norm, NULL, NULL, NULL);
+    iq_seqcal_stage1(c, stage, w, attn_norm, ffn_norm, name, hook, user);
+}
+
 void assay_intq_options_default(assay_intq_options *o, assay_intq_method method) {
     memset(o, 0, sizeof *o);
     o->method = method;
@@ -630,6 +744,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
 #define IDX(t) ((t) - assay_model_file_tensor(mf, 0))
 #define IGNORED(t) (o->is_ignored && o->is_ignored(o->ignore_ctx, (t)->name, (t)->source_name))
     char *is_linear = calloc((size_t)nt, 1);
+    iq_seqcal sc = {0};
     assay_progress bar;
     assay_progress_begin(&bar, "quantize", L, "layer");
     for (int64_t l = 0; l < L && st == ASSAY_OK; l++) {
@@ -741,6 +856,15 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     assay_awq_clip(val[IDX(lin[k])], lin[k]->ne[1], lin[k]->ne[0], in->sample, in->n_sample, &p);
                 }
             }
+            /* GPTQ's sequential modes on cached layer inputs (plain llama layers): the weights each stage uses */
+            float *cur[N_LINEARS], *curq[N_LINEARS] = {NULL};
+            for (int k = 0; k < N_LINEARS; k++) cur[k] = val[IDX(lin[k])];
+            if (o->method == ASSAY_INTQ_GPTQ && seq_mode && !o->seq_engine && l == 0 && attn_norm && ffn_norm && iq_attn_plain(cfg) &&
+                !cfg->scale_embeddings && iq_find(mf, "token_embd.weight", 0)) {
+                int nt = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+                iq_seqcal_init(&sc, be, cfg, nt > 64 ? 64 : nt, &text, o->calib_chunks, o->calib_seq_len,
+                               val[IDX(iq_find(mf, "token_embd.weight", 0))]);
+            }
             for (int k = 0; k < N_LINEARS && st == ASSAY_OK; k++) {
                 const assay_tensor *t = lin[k];
                 int64_t n_out = t->ne[1], n_in = t->ne[0];
@@ -753,8 +877,16 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                          * 2 = per input within the layer too (its --true-sequential) */
                         cal.only_layer = l;
                         cal.only_input = seq_mode == 2 ? kLinearInput[k] : -1;
-                        st = assay_calib_run_layers(m, &text, o->calib_chunks, o->calib_seq_len, l + 1, iq_hook, &cal,
-                                                    NULL, NULL);
+                        if (sc.x && seq_mode == 2)
+                            iq_seqcal_stage(&sc, kLinearInput[k], (const float *const *)cur, val[IDX(attn_norm)],
+                                            val[IDX(ffn_norm)], lin[k]->name, iq_hook, &cal);
+                        else if (sc.x)
+                            for (int sg = IN_QKV; sg < IN_COUNT; sg++)
+                                iq_seqcal_stage(&sc, sg, (const float *const *)cur, val[IDX(attn_norm)],
+                                                val[IDX(ffn_norm)], lin[kStageLinear[sg]]->name, iq_hook, &cal);
+                        else
+                            st = assay_calib_run_layers(m, &text, o->calib_chunks, o->calib_seq_len, l + 1, iq_hook,
+                                                        &cal, NULL, NULL);
                         for (int ii = 0; ii < IN_COUNT; ii++) {
                             iq_input *c2 = &cal.in[l * IN_COUNT + ii];
                             if (c2->gram && c2->n_buf) iq_gram_flush(c2, cal.be);
@@ -789,8 +921,13 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                             /* later passes run on the quantized weights */
                             float *deq = assay_xmalloc(sizeof(float) * (size_t)(part.n_out * part.n_in));
                             assay_int4_dequantize(&part, deq);
-                            st = assay_model_set_weight_f32(m, lin[kk]->name, deq);
-                            free(deq);
+                            if (sc.x) {
+                                free(curq[kk]);
+                                cur[kk] = curq[kk] = deq;
+                            } else {
+                                st = assay_model_set_weight_f32(m, lin[kk]->name, deq);
+                                free(deq);
+                            }
                         }
                         if (o->fake_quant) assay_int4_dequantize(&part, val[IDX(lin[kk])]);
                         else {
@@ -817,10 +954,20 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                 }
                 assay_int4_result_free(&r);
             }
+            if (sc.x && st == ASSAY_OK) {
+                /* the next layer's input from this layer with its quantized weights (per-layer mode: the stages so
+                 * far ran with the full-precision ones) */
+                if (seq_mode == 1) sc.done = IN_QKV;
+                iq_seqcal_stage(&sc, IN_COUNT, (const float *const *)cur, val[IDX(attn_norm)], val[IDX(ffn_norm)],
+                                NULL, NULL, NULL);
+                sc.done = -1;
+            }
+            for (int k = 0; k < N_LINEARS; k++) free(curq[k]);
         }
         assay_progress_update(&bar, l + 1);
     }
     assay_progress_end(&bar);
+    iq_seqcal_free(&sc);
     /* everything else (and, with fake_quant, the dequantized linears) in its source dtype */
     for (int64_t i = 0; i < nt && st == ASSAY_OK; i++) {
         const assay_tensor *t = assay_model_file_tensor(mf, i);

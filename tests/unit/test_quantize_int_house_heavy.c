@@ -15,11 +15,16 @@ int main(void) {
     if (!build || !py || !src) return fprintf(stderr, "run through ctest\n"), 1;
     char house[4096], out[4096], cmd[16384];
     snprintf(house, sizeof house, "%s", check_shared_path("models/house"));
-    const char *names[] = {"gptq", "awq"};
-    assay_intq_method methods[] = {ASSAY_INTQ_GPTQ, ASSAY_INTQ_AWQ};
-    for (int i = 0; i < 2; i++) {
+    /* gptq-cached / gptq-engine: GPTQ without act-order (whose column order follows diag(H) and so reshuffles the
+     * groups on float-rounding differences) with its sequential calibration on the cached layer inputs and through
+     * the engine (truncated forwards from the embeddings): the two routes must pick nearly the same codes */
+    const char *names[] = {"gptq", "awq", "gptq-cached", "gptq-engine"};
+    assay_intq_method methods[] = {ASSAY_INTQ_GPTQ, ASSAY_INTQ_AWQ, ASSAY_INTQ_GPTQ, ASSAY_INTQ_GPTQ};
+    for (int i = 0; i < 4; i++) {
         assay_intq_options o;
         assay_intq_options_default(&o, methods[i]);
+        o.seq_engine = i == 3;
+        if (i >= 2) o.act_order = 0;
         o.calib_chunks = 2;
         o.calib_seq_len = 128;
         o.threads = 2;
@@ -30,8 +35,8 @@ int main(void) {
         mkdir(out, 0755);
         CHECK_OK(assay_intq_quantize_model(house, out, &o, NULL));
     }
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/py/intq_model_oracle.py' '%s' gptq:%s/house-gptq awq:%s/house-awq", py, src,
-             house, build, build);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/py/intq_model_oracle.py' '%s' gptq:%s/house-gptq awq:%s/house-awq "
+             "same:%s/house-gptq-cached,%s/house-gptq-engine", py, src, house, build, build, build, build);
     CHECK(system(cmd) == 0);
     return check_finish("quantize_int_house_heavy");
 }
