@@ -33,6 +33,7 @@ typedef struct assay_int4_params {
     int act_order;     /* GPTQ desc_act: columns in order of decreasing Hessian diagonal */
     double damp;       /* GPTQ dampening, fraction of the mean Hessian diagonal (0.01) */
     int64_t block;     /* GPTQ lazy-batch width (128) */
+    int mse;           /* GPTQ group parameters by gptq's quantizer mse search (shrunk ranges, |err|^2.4) */
     int awq_range;     /* RTN with AWQ's quantizer (pseudo_quantize_tensor): the group's min/max as they are, not
                           widened to contain 0, scale >= 1e-5; the ranges AWQ's clipping search assumed */
 } assay_int4_params;

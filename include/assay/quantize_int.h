@@ -1,7 +1,7 @@
 /* quantize_int.h — a whole HF model to INT4 (RTN / GPTQ / AWQ) or W8A8 INT8 (SmoothQuant) checkpoints.
  *
  *   assay_intq_options o;
- *   assay_intq_options_default(&o, ASSAY_INTQ_GPTQ);     // g128, asymmetric, act-order, damp 0.01, 32 x 512 tokens
+ *   assay_intq_options_default(&o, ASSAY_INTQ_GPTQ);     // g128, asymmetric, act-order, damp 0.01, mse group ranges, 32 x 512 tokens
  *   o.calib_path = "../shared/data/calibration";
  *   assay_intq_quantize_model("../shared/models/house", "out-dir", &o, NULL);   // out-dir must exist
  *
@@ -44,6 +44,9 @@ typedef struct assay_intq_options {
     int64_t awq_seqs;       /* whole calibration sequences AWQ keeps for its attention-block loss (8) */
     int awq_block_loss;     /* AWQ scores scales on the attention / MLP block output (AutoAWQ), not per linear (1) */
     int awq_duo;            /* AutoAWQ's duo scaling (weights' magnitude too) in the scale grid (1) */
+    int mse;                /* GPTQ group parameters from gptq's mse range search (quant.py Quantizer mse=True: ranges
+                               shrunk by up to 20 %, least sum |err|^2.4) instead of min/max (default on: whole heldout
+                               of the house model +0.920 % PPL vs +1.107 %, mean KLD 0.0148 vs 0.0173) */
     int keep_lm_head;       /* lm_head stays unquantized (always, for now) */
     int threads;            /* <= 0: every core */
     int fake_quant;         /* write dequantized f32 linears instead of packed ones */

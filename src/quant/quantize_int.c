@@ -667,6 +667,7 @@ void assay_intq_options_default(assay_intq_options *o, assay_intq_method method)
     o->awq_seqs = 8;
     o->awq_block_loss = 1;
     o->awq_duo = 1;
+    o->mse = 1;
     o->keep_lm_head = 1;
 }
 
@@ -810,6 +811,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
             p.sym = o->sym;
             p.damp = o->damp > 0 ? o->damp : 0.01;
             p.act_order = o->method == ASSAY_INTQ_GPTQ && o->act_order;
+            p.mse = o->method == ASSAY_INTQ_GPTQ && o->mse;
             gs_used = p.group_size;
             if (o->method == ASSAY_INTQ_AWQ) {
                 /* groups: (norm -> q,k,v), (norm -> gate,up), (up rows -> down); o_proj only clipped (GQA) */

@@ -12,6 +12,8 @@
    w_mean the mean over the rows of both linears of |w| / max|w| of its g128 group, clamp 1e-4, normalised by
    sqrt(max*min), a in {0, 1/20, ..., 19/20}, each linear fake-quantized with AWQ's pseudo_quantize_tensor,
    loss = squared error of the two linears' outputs) and requires the C search to pick the same a and s.
+   gptq_mse: the same with the group parameters from gptq quant.py's mse search (ranges shrunk by 1 - i/100,
+   i < 80, least sum |Q(x) - x|^2.4).
 4. Requires AWQ's final quantizer (awq_range: per-group min/max not widened to contain 0, as AutoAWQ's
    pseudo_quantize_tensor) on groups that lie on one side of 0.
 5. Recomputes the llama attention block AWQ's q/k/v search scores (HF LlamaAttention in numpy: rotate_half RoPE
@@ -66,7 +68,29 @@ def find_params(x, maxq):
     return scale, zero
 
 
-def gptq_reference(W, X, gs, actorder, blocksize=128, percdamp=0.01, maxq=15):
+def find_params_mse(x, maxq, grid=100, maxshrink=0.8, norm=2.4):
+    """gptq quant.py's Quantizer with mse=True: per row, the range [p*xmin, p*xmax] (0 in the range) for
+    p = 1, 1 - 1/grid, ... (maxshrink*grid of them) with the least sum |Q(x) - x|^norm; scales held in fp16"""
+    xmin = np.minimum(x.min(axis=1), 0).astype(np.float32)
+    xmax = np.maximum(x.max(axis=1), 0).astype(np.float32)
+    best = np.full(x.shape[0], np.inf)
+    scale = np.ones(x.shape[0], np.float32)
+    zero = np.zeros(x.shape[0], np.float32)
+    for i in range(int(maxshrink * grid)):
+        p = np.float32(1 - i / grid)
+        lo, hi = p * xmin, p * xmax
+        s1 = ((hi - lo) / np.float32(maxq)).astype(np.float16).astype(np.float32)
+        ok = s1 > 0
+        s1 = np.where(ok, s1, 1).astype(np.float32)
+        z1 = np.clip(np.round(-lo / s1), 0, maxq)
+        q = np.clip(np.round(x / s1[:, None]) + z1[:, None], 0, maxq)
+        err = (np.abs(s1[:, None].astype(np.float64) * (q - z1[:, None]) - x) ** norm).sum(axis=1)
+        b = ok & (err < best)
+        best, scale, zero = np.where(b, err, best), np.where(b, s1, scale), np.where(b, z1, zero)
+    return scale, zero
+
+
+def gptq_reference(W, X, gs, actorder, blocksize=128, percdamp=0.01, maxq=15, mse=False):
     W = W.astype(np.float64).copy()
     n_out, n = W.shape
     H = X.astype(np.float64).T @ X.astype(np.float64)
@@ -90,7 +114,8 @@ def gptq_reference(W, X, gs, actorder, blocksize=128, percdamp=0.01, maxq=15):
             c = i1 + i
             if c % gs == 0:
                 # as gptq.py does: from W, which has the earlier blocks' updates but not this block's
-                scale, zero = find_params(W[:, c:c + gs].astype(np.float32), maxq)
+                fp = find_params_mse if mse else find_params
+                scale, zero = fp(W[:, c:c + gs].astype(np.float32), maxq)
             w = W1[:, i]
             q = np.clip(np.round(w.astype(np.float32) / scale) + zero, 0, maxq)
             Q[:, c] = q
@@ -174,8 +199,12 @@ def main():
     w = unpack_awq(t, "awq", gs)
     if not np.array_equal(w, t["awq.deq"]):
         fails.append(f"awq: AWQ-layout unpack differs (max {np.abs(w - t['awq.deq']).max():.3g})")
-    for v, act in (("gptq", False), ("gptq_act", True)):
-        ref = gptq_reference(t["w"], t["x"], gs, act)
+    w, q = unpack_gptq(t, "gptq_mse")
+    if not np.array_equal(w, t["gptq_mse.deq"]):
+        fails.append("gptq_mse: GPTQ-layout unpack differs from our dequantization")
+    t["gptq_mse.codes"] = q
+    for v, act, mse in (("gptq", False, False), ("gptq_act", True, False), ("gptq_mse", True, True)):
+        ref = gptq_reference(t["w"], t["x"], gs, act, mse=mse)
         ours = t[v + ".codes"]
         same = float(np.mean(ref == ours))
         far = int(np.sum(np.abs(ref - ours) > 1))

@@ -93,7 +93,7 @@ static double two_lin_loss(void *ctx, const float *const *wq) {
 int main(void) {
     static float w[NOUT * NIN], x[NTOK * NIN], mix[16 * NIN], wa[NOUT * NIN], xa[NTOK * NIN], s[NIN];
     static double h[NIN * NIN];
-    static packed rtn, gptq, gact, awq;
+    static packed rtn, gptq, gact, gmse, awq;
     /* inputs: a rank-16 correlated part plus noise, a few channels 20x louder (the outliers LLM activations have) */
     for (int i = 0; i < 16 * NIN; i++) mix[i] = gauss();
     for (int t = 0; t < NTOK; t++) {
@@ -134,6 +134,14 @@ int main(void) {
     for (int i = 1; i < NIN; i++) monotone &= r.g_idx[i] >= r.g_idx[i - 1];
     CHECK(!monotone); /* act-order really permuted the groups */
     assay_int4_result_free(&r);
+    /* act-order with group parameters from gptq's mse range search */
+    p.mse = 1;
+    CHECK_OK(assay_int4_gptq(w, NOUT, NIN, h, &p, &r));
+    assay_int4_dequantize(&r, gmse.deq);
+    assay_int4_pack_gptq(&r, gmse.qw, gmse.qz, gmse.sc);
+    memcpy(gmse.gidx, r.g_idx, sizeof gmse.gidx);
+    assay_int4_result_free(&r);
+    p.mse = 0;
     p.act_order = 0;
 
     /* AWQ: scale search over the grid, apply s to W's columns (and 1/s to the inputs), clip, RTN */
@@ -248,6 +256,7 @@ int main(void) {
     add_packed(wr, "rtn", &rtn, 0);
     add_packed(wr, "gptq", &gptq, 0);
     add_packed(wr, "gptq_act", &gact, 0);
+    add_packed(wr, "gptq_mse", &gmse, 0);
     add_packed(wr, "awq", &awq, 1);
     add(wr, "awqr.w", "F32", 16, 128, wr8, sizeof wr8);
     add(wr, "awqr.deq", "F32", 16, 128, wr8q, sizeof wr8q);
