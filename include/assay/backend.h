@@ -28,6 +28,9 @@ typedef struct assay_weight {
     int64_t n_in, n_out;
     size_t row_bytes;
     const char *name; /* canonical tensor name, for the calibration hook and messages */
+    /* NULL, or [n_in]: the weight's input columns are stored in another order (act-order GPTQ packed by groups) and
+     * column c multiplies x[perm[c]]; the model gathers x before calling matmul, backends never see it */
+    const int32_t *perm;
 } assay_weight;
 
 /* KV cache element types. F16 is the default (llama.cpp's default too); the 8-bit types carry one float scale

@@ -6,7 +6,7 @@
  *
  * This is the spec the SIMD matmul kernels are tested against: plain C, one function per type, taking the
  * stored blocks exactly as GGUF lays them out. Covered: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
- * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K.
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, and assay's packed group int4 Q4G32/Q4G64/Q4G128.
  */
 #ifndef ASSAY_DEQUANT_H
 #define ASSAY_DEQUANT_H

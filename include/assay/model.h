@@ -46,18 +46,30 @@
  *                                          as transformers/AutoGPTQ/vLLM do) or "gptq_v2"; inputs not quantized;
  *   quant_method "awq"                    AWQ GEMM int4 (nibble order 0,2,4,6,1,3,5,7), zero points; inputs not
  *                                          quantized.
+ *   compressed-tensors "pack-quantized"   int4 weight_packed [out, in/8] (signed code + 8), weight_scale [out, groups],
+ *                                          weight_zero_point [out/8, groups] when asymmetric, weight_g_idx; strategy
+ *                                          group or channel; weight-only (W4A16), inputs not quantized;
  *   compressed-tensors "nvfp4-pack-quantized" / "mxfp4-pack-quantized"   E2M1 weight_packed with FP8 scales per 16
  *                                          and a global scale (w = code * scale / global), or E8M0 scales per 32
  *                                          (quant_fp4.h); weight-only (A16) checkpoints, inputs not quantized;
- * What the engine does with them (this first version): each quantized linear is dequantized ONCE at load with the
- * format code of src/quant (quant_fp8.h, quant_fp4.h, int_quant.h) into exact f32 values (code * scale, scale * (q - zero)),
- * llama Q/K rows permuted like any HF weight; the forward pass then fake-quantizes each linear's input exactly as
- * the GPU kernels quantize it (the same per-linear mechanism as on-the-fly fp8) and multiplies in f32. Linears the
- * checkpoint left in float (the lm_head, --ignore) run as stored. Load prints one note with the layer count, the
- * format and the activation treatment. The FP8 activation format follows the weights' (E5M2 schemes quantize
- * inputs to E5M2; compressed-tensors itself only says "float", i.e. E4M3).
- * Adding a format is one row in assay_ckpt_loaders[] and one function that turns a module's
- * tensors into f32 weights and names its activation treatment (src/model/model_ckpt.h explains the contract). */
+ * What the engine does with them: the int4 formats (GPTQ, AWQ, pack-quantized) stay packed, 4 bits per weight plus
+ * an fp16 scale and an integer zero per group, in assay's q4g rows (ASSAY_TYPE_Q4G32/64/128, 5.0 / 4.5 / 4.25 bits
+ * per weight); the CPU kernels decode the nibbles in registers to the exact values scale * (q - zero) and multiply
+ * with the f32 inputs in the same order as the f32 kernels, so results equal the dequantized weight's bit for bit.
+ * Act-order (GPTQ desc_act, g_idx not monotone) is packed with the input columns sorted by group, and the forward
+ * pass gathers each such linear's input in that order (as vLLM's Marlin kernels do; only the summation order
+ * changes). A weight that cannot be packed (group not a multiple of 32, g_idx groups of unequal sizes, a scale that
+ * is not an fp16 value) is dequantized to f32 and the load note says why; ASSAY_INT4_F32=1 in the environment
+ * dequantizes every int4 weight to f32 (the earlier behaviour, for comparisons). The other formats' linears are
+ * dequantized ONCE at load with the format code of src/quant (quant_fp8.h, quant_fp4.h) into exact f32 values
+ * (code * scale); the forward pass then fake-quantizes each linear's input exactly as the GPU kernels quantize it
+ * (the same per-linear mechanism as on-the-fly fp8) and multiplies in f32. llama Q/K rows are permuted like any HF
+ * weight. Linears the checkpoint left in float (the lm_head, --ignore) run as stored. Load prints one note with the
+ * layer count, the format, how the weights are held (packed type or f32), the activation treatment and the bytes
+ * of matmul weights. The FP8 activation format follows the weights' (E5M2 schemes quantize inputs to E5M2;
+ * compressed-tensors itself only says "float", i.e. E4M3).
+ * Adding a format is one row in assay_ckpt_loaders[] and one function that turns a module's tensors into f32 or
+ * packed weights and names its activation treatment (src/model/model_ckpt.h explains the contract). */
 #ifndef ASSAY_MODEL_H
 #define ASSAY_MODEL_H
 
@@ -100,7 +112,8 @@ size_t assay_model_weight_bytes(const assay_model *m);
 const char *assay_model_kernels(const assay_model *m); /* "avx2" or "scalar" */
 /* The values the engine multiplies by for linear weight `name` (canonical, e.g. "blk.0.ffn_down.weight", or
  * "output.weight"): sets *n_in, *n_out and, when out is not NULL, writes them dequantized to f32 in
- * out[n_out][n_in] (HF [out, in] order; llama Q/K rows permuted as loaded). For tests and inspection: with
+ * out[n_out][n_in] (HF [out, in] order; llama Q/K rows permuted as loaded; packed int4 dequantized on read, act-order
+ * columns put back in the checkpoint's order). For tests and inspection: with
  * quantization "fp8" these are the fake-quantized weights. Error: unknown name. */
 assay_status assay_model_weight_f32(const assay_model *m, const char *name, int64_t *n_in, int64_t *n_out, float *out);
 

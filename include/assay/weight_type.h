@@ -58,7 +58,12 @@ typedef enum assay_type {
     ASSAY_TYPE_F8_E4M3 = 100, /* safetensors F8_E4M3 (OCP e4m3fn) */
     ASSAY_TYPE_F8_E5M2 = 101, /* safetensors F8_E5M2 */
     ASSAY_TYPE_U8 = 102,      /* safetensors U8 (packed int4, scales) */
-    ASSAY_TYPE_COUNT = 103,
+    /* group-quantized asymmetric int4 of GPTQ / AWQ checkpoints, kept packed in memory (never in a file): one
+     * block per group of 32 / 64 / 128 inputs, x = d * (q - z) with an fp16 scale d and an integer zero z */
+    ASSAY_TYPE_Q4G32 = 103,
+    ASSAY_TYPE_Q4G64 = 104,
+    ASSAY_TYPE_Q4G128 = 105,
+    ASSAY_TYPE_COUNT = 106,
 } assay_type;
 
 typedef struct assay_type_info {

@@ -42,6 +42,9 @@ struct assay_model {
     assay_ckpt ck;            /* a quantized checkpoint's loader (ck.loader NULL: none) */
     assay_act_quant output_act;
     int n_ckpt_linears;       /* linears loaded through ck */
+    int n_ckpt_packed, n_ckpt_f32, n_perm; /* of those: kept packed, dequantized to f32, with permuted inputs */
+    assay_type ckpt_packed_type;
+    char ckpt_f32_note[240];  /* the first reason a packable linear was dequantized to f32 */
     int64_t act_max_scales;   /* most activation scales per row any linear needs; >0: sessions need the scratch */
     int act_quant;            /* some linear quantizes its input */
     int64_t n_kv_scales; /* layers with both KV-cache scales in the checkpoint */
@@ -66,6 +69,7 @@ struct assay_session {
     /* activation fake-quant: [n_batch][max n_in] codes and dequantized values, [n_batch][act_max_scales] scales */
     uint8_t *aq;
     float *ax, *as;
+    float *px; /* [n_batch][max n_in]: inputs gathered in a permuted weight's column order */
 };
 
 void assay_model_options_default(assay_model_options *o) {
@@ -104,8 +108,8 @@ static int64_t permute_heads_of(const assay_model *m, const char *name) {
     return 0;
 }
 
-/* A linear layer of a quantized checkpoint through its loader (model_ckpt.h): the dequantized f32 weight, Q/K rows
- * permuted like any HF llama weight, and its activation treatment. *found = 0: stored unquantized. */
+/* A linear layer of a quantized checkpoint through its loader (model_ckpt.h): packed int4 rows or the dequantized f32
+ * weight, Q/K rows permuted like any HF llama weight, and its activation treatment. *found = 0: stored unquantized. */
 static assay_status load_ckpt_linear(assay_model *m, const char *name, assay_weight *w, assay_act_quant *act,
                                      int64_t n_in, int64_t n_out, int *found) {
     char module[128];
@@ -113,32 +117,50 @@ static assay_status load_ckpt_linear(assay_model *m, const char *name, assay_wei
     ASSAY_ASSERT(len > 7 && len < sizeof module && strcmp(name + len - 7, ".weight") == 0);
     memcpy(module, name, len - 7);
     module[len - 7] = 0;
-    float *f = assay_xmalloc((size_t)(n_in * n_out) * sizeof(float));
-    assay_status st = m->ck.loader->linear(&m->ck, module, n_in, n_out, f, act, found);
+    assay_ckpt_weight cw = {.f32 = assay_xmalloc((size_t)(n_in * n_out) * sizeof(float)), .type = ASSAY_TYPE_F32};
+    assay_status st = m->ck.loader->linear(&m->ck, module, n_in, n_out, &cw, act, found);
+    void *data = cw.f32;
+    if (cw.type != ASSAY_TYPE_F32) {
+        free(cw.f32);
+        data = cw.data;
+    }
     if (st || !*found) {
-        free(f);
+        free(data);
+        free(cw.perm);
         return st ? assay_fail_context(st, "%s", name) : ASSAY_OK;
     }
+    size_t bytes = assay_type_row_bytes(cw.type, n_in) * (size_t)n_out;
     int64_t heads = permute_heads_of(m, name);
     if (heads > 0) {
         if (n_out % (2 * heads)) {
-            free(f);
+            free(data);
+            free(cw.perm);
             return assay_fail(ASSAY_ERR_FORMAT, "%s: %lld rows are not a multiple of 2 x %lld heads", name,
                               (long long)n_out, (long long)heads);
         }
-        assay_tensor t = {.name = name, .type = ASSAY_TYPE_F32, .n_dims = 2, .ne = {n_in, n_out, 1, 1}, .data = f,
-                          .bytes = (size_t)(n_in * n_out) * sizeof(float), .permute_heads = heads};
-        float *p = assay_xmalloc(t.bytes);
+        /* whole rows move, so packed rows (and their input permutation, shared by all rows) permute the same way */
+        assay_tensor t = {.name = name, .type = cw.type, .n_dims = 2, .ne = {n_in, n_out, 1, 1}, .data = data,
+                          .bytes = bytes, .permute_heads = heads};
+        void *p = assay_xmalloc(bytes);
         assay_tensor_copy_rows(&t, p);
-        free(f);
-        f = p;
+        free(data);
+        data = p;
     }
-    w->type = ASSAY_TYPE_F32;
+    if (cw.type == ASSAY_TYPE_F32) {
+        m->n_ckpt_f32++;
+        if (cw.note[0] && !m->ckpt_f32_note[0]) snprintf(m->ckpt_f32_note, sizeof m->ckpt_f32_note, "%s: %s", name, cw.note);
+    } else {
+        m->n_ckpt_packed++;
+        m->ckpt_packed_type = cw.type;
+    }
+    w->type = cw.type;
     w->n_in = n_in;
     w->n_out = n_out;
-    w->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, n_in);
+    w->row_bytes = assay_type_row_bytes(cw.type, n_in);
     w->name = own(m, assay_xstrdup(name));
-    w->data = own(m, f);
+    w->data = own(m, data);
+    w->perm = cw.perm ? own(m, cw.perm) : NULL;
+    if (w->perm) m->n_perm++;
     m->n_ckpt_linears++;
     return ASSAY_OK;
 }
@@ -389,8 +411,18 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     if (m->ck.loader) {
         char how[96];
         assay_act_quant_describe(c->n_layer > 0 ? &m->layers[0].aq : &m->output_act, how, sizeof how);
-        fprintf(stderr, "loaded %d linear layers of a %s checkpoint in %.2f s (dequantized to f32; inputs: %s)\n",
-                m->n_ckpt_linears, m->ck.loader->label, assay_now_seconds() - t_load, how);
+        char kept[200] = "dequantized to f32";
+        if (m->n_ckpt_packed > 0) {
+            const assay_type_info *ti = assay_type_get(m->ckpt_packed_type);
+            snprintf(kept, sizeof kept, "%d packed as %s, %.2f bits/weight%s%s", m->n_ckpt_packed, ti->name,
+                     8.0 * (double)ti->block_bytes / (double)ti->block_elems,
+                     m->n_perm ? ", act-order inputs gathered per matmul" : "",
+                     m->n_ckpt_f32 ? "; others dequantized to f32" : "");
+        }
+        fprintf(stderr, "loaded %d linear layers of a %s checkpoint in %.2f s (%s; inputs: %s; matmul weights %.2f MiB)\n",
+                m->n_ckpt_linears, m->ck.loader->label, assay_now_seconds() - t_load, kept, how,
+                (double)m->weight_bytes / 1048576.0);
+        if (m->ckpt_f32_note[0]) fprintf(stderr, "dequantized to f32 because %s\n", m->ckpt_f32_note);
     }
     *out = m;
     return ASSAY_OK;
@@ -427,7 +459,17 @@ assay_status assay_model_weight_f32(const assay_model *m, const char *name, int6
     if (!w) return assay_fail(ASSAY_ERR_ARG, "no linear weight named %s", name);
     *n_in = w->n_in;
     *n_out = w->n_out;
-    return out ? assay_dequantize(w->type, w->data, out, w->n_in * w->n_out) : ASSAY_OK;
+    if (!out) return ASSAY_OK;
+    if (!w->perm) return assay_dequantize(w->type, w->data, out, w->n_in * w->n_out);
+    /* packed in group order: dequantize, then put every column back where the checkpoint has it */
+    float *row = assay_xmalloc((size_t)w->n_in * sizeof(float));
+    assay_status st = ASSAY_OK;
+    for (int64_t o = 0; o < w->n_out && st == ASSAY_OK; o++) {
+        st = assay_dequantize(w->type, (const uint8_t *)w->data + (size_t)o * w->row_bytes, row, w->n_in);
+        for (int64_t c = 0; c < w->n_in; c++) out[o * w->n_in + w->perm[c]] = row[c];
+    }
+    free(row);
+    return st;
 }
 
 assay_status assay_model_set_weight_f32(assay_model *m, const char *name, const float *w) {
@@ -453,6 +495,7 @@ assay_status assay_model_set_weight_f32(assay_model *m, const char *name, const 
     wt->type = ASSAY_TYPE_F32;
     wt->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, wt->n_in);
     wt->data = own(m, f);
+    wt->perm = NULL;
     return ASSAY_OK;
 }
 
@@ -552,9 +595,10 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
     s->act = assay_xmalloc((size_t)(B * c->n_ff) * 4);
     s->mask = assay_xmalloc((size_t)B);
     s->views = assay_xmalloc((size_t)B * sizeof(assay_kv_seq_view));
+    int64_t max_in = E > qd ? E : qd;
+    if (c->n_ff > max_in) max_in = c->n_ff;
+    if (m->n_perm) s->px = assay_xmalloc((size_t)(B * max_in) * 4);
     if (m->act_quant) {
-        int64_t max_in = E > qd ? E : qd;
-        if (c->n_ff > max_in) max_in = c->n_ff;
         s->aq = assay_xmalloc((size_t)(B * max_in));
         s->ax = assay_xmalloc((size_t)(B * max_in) * 4);
         s->as = assay_xmalloc((size_t)(B * (m->act_max_scales > 0 ? m->act_max_scales : 1)) * 4);
@@ -568,7 +612,7 @@ void assay_session_close(assay_session *s) {
     assay_kv_cache_free(&s->kv);
     free(s->x); free(s->h); free(s->rows); free(s->q); free(s->att); free(s->k); free(s->v);
     free(s->gate); free(s->up); free(s->act); free(s->mask); free(s->views);
-    free(s->aq); free(s->ax); free(s->as);
+    free(s->aq); free(s->ax); free(s->as); free(s->px);
     free(s);
 }
 
@@ -592,6 +636,14 @@ static void linear(assay_session *s, float *y, const assay_weight *w, const assa
          * gate/up, whose quantization may differ) stays the unquantized input */
         assay_act_quant_apply(act, x, n, w->n_in, s->ax, s->aq, s->as);
         x = s->ax;
+    }
+    if (w->perm) { /* act-order weights packed by groups: feed each column its input */
+        for (int64_t t = 0; t < n; t++) {
+            const float *xt = x + t * w->n_in;
+            float *pt = s->px + t * w->n_in;
+            for (int64_t c = 0; c < w->n_in; c++) pt[c] = xt[w->perm[c]];
+        }
+        x = s->px;
     }
     be->ops->matmul(be, y, w, x, n);
     if (bias)

@@ -1,7 +1,9 @@
 /* model_ckpt.c — loaders for quantized HF checkpoints (see model_ckpt.h and model.h): one row per format in
  * assay_ckpt_loaders[], detected from config.json's quantization_config. Each loader turns a linear layer's stored
- * tensors into the f32 weight the engine multiplies by, using the format code of src/quant (quant_fp8.h for FP8
- * codes and scales, int_quant.h for the GPTQ / AWQ packing), and names how its input is quantized at run time. */
+ * tensors into the weight the engine multiplies by, using the format code of src/quant (quant_fp8.h for FP8
+ * codes and scales, int_quant.h for the GPTQ / AWQ packing), and names how its input is quantized at run time.
+ * FP8 / INT8 / FP4 weights are dequantized to f32 (their activations are fake-quantized, model.h); GPTQ and AWQ int4
+ * weights stay packed, 4 bits plus an fp16 scale and a zero per group, in the CPU kernels' q4g rows (q4g.h). */
 #include "model/model_ckpt.h"
 
 #include <stdio.h>
@@ -9,9 +11,11 @@
 #include <string.h>
 
 #include "assay/dequant.h"
+#include "assay/dtype.h"
 #include "assay/int_quant.h"
 #include "assay/quant_fp4.h"
 #include "assay/quant_fp8.h"
+#include "quant/q4g.h"
 
 /* ---- activations ------------------------------------------------------------------------------------------ */
 
@@ -167,6 +171,7 @@ static assay_status ct_parse(assay_ckpt *ck, const assay_json *qc) {
  * tensor ("weight_scale"; legacy block FP8: "weight_scale_inv", a multiplier despite its name). */
 static assay_status scaled_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
                                   assay_act_quant *act, int *found, int int_fmt, const char *scale_suffix) {
+    /* w: the caller's f32 destination (these formats run dequantized: their activations are fake-quantized) */
     const assay_tensor *wt = assay_ckpt_tensor(ck, module, "weight"), *sc = assay_ckpt_tensor(ck, module, scale_suffix);
     assay_status st = ASSAY_OK;
     *found = 0;
@@ -247,9 +252,10 @@ static assay_status fp4_parse(assay_ckpt *ck, const assay_json *qc) {
     return ASSAY_OK;
 }
 
-static assay_status fp4_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
-                               assay_act_quant *act, int *found) {
+static assay_status fp4_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                               assay_ckpt_weight *out, assay_act_quant *act, int *found) {
     const int mx = fp4_is_mx(ck);
+    float *w = out->f32;
     const int64_t gsz = ck->group_size;
     assay_status st = ASSAY_OK;
     const assay_tensor *qw = assay_ckpt_tensor(ck, module, "weight_packed");
@@ -288,9 +294,9 @@ static assay_status fp4_linear(const assay_ckpt *ck, const char *module, int64_t
     return ASSAY_OK;
 }
 
-static assay_status ct_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
-                              assay_act_quant *act, int *found) {
-    return scaled_linear(ck, module, n_in, n_out, w, act, found, strcmp(ck->loader->format, "int-quantized") == 0,
+static assay_status ct_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                              assay_ckpt_weight *w, assay_act_quant *act, int *found) {
+    return scaled_linear(ck, module, n_in, n_out, w->f32, act, found, strcmp(ck->loader->format, "int-quantized") == 0,
                          "weight_scale");
 }
 
@@ -319,9 +325,9 @@ static assay_status fp8_parse(assay_ckpt *ck, const assay_json *qc) {
     return ASSAY_OK;
 }
 
-static assay_status fp8_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
-                               assay_act_quant *act, int *found) {
-    return scaled_linear(ck, module, n_in, n_out, w, act, found, 0,
+static assay_status fp8_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                               assay_ckpt_weight *w, assay_act_quant *act, int *found) {
+    return scaled_linear(ck, module, n_in, n_out, w->f32, act, found, 0,
                          ck->weight_strategy == 2 ? "weight_scale_inv" : "weight_scale");
 }
 
@@ -362,29 +368,164 @@ static assay_status awq_parse(assay_ckpt *ck, const assay_json *qc) {
     return ASSAY_OK;
 }
 
-/* qweight / qzeros / scales of one packed linear, checked; `awq` picks the layout. */
-static assay_status int4_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
-                                assay_act_quant *act, int *found, int awq) {
+/* ---- packing into the CPU kernels' group-int4 rows (quant/q4g.h) ---- */
+
+static uint32_t le_word(const void *p, int64_t i) { /* mmapped tensors may be unaligned */
+    uint32_t v;
+    memcpy(&v, (const uint8_t *)p + 4 * i, 4);
+    return v;
+}
+
+/* Act-order (GPTQ desc_act): g_idx names each input column's group in any order. The columns sorted by group (stable)
+ * make every group a run of gs consecutive columns again when each group holds exactly gs columns (the last one the
+ * rest), which is what GPTQ's act-order writes; then perm[c] is the file column that packed column c holds, and the
+ * matmul reads x[perm[c]] (vLLM's Marlin and ExLlama kernels reorder the same way). Returns 0 when g_idx has another
+ * shape (the caller dequantizes to f32). *identity: g_idx is plain i / gs. */
+static int int4_perm(const int32_t *g_idx, int64_t n_in, int64_t gs, int64_t ng, int32_t *perm, int *identity) {
+    int64_t *start = assay_xcalloc((size_t)ng + 1, sizeof *start);
+    for (int64_t i = 0; i < n_in; i++) start[g_idx[i] + 1]++;
+    int ok = 1;
+    *identity = 1;
+    for (int64_t g = 0; g < ng; g++) {
+        int64_t want = g + 1 < ng ? gs : n_in - g * gs;
+        if (start[g + 1] != want) ok = 0;
+        start[g + 1] += start[g];
+    }
+    for (int64_t i = 0; i < n_in && ok; i++) {
+        perm[start[g_idx[i]]++] = (int32_t)i;
+        if (g_idx[i] != i / gs) *identity = 0;
+    }
+    free(start);
+    return ok;
+}
+
+enum { INT4_GPTQ, INT4_AWQ, INT4_CT }; /* the three int4 layouts */
+
+/* One int4 linear's codes q [n_out][n_in] (0..15, file column order), zero points z [n_out][ng] (0..16) and scales
+ * s [n_out][ng], read from its layout:
+ *   GPTQ: qweight [n_in/8][n_out] int32, 8 inputs per word (input 8k+j at bits 4j); qzeros [ng][n_out/8], 8 outputs
+ *         per word, holding zero - zero_offset (v1: a stored 15 reads back as 16, no wrap); scales [ng][n_out];
+ *   AWQ GEMM: qweight [n_in][n_out/8], qzeros [ng][n_out/8], 8 outputs per word in the order 0, 2, 4, 6, 1, 3, 5, 7;
+ *         scales [ng][n_out];
+ *   compressed-tensors pack-quantized: weight_packed [n_out][n_in/8], input 8k+j at bits 4j, stored as the signed
+ *         code + 8; weight_zero_point [n_out/8][ng], 8 outputs per word, signed + 8 (absent when symmetric: zero 0,
+ *         i.e. 8 here); weight_scale [n_out][ng]. x = scale * (q_signed - zp_signed) = scale * (q - z). */
+static void int4_codes(const assay_ckpt *ck, int layout, const assay_tensor *qw, const assay_tensor *qz,
+                       const assay_tensor *sc, int64_t n_in, int64_t n_out, int64_t ng, uint8_t *q, uint8_t *z, float *s) {
+    float *sf = read_floats(sc);
+    for (int64_t o = 0; o < n_out; o++)
+        for (int64_t g = 0; g < ng; g++) s[o * ng + g] = layout == INT4_CT ? sf[o * ng + g] : sf[g * n_out + o];
+    free(sf);
+    if (layout == INT4_AWQ) {
+        static const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+        int64_t n8 = n_out / 8;
+        for (int64_t i = 0; i < n_in; i++)
+            for (int64_t j = 0; j < n8; j++) {
+                uint32_t v = le_word(qw->data, i * n8 + j);
+                for (int k = 0; k < 8; k++) q[(8 * j + order[k]) * n_in + i] = (uint8_t)((v >> (4 * k)) & 0xF);
+            }
+        for (int64_t g = 0; g < ng; g++)
+            for (int64_t j = 0; j < n8; j++) {
+                uint32_t v = le_word(qz->data, g * n8 + j);
+                for (int k = 0; k < 8; k++) z[(8 * j + order[k]) * ng + g] = (uint8_t)((v >> (4 * k)) & 0xF);
+            }
+        return;
+    }
+    for (int64_t i8 = 0; i8 < n_in / 8; i8++)
+        for (int64_t o = 0; o < n_out; o++) {
+            uint32_t v = le_word(qw->data, layout == INT4_CT ? o * (n_in / 8) + i8 : i8 * n_out + o);
+            for (int k = 0; k < 8; k++) q[o * n_in + 8 * i8 + k] = (uint8_t)((v >> (4 * k)) & 0xF);
+        }
+    for (int64_t g = 0; g < ng; g++)
+        for (int64_t o = 0; o < n_out; o++) {
+            if (layout == INT4_CT && !qz) {
+                z[o * ng + g] = 8;
+                continue;
+            }
+            uint32_t v = le_word(qz->data, layout == INT4_CT ? (o / 8) * ng + g : g * (n_out / 8) + o / 8);
+            z[o * ng + g] = (uint8_t)(((v >> (4 * (o % 8))) & 0xF) + (layout == INT4_GPTQ ? ck->zero_offset : 0));
+        }
+}
+
+/* Packs the codes into q4g rows in out (type, data, perm), or says in out->note why not (the caller then
+ * dequantizes to f32, exactly as before). */
+static void int4_pack(const assay_ckpt *ck, const uint8_t *q, const uint8_t *z, const float *s, const int32_t *g_idx,
+                      int64_t n_in, int64_t n_out, int64_t gs, int64_t ng, const char *scale_name,
+                      assay_ckpt_weight *out) {
+    assay_type t = assay_q4g_type(gs, n_in);
+    if (ck->int4_f32) {
+        snprintf(out->note, sizeof out->note, "ASSAY_INT4_F32 is set");
+        return;
+    }
+    if (t == ASSAY_TYPE_COUNT) {
+        snprintf(out->note, sizeof out->note, "groups of %lld over %lld inputs do not fill 32-element blocks",
+                 (long long)gs, (long long)n_in);
+        return;
+    }
+    int32_t *perm = assay_xmalloc((size_t)n_in * sizeof *perm);
+    int identity = 1;
+    if (!int4_perm(g_idx, n_in, gs, ng, perm, &identity)) {
+        snprintf(out->note, sizeof out->note, "g_idx groups are not runs of %lld columns in any order", (long long)gs);
+        free(perm);
+        return;
+    }
+    /* the scales must survive fp16 bit for bit (f16 files always do; bf16 / f32 ones usually) */
+    uint16_t *d = assay_xmalloc((size_t)(n_out * ng) * sizeof *d);
+    for (int64_t i = 0; i < n_out * ng; i++) {
+        d[i] = assay_f32_to_f16(s[i]);
+        if (assay_f16_to_f32(d[i]) != s[i]) {
+            snprintf(out->note, sizeof out->note, "%s: scale %g is not an fp16 value", scale_name, (double)s[i]);
+            free(d);
+            free(perm);
+            return;
+        }
+    }
+    out->type = t;
+    out->data = assay_xmalloc(assay_type_row_bytes(t, n_in) * (size_t)n_out);
+    assay_q4g_pack(t, q, z, d, n_out, n_in, gs, identity ? NULL : perm, out->data);
+    if (identity) free(perm);
+    else out->perm = perm;
+    free(d);
+}
+
+/* One int4 linear in any of the three layouts, checked: packed when it can be, else dequantized to f32 (GPTQ and
+ * AWQ through int_quant.h's unpackers, as every earlier version did). */
+static assay_status int4_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                                assay_ckpt_weight *out, assay_act_quant *act, int *found, int layout) {
     assay_status st = ASSAY_OK;
-    const assay_tensor *qw = assay_ckpt_tensor(ck, module, "qweight");
+    const int ct = layout == INT4_CT, awq = layout == INT4_AWQ;
+    const assay_tensor *qw = assay_ckpt_tensor(ck, module, ct ? "weight_packed" : "qweight");
     *found = 0;
     memset(act, 0, sizeof *act); /* weight-only: activations stay f32 */
-    if (!qw) return ASSAY_OK;    /* a module the quantizer skipped (modules_to_not_convert, lm_head) */
+    if (!qw) {
+        if (!ct) return ASSAY_OK; /* a module the quantizer skipped (modules_to_not_convert, lm_head) */
+        const assay_tensor *dense = assay_ckpt_tensor(ck, module, "weight");
+        if (dense && is_float_type(dense->type)) return ASSAY_OK; /* in the ignore list: stored unquantized */
+        need(ck, module, "weight_packed", &st);
+        return st;
+    }
     *found = 1;
-    const assay_tensor *qz = need(ck, module, "qzeros", &st), *sc = need(ck, module, "scales", &st);
+    const assay_tensor *qz = ct ? NULL : need(ck, module, "qzeros", &st);
+    const assay_tensor *sc = need(ck, module, ct ? "weight_scale" : "scales", &st);
+    if (ct && ck->int4_asym) qz = need(ck, module, "weight_zero_point", &st);
     if (st) return st;
     if (n_out % 8 || (!awq && n_in % 8))
         return assay_fail(ASSAY_ERR_FORMAT, "%s: %s is [%lld, %lld]; packed int4 needs multiples of 8",
                           assay_model_file_path(ck->mf), module, (long long)n_out, (long long)n_in);
-    int64_t ng = sc->ne[1];
-    if ((st = want_type(ck, qw, 0, ASSAY_TYPE_I32)) || (st = want_type(ck, qz, 0, ASSAY_TYPE_I32)) ||
-        (st = want_type(ck, sc, 1, 0)) ||
-        (st = want_shape(ck, qw, awq ? n_out / 8 : n_out, awq ? n_in : n_in / 8)) ||
-        (st = want_shape(ck, qz, n_out / 8, ng)) || (st = want_shape(ck, sc, n_out, ng)))
+    int64_t ng = ct ? sc->ne[0] : sc->ne[1];
+    if ((st = want_type(ck, qw, 0, ASSAY_TYPE_I32)) || (qz && (st = want_type(ck, qz, 0, ASSAY_TYPE_I32))) ||
+        (st = want_type(ck, sc, 1, 0)))
+        return st;
+    if (ct) {
+        if ((st = want_shape(ck, qw, n_in / 8, n_out)) || (qz && (st = want_shape(ck, qz, ng, n_out / 8))) ||
+            (st = want_shape(ck, sc, ng, n_out)))
+            return st;
+    } else if ((st = want_shape(ck, qw, awq ? n_out / 8 : n_out, awq ? n_in : n_in / 8)) ||
+               (st = want_shape(ck, qz, n_out / 8, ng)) || (st = want_shape(ck, sc, n_out, ng)))
         return st;
     int64_t gs = ck->group_size > 0 ? ck->group_size : n_in;
     int32_t *g_idx = assay_xmalloc((size_t)n_in * sizeof(int32_t));
-    const assay_tensor *gi = awq ? NULL : assay_ckpt_tensor(ck, module, "g_idx");
+    const assay_tensor *gi = awq ? NULL : assay_ckpt_tensor(ck, module, ct ? "weight_g_idx" : "g_idx");
     if (gi) { /* act-order: the group of each input column, in any order */
         if ((st = want_type(ck, gi, 0, ASSAY_TYPE_I32)) || (st = want_shape(ck, gi, n_in, 1))) {
             free(g_idx);
@@ -402,23 +543,66 @@ static assay_status int4_linear(const assay_ckpt *ck, const char *module, int64_
                         assay_model_file_path(ck->mf), sc->source_name, (long long)ng, (long long)n_in, (long long)gs,
                         (long long)((n_in + gs - 1) / gs));
     if (st == ASSAY_OK) {
-        float *s = read_floats(sc);
-        if (awq) assay_int4_unpack_awq(qw->data, qz->data, s, n_in, n_out, gs, w);
-        else assay_int4_unpack_gptq(qw->data, qz->data, s, g_idx, n_in, n_out, ck->zero_offset, w);
+        uint8_t *q = assay_xmalloc((size_t)(n_out * n_in)), *z = assay_xmalloc((size_t)(n_out * ng));
+        float *s = assay_xmalloc((size_t)(n_out * ng) * sizeof(float));
+        int4_codes(ck, layout, qw, qz, sc, n_in, n_out, ng, q, z, s);
+        int4_pack(ck, q, z, s, g_idx, n_in, n_out, gs, ng, sc->source_name, out);
+        if (out->type == ASSAY_TYPE_F32) { /* not packable (out->note says why): f32 */
+            float *sf = ct ? NULL : read_floats(sc);
+            if (awq) assay_int4_unpack_awq(qw->data, qz->data, sf, n_in, n_out, gs, out->f32);
+            else if (!ct) assay_int4_unpack_gptq(qw->data, qz->data, sf, g_idx, n_in, n_out, ck->zero_offset, out->f32);
+            else
+                for (int64_t o = 0; o < n_out; o++)
+                    for (int64_t i = 0; i < n_in; i++) {
+                        int64_t g = g_idx[i];
+                        out->f32[o * n_in + i] = s[o * ng + g] * (float)(q[o * n_in + i] - z[o * ng + g]);
+                    }
+            free(sf);
+        }
+        free(q);
+        free(z);
         free(s);
     }
     free(g_idx);
     return st;
 }
 
-static assay_status gptq_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
-                                assay_act_quant *act, int *found) {
-    return int4_linear(ck, module, n_in, n_out, w, act, found, 0);
+static assay_status gptq_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                                assay_ckpt_weight *w, assay_act_quant *act, int *found) {
+    return int4_linear(ck, module, n_in, n_out, w, act, found, INT4_GPTQ);
 }
 
-static assay_status awq_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out, float *w,
-                               assay_act_quant *act, int *found) {
-    return int4_linear(ck, module, n_in, n_out, w, act, found, 1);
+static assay_status awq_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                               assay_ckpt_weight *w, assay_act_quant *act, int *found) {
+    return int4_linear(ck, module, n_in, n_out, w, act, found, INT4_AWQ);
+}
+
+/* ---- compressed-tensors pack-quantized: int4 weights, 16-bit activations (W4A16, vLLM's CompressedTensorsWNA16) */
+
+static assay_status packq_parse(assay_ckpt *ck, const assay_json *qc) {
+    const assay_json *groups = assay_json_get(qc, "config_groups");
+    if (!assay_json_is(groups, ASSAY_JSON_OBJECT) || groups->count != 1)
+        return ct_bad(ck, "exactly one entry in config_groups is supported");
+    const assay_json *g = groups->first, *w = assay_json_get(g, "weights"), *a = assay_json_get(g, "input_activations");
+    if (!assay_json_is(w, ASSAY_JSON_OBJECT)) return ct_bad(ck, "config group without weights");
+    const char *wt = json_str(w, "type"), *ws = json_str(w, "strategy");
+    if (assay_json_int(assay_json_get(w, "num_bits"), 0) != 4 || !wt || strcmp(wt, "int") != 0)
+        return ct_bad(ck, "weights must be 4-bit int (W4A16)");
+    if (ws && strcmp(ws, "group") == 0) {
+        ck->group_size = assay_json_int(assay_json_get(w, "group_size"), 0);
+        if (ck->group_size <= 0) return ct_bad(ck, "group strategy without a positive group_size");
+    } else if (ws && strcmp(ws, "channel") == 0) ck->group_size = -1;
+    else return ct_bad(ck, "int4 weights need strategy \"group\" or \"channel\"");
+    ck->int4_asym = !assay_json_bool(assay_json_get(w, "symmetric"), 1);
+    memset(&ck->act, 0, sizeof ck->act);
+    if (a && !assay_json_is(a, ASSAY_JSON_NULL))
+        return ct_bad(ck, "int4 weights with quantized input activations are not supported; weight-only (A16) runs");
+    return ASSAY_OK;
+}
+
+static assay_status packq_linear(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
+                                 assay_ckpt_weight *w, assay_act_quant *act, int *found) {
+    return int4_linear(ck, module, n_in, n_out, w, act, found, INT4_CT);
 }
 
 /* ---- the table -------------------------------------------------------------------------------------------- */
@@ -431,6 +615,8 @@ const assay_ckpt_loader assay_ckpt_loaders[] = {
      fp4_linear},
     {"compressed-tensors", "mxfp4-pack-quantized", "compressed-tensors mxfp4-pack-quantized (weight-only)", fp4_parse,
      fp4_linear},
+    {"compressed-tensors", "pack-quantized", "compressed-tensors pack-quantized (int4 weight-only)", packq_parse,
+     packq_linear},
     {"fp8", NULL, "fp8 (vLLM Fp8Config)", fp8_parse, fp8_linear},
     {"gptq", NULL, "GPTQ int4", gptq_parse, gptq_linear},
     {"awq", NULL, "AWQ GEMM int4", awq_parse, awq_linear},
@@ -440,6 +626,8 @@ const assay_ckpt_loader assay_ckpt_loaders[] = {
 assay_status assay_ckpt_open(assay_ckpt *ck, const assay_model_file *mf) {
     memset(ck, 0, sizeof *ck);
     ck->mf = mf;
+    const char *f32 = getenv("ASSAY_INT4_F32"); /* the previous f32 path, for comparisons */
+    ck->int4_f32 = f32 && *f32 && *f32 != '0';
     const assay_json *qc = assay_model_file_quantization_config(mf);
     if (!qc) return ASSAY_OK;
     const char *method = json_str(qc, "quant_method"), *format = json_str(qc, "format");
@@ -458,7 +646,7 @@ assay_status assay_ckpt_open(assay_ckpt *ck, const assay_model_file *mf) {
     }
     return assay_fail(ASSAY_ERR_UNSUPPORTED,
                       "%s: the engine cannot run quant_method '%s'%s%s%s (it runs compressed-tensors float-quantized / "
-                      "int-quantized / nvfp4-pack-quantized / mxfp4-pack-quantized, fp8, gptq, awq)",
+                      "int-quantized / pack-quantized (int4) / nvfp4-pack-quantized / mxfp4-pack-quantized, fp8, gptq, awq)",
                       assay_model_file_path(mf), method, format ? " with format '" : "", format ? format : "",
                       format ? "'" : "");
 }

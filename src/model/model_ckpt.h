@@ -17,6 +17,7 @@
 #include "assay/json.h"
 #include "assay/model_file.h"
 #include "assay/status.h"
+#include "assay/weight_type.h"
 
 /* How the input of one linear layer is quantized before the matmul reads it (emulated: the matmul reads the
  * exact dequantized values code * scale). */
@@ -53,18 +54,30 @@ typedef struct assay_ckpt {
     /* filled by the row's parse function; each row uses the fields it needs */
     int64_t group_size;      /* GPTQ / AWQ groups along the input (-1: one per row) */
     int zero_offset;         /* GPTQ: 1 for the "gptq" (v1) checkpoint format, 0 for "gptq_v2" */
+    int int4_asym;           /* compressed-tensors pack-quantized: weight_zero_point stored (symmetric: zero 0) */
     int weight_strategy;     /* compressed-tensors: 0 tensor, 1 channel, 2 block */
     int64_t block[2];        /* compressed-tensors block_structure (rows, cols) */
     assay_act_quant act;     /* compressed-tensors input_activations (static: the scale comes per layer) */
+    int int4_f32;            /* GPTQ / AWQ: dequantize to f32 instead of packing (ASSAY_INT4_F32=1: comparisons) */
 } assay_ckpt;
+
+/* Where a loader puts one linear weight. The caller provides f32 (room for [n_out][n_in]); a loader whose format
+ * the CPU kernels run packed (GPTQ / AWQ int4) sets type and data instead, and perm when it reordered the inputs. */
+typedef struct assay_ckpt_weight {
+    float *f32;       /* in: [n_out][n_in] for a dequantized weight (type ASSAY_TYPE_F32) */
+    assay_type type;  /* out: ASSAY_TYPE_F32 (f32 written) or a packed type (data) */
+    void *data;       /* out: n_out rows of `type`, malloc'ed, owned by the caller from then on */
+    int32_t *perm;    /* out: NULL, or [n_in] (malloc'ed, caller-owned): packed input column c reads x[perm[c]] */
+    char note[200];   /* out: why a weight of a packed format was dequantized to f32 instead ("" otherwise) */
+} assay_ckpt_weight;
 
 /* Reads the config into ck. */
 typedef assay_status (*assay_ckpt_parse_fn)(assay_ckpt *ck, const assay_json *qc);
 /* One linear layer, `module` canonical without ".weight" ("blk.0.attn_q", "output"). Sets *found = 0 when the
  * checkpoint stores this layer unquantized (an ordinary float ".weight"; the caller loads it as usual). Otherwise
- * writes w[n_out][n_in] (f32, the file's row order: no llama Q/K permutation) and *act. */
+ * fills *w (w->f32 [n_out][n_in], or packed rows; the file's row order: no llama Q/K permutation) and *act. */
 typedef assay_status (*assay_ckpt_linear_fn)(const assay_ckpt *ck, const char *module, int64_t n_in, int64_t n_out,
-                                             float *w, assay_act_quant *act, int *found);
+                                             assay_ckpt_weight *w, assay_act_quant *act, int *found);
 
 struct assay_ckpt_loader {
     const char *quant_method; /* quantization_config.quant_method */

@@ -205,12 +205,36 @@ static void dq_q8_K(const void *src, float *dst, int64_t n) {
         for (int j = 0; j < ASSAY_QK_K; j++) *dst++ = b[i].d * b[i].qs[j];
 }
 
-static const assay_dequant_row_fn dequant_table[ASSAY_TYPE_GGML_COUNT] = {
+/* Packed group int4: d * (q - z) in f32, the very expression the GPTQ / AWQ f32 unpackers (int_quant.c) evaluate, so a
+ * repacked weight reads back bit for bit. Blocks of g elements: 4 header bytes, then 32-element sub-blocks. */
+static void dq_q4g(int64_t g, const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    const size_t bb = 4 + (size_t)g / 2;
+    for (int64_t i = 0; i < n / g; i++, p += bb) {
+        uint16_t dh;
+        memcpy(&dh, p, 2);
+        float d = assay_half_to_float(dh);
+        int z = p[2];
+        for (int64_t k = 0; k < g / 32; k++, dst += 32) {
+            const uint8_t *qs = p + 4 + 16 * k;
+            for (int j = 0; j < 16; j++) {
+                dst[j] = d * (float)((qs[j] & 0xf) - z);
+                dst[j + 16] = d * (float)((qs[j] >> 4) - z);
+            }
+        }
+    }
+}
+static void dq_q4g32(const void *src, float *dst, int64_t n) { dq_q4g(32, src, dst, n); }
+static void dq_q4g64(const void *src, float *dst, int64_t n) { dq_q4g(64, src, dst, n); }
+static void dq_q4g128(const void *src, float *dst, int64_t n) { dq_q4g(128, src, dst, n); }
+
+static const assay_dequant_row_fn dequant_table[ASSAY_TYPE_COUNT] = {
     [ASSAY_TYPE_F32] = dq_f32,   [ASSAY_TYPE_F16] = dq_f16,   [ASSAY_TYPE_BF16] = dq_bf16,
     [ASSAY_TYPE_Q4_0] = dq_q4_0, [ASSAY_TYPE_Q4_1] = dq_q4_1, [ASSAY_TYPE_Q5_0] = dq_q5_0,
     [ASSAY_TYPE_Q5_1] = dq_q5_1, [ASSAY_TYPE_Q8_0] = dq_q8_0, [ASSAY_TYPE_Q8_1] = dq_q8_1,
     [ASSAY_TYPE_Q2_K] = dq_q2_K, [ASSAY_TYPE_Q3_K] = dq_q3_K, [ASSAY_TYPE_Q4_K] = dq_q4_K,
     [ASSAY_TYPE_Q5_K] = dq_q5_K, [ASSAY_TYPE_Q6_K] = dq_q6_K, [ASSAY_TYPE_Q8_K] = dq_q8_K,
+    [ASSAY_TYPE_Q4G32] = dq_q4g32, [ASSAY_TYPE_Q4G64] = dq_q4g64, [ASSAY_TYPE_Q4G128] = dq_q4g128,
 };
 
 static int64_t dequant_block_elems(assay_type t) {
@@ -218,12 +242,13 @@ static int64_t dequant_block_elems(assay_type t) {
     case ASSAY_TYPE_F32: case ASSAY_TYPE_F16: case ASSAY_TYPE_BF16: return 1;
     case ASSAY_TYPE_Q2_K: case ASSAY_TYPE_Q3_K: case ASSAY_TYPE_Q4_K: case ASSAY_TYPE_Q5_K: case ASSAY_TYPE_Q6_K:
     case ASSAY_TYPE_Q8_K: return ASSAY_QK_K;
+    case ASSAY_TYPE_Q4G32: case ASSAY_TYPE_Q4G64: case ASSAY_TYPE_Q4G128: return assay_type_get(t)->block_elems;
     default: return ASSAY_QK;
     }
 }
 
 assay_dequant_row_fn assay_dequant_row_get(assay_type type) {
-    if ((int)type < 0 || (int)type >= ASSAY_TYPE_GGML_COUNT) return NULL;
+    if ((int)type < 0 || (int)type >= ASSAY_TYPE_COUNT) return NULL;
     return dequant_table[type];
 }
 

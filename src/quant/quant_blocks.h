@@ -29,6 +29,19 @@ typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t q
 typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } assay_block_q6_K;
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } assay_block_q8_K; /* activation side; bsums: sums of 16 */
 
+/* Packed group int4 (ASSAY_TYPE_Q4G32/64/128): one block per quantization group of a GPTQ / AWQ weight row,
+ * x = d * (q - z). d is the checkpoint's fp16 scale (kept bit for bit, so the block dequantizes to exactly what the
+ * checkpoint's f32 dequantization gives); z the integer zero point (0..16: a GPTQ v1 file that stored zero-1 = -1
+ * wraps to 15, read back as 16, as every v1 reader does). The nibbles run in 32-element sub-blocks in ggml's Q4
+ * order: byte 16k+j holds element 32k+j in its low nibble and element 32k+16+j in its high nibble, so each
+ * sub-block unpacks with one load, one mask and one shift, as Q4_0/Q4_1 do. */
+typedef struct { uint16_t d; uint8_t z, pad; uint8_t qs[16]; } assay_block_q4g32;
+typedef struct { uint16_t d; uint8_t z, pad; uint8_t qs[32]; } assay_block_q4g64;
+typedef struct { uint16_t d; uint8_t z, pad; uint8_t qs[64]; } assay_block_q4g128;
+
+static_assert(sizeof(assay_block_q4g32) == 20, "q4g32 block");
+static_assert(sizeof(assay_block_q4g64) == 36, "q4g64 block");
+static_assert(sizeof(assay_block_q4g128) == 68, "q4g128 block");
 static_assert(sizeof(assay_block_q4_0) == 18, "q4_0 block");
 static_assert(sizeof(assay_block_q4_1) == 20, "q4_1 block");
 static_assert(sizeof(assay_block_q5_0) == 22, "q5_0 block");

@@ -59,6 +59,11 @@ static const assay_type_info type_table[ASSAY_TYPE_COUNT] = {
     [ASSAY_TYPE_F8_E4M3] = {"F8_E4M3", 1, 1, 0},
     [ASSAY_TYPE_F8_E5M2] = {"F8_E5M2", 1, 1, 0},
     [ASSAY_TYPE_U8] = {"U8", 1, 1, 0},
+    /* packed group int4 (quant_blocks.h assay_block_q4g*): f16 scale, u8 zero, u8 pad, group/2 bytes of nibbles;
+     * 5.0, 4.5 and 4.25 bits per weight */
+    [ASSAY_TYPE_Q4G32] = {"q4g32", 32, 2 + 1 + 1 + 32 / 2, 1},
+    [ASSAY_TYPE_Q4G64] = {"q4g64", 64, 2 + 1 + 1 + 64 / 2, 1},
+    [ASSAY_TYPE_Q4G128] = {"q4g128", 128, 2 + 1 + 1 + 128 / 2, 1},
 };
 
 const assay_type_info *assay_type_get(assay_type type) {

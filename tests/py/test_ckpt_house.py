@@ -340,7 +340,7 @@ def main(schemes=None):
         d = os.path.join(tmp, "fp8-dynamic")
         if os.path.isdir(d):
             for method, fmt, want in (("bitsandbytes", None, "cannot run quant_method 'bitsandbytes'"),
-                                      ("compressed-tensors", "pack-quantized", "format 'pack-quantized'")):
+                                      ("compressed-tensors", "marlin-24", "format 'marlin-24'")):
                 bad = os.path.join(tmp, "bad-" + method)
                 shutil.copytree(d, bad)
                 c = json.load(open(os.path.join(bad, "config.json")))

@@ -14,6 +14,11 @@
  *     tail, each element against the scalar reference dot on the reference-quantized activation row:
  *     |gemm - ref| <= 2e-5 * sum |w_i x_i| + 1e-5 (same integers; float summation order, and for Q4_0/Q5_0/Q8_0
  *     the offset of the unsigned codes subtracted as a per-block float term).
+ *  1c. Packed group int4 (Q4G32/64/128, f32 activations): rows packed by assay_q4g_pack from codes, zeros and fp16
+ *     scales (with and without a column permutation) dequantize to exactly d * (q - z) of the original columns; the
+ *     AVX2 dot kernels (1 token, 4 tokens, 2 rows x 4 tokens) and the AVX-512 gemm (decode path and the chunked
+ *     prefill path, 70 rows) give the SAME BITS as the f32 kernels on the dequantized rows (tolerance 0: they load
+ *     the same weights into the same accumulators in the same order).
  *  2. AVX2 activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
  *  3. Attention (online softmax over a paged cache with a shuffled block table) against a naive two-pass
  *     softmax in double: f32 cache 1e-5, f16 cache 2e-3, fp8/int8 caches 0.1 (relative to max |v|).
@@ -24,6 +29,7 @@
 #include "assay/backend.h"
 #include "assay/dequant.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "quant/q4g.h"
 #include "check.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -42,6 +48,8 @@ static const tinfo types[] = {
     {ASSAY_TYPE_Q3_K, 256, 110, {108, -1}}, {ASSAY_TYPE_Q4_K, 256, 144, {0, 2}}, {ASSAY_TYPE_Q5_K, 256, 176, {0, 2}},
     {ASSAY_TYPE_Q6_K, 256, 210, {208, -1}}, {ASSAY_TYPE_F32, 1, 4, {-1, -1}}, {ASSAY_TYPE_F16, 1, 2, {-1, -1}},
     {ASSAY_TYPE_BF16, 1, 2, {-1, -1}},
+    /* packed group int4: random zero bytes (0..255) and pad too, the fp16 scale at offset 0 */
+    {ASSAY_TYPE_Q4G32, 32, 20, {0, -1}}, {ASSAY_TYPE_Q4G64, 64, 36, {0, -1}}, {ASSAY_TYPE_Q4G128, 128, 68, {0, -1}},
 };
 
 static size_t act_bytes(assay_type vt, int64_t n) {
@@ -114,8 +122,8 @@ static void test_vec_dot(const assay_cpu_kernels *ref, const assay_cpu_kernels *
                         avx->type[T->t].vec_dot(n, &s1, w, x4 + j * rb);
                         CHECK(fabs(s4[j] - s1) <= 1e-5 * mag * (1 + j) + 1e-5);
                     }
-                    if (avx->type[T->t].vec_dot2x4) { /* two weight rows: w and w rotated by 5 elements */
-                        size_t wb = (size_t)n * T->size, es = (size_t)T->size;
+                    if (avx->type[T->t].vec_dot2x4) { /* two weight rows: w and w rotated by 5 elements (blocks) */
+                        size_t wb = (size_t)(n / T->block) * T->size, es = (size_t)T->size; /* rotated by 5 blocks */
                         uint8_t *w2 = malloc(2 * wb);
                         memcpy(w2, w, wb);
                         memcpy(w2 + wb, w + 5 * es, wb - 5 * es);
@@ -200,6 +208,86 @@ static void test_gemm(const assay_cpu_kernels *ref, const assay_cpu_kernels *K) 
                 CHECK(bad == 0);
             }
             free(w); free(x); free(wd); free(y); free(xp); free(xr); free(scratch);
+        }
+    }
+}
+
+static void test_q4g_exact(const assay_cpu_kernels *avx, const assay_cpu_kernels *k512) {
+    /* groups of 32, 64, 128 (one block each), 256 and a whole row (several blocks per group), 128 act-order */
+    const int64_t groups[] = {32, 64, 128, 256, 1408, 128};
+    const assay_type want_type[] = {ASSAY_TYPE_Q4G32, ASSAY_TYPE_Q4G64, ASSAY_TYPE_Q4G128, ASSAY_TYPE_Q4G128,
+                                    ASSAY_TYPE_Q4G128, ASSAY_TYPE_Q4G128};
+    const int64_t R = 70, T = 7, n = 1408; /* the house model's n_ff: 11 groups of 128 */
+    CHECK(assay_q4g_type(48, 96) == ASSAY_TYPE_COUNT && assay_q4g_type(128, 1000) == ASSAY_TYPE_COUNT);
+    for (int gi = 0; gi < 6; gi++) {
+        {
+            int permuted = gi == 5;
+            int64_t group = groups[gi], ng = (n + group - 1) / group;
+            CHECK(assay_q4g_type(group, n) == want_type[gi]);
+            uint8_t *q = malloc(R * n), *z = malloc(R * ng);
+            uint16_t *d = malloc(R * ng * 2);
+            int32_t *perm = malloc(n * 4);
+            for (int64_t i = 0; i < n; i++) perm[i] = (int32_t)i;
+            for (int64_t i = n - 1; i > 0 && permuted; i--) { /* Fisher-Yates */
+                int64_t j = rnd() % (i + 1);
+                int32_t v = perm[i]; perm[i] = perm[j]; perm[j] = v;
+            }
+            for (int64_t i = 0; i < R * n; i++) q[i] = rnd() & 15;
+            for (int64_t i = 0; i < R * ng; i++) {
+                z[i] = (uint8_t)(rnd() % 17);
+                d[i] = assay_float_to_half((frand() + 1.5f) * 0.01f);
+            }
+            assay_type pt = assay_q4g_type(group, n);
+            size_t rb = assay_type_row_bytes(pt, n);
+            uint8_t *w = malloc(rb * R);
+            float *wd = malloc(sizeof(float) * R * n), *x = malloc(sizeof(float) * n * T);
+            float *y1 = malloc(sizeof(float) * R * T), *y2 = malloc(sizeof(float) * R * T);
+            assay_q4g_pack(pt, q, z, d, R, n, group, permuted ? perm : NULL, w);
+            CHECK_OK(assay_dequantize(pt, w, wd, R * n));
+            int bad = 0;
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t c = 0; c < n; c++) {
+                    int64_t src = permuted ? perm[c] : c, g = c / group;
+                    float want = assay_half_to_float(d[r * ng + g]) * (float)(q[r * n + src] - z[r * ng + g]);
+                    bad += memcmp(&want, &wd[r * n + c], 4) != 0;
+                }
+            CHECK(bad == 0);
+            for (int64_t i = 0; i < n * T; i++) x[i] = frand() * ((rnd() % 64) == 0 ? 8.0f : 1.0f);
+            if (avx) {
+                const assay_cpu_type_kernels *kq = &avx->type[pt], *kf = &avx->type[ASSAY_TYPE_F32];
+                float a[8], b[8];
+                bad = 0;
+                for (int64_t r = 0; r + 1 < R; r += 9) {
+                    kq->vec_dot(n, a, w + r * rb, x);
+                    kf->vec_dot(n, b, wd + r * n, x);
+                    bad += memcmp(a, b, 4) != 0;
+                    kq->vec_dot4(n, a, w + r * rb, x, n * 4);
+                    kf->vec_dot4(n, b, wd + r * n, x, n * 4);
+                    bad += memcmp(a, b, 16) != 0;
+                    kq->vec_dot2x4(n, a, w + r * rb, rb, x, n * 4);
+                    kf->vec_dot2x4(n, b, wd + r * n, n * 4, x, n * 4);
+                    bad += memcmp(a, b, 32) != 0;
+                }
+                if (bad) fprintf(stderr, "q4g %s avx2: %d results differ from the f32 kernels'\n", assay_type_name(pt), bad);
+                CHECK(bad == 0);
+            }
+            if (k512) {
+                const assay_cpu_type_kernels *kq = &k512->type[pt], *kf = &k512->type[ASSAY_TYPE_F32];
+                CHECK(kq->gemm && !kq->gemm_pack);
+                void *scratch = malloc(kq->gemm_scratch_bytes(n));
+                for (int nt = 1; nt <= T; nt += T - 1) { /* 1 token: decoded in the tiles; 7: chunks of f32 rows */
+                    kq->gemm(n, R, nt, w, rb, x, n * 4, y1, R, scratch);
+                    kf->gemm(n, R, nt, wd, n * 4, x, n * 4, y2, R, NULL);
+                    bad = 0;
+                    for (int64_t i = 0; i < R * nt; i++) bad += memcmp(&y1[i], &y2[i], 4) != 0;
+                    if (bad) fprintf(stderr, "q4g %s gemm %d tokens: %d of %lld differ\n", assay_type_name(pt), nt, bad, (long long)(R * nt));
+                    CHECK(bad == 0);
+                }
+                free(scratch);
+            }
+            printf("q4g %s (groups of %lld%s): packed = f32 dequantization bit for bit, kernels equal the f32 ones\n",
+                   assay_type_name(pt), (long long)group, permuted ? ", permuted columns" : "");
+            free(q); free(z); free(d); free(perm); free(w); free(wd); free(x); free(y1); free(y2);
         }
     }
 }
@@ -290,6 +378,7 @@ int main(void) {
     if (!avx) printf("no AVX2 on this CPU: checking the scalar kernels against the spec only\n");
     test_vec_dot(ref, avx);
     test_f16(ref, avx);
+    test_q4g_exact(avx, assay_cpu_has_avx512() ? assay_cpu_kernels_avx512() : NULL);
     if (assay_cpu_has_avx512() && assay_cpu_kernels_avx512()) test_gemm(ref, assay_cpu_kernels_avx512());
     else printf("no AVX-512/VNNI on this CPU: tiled gemms not checked\n");
     assay_backend *be;

@@ -226,7 +226,7 @@ static void cpu_matmul_gemm(cpu_backend *cb, const assay_cpu_type_kernels *tk, f
 static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const float *x, int64_t n_tok) {
     cpu_backend *cb = cpu_of(be);
     const assay_cpu_type_kernels *tk = &cb->k->type[w->type];
-    ASSAY_ASSERT((int)w->type < ASSAY_TYPE_GGML_COUNT && tk->vec_dot);
+    ASSAY_ASSERT((int)w->type < ASSAY_TYPE_COUNT && tk->vec_dot);
     if (cb->exact) {
         ensure_thread_scratch(cb, (size_t)w->n_in);
         exact_job ej = {y, w, x, n_tok, 16, cb};

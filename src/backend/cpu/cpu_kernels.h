@@ -3,6 +3,10 @@
  * A weight row is multiplied with an activation row that was first converted to the weight type's
  * `vec_dot_type`: F32 for float weights, Q8_0/Q8_1 blocks for the legacy quants, Q8_K super-blocks for the
  * k-quants (the llama.cpp scheme: integer dot products, one float multiply per block).
+ * The packed group-int4 types of GPTQ / AWQ checkpoints (Q4G32/64/128) meet f32 activations: those checkpoints are
+ * W4A16 (the GPU kernels that run them, Marlin / ExLlama / AWQ GEMM, keep activations in 16-bit float), so the CPU
+ * decodes the nibbles in registers and multiplies in f32; the result differs from the f32-dequantized weight's only
+ * by float summation order.
  */
 #ifndef ASSAY_CPU_KERNELS_H
 #define ASSAY_CPU_KERNELS_H
@@ -51,7 +55,7 @@ typedef struct assay_cpu_type_kernels {
 
 typedef struct assay_cpu_kernels {
     const char *name;
-    assay_cpu_type_kernels type[ASSAY_TYPE_GGML_COUNT];
+    assay_cpu_type_kernels type[ASSAY_TYPE_COUNT]; /* ggml's types and assay's packed ones (Q4G*) */
     assay_cpu_from_float_fn from_float[ASSAY_TYPE_GGML_COUNT]; /* activation quantizers, by vec_dot_type */
     float (*dot_f32)(int64_t n, const float *a, const float *b);
     /* y[i] += a * x[i] */

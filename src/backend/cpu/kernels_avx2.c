@@ -265,6 +265,81 @@ VD4_Q(vd4_q4_0, assay_block_q4_0, assay_block_q8_0, dec_q4_0, 1, 0)
 VD4_Q(vd4_q4_1, assay_block_q4_1, assay_block_q8_1, dec_q4_1, 0, 1)
 VD4_Q(vd4_q8_0, assay_block_q8_0, assay_block_q8_0, dec_q8_0, 1, 0)
 
+/* ---- packed group int4 (Q4G32/64/128) x f32 ---------------------------------------------------------------- */
+
+/* Weights i..i+7 (i % 8 == 0) of a packed group-int4 row of G-element blocks, dequantized in registers to exactly
+ * dequant.c's d * (q - z) (one f32 rounding, the same on both sides). The loops below are vd_f32, vd4_f32 and
+ * vd2x4_f32 with this load in place of the f32 load: same accumulators, same order, so a packed weight gives the
+ * same bits as its f32 dequantization would (test_cpu_kernels.c checks that). */
+static inline __m256 q4g_load8(const uint8_t *row, const int64_t G, int64_t i) {
+    const uint8_t *blk = row + (size_t)(i / G) * (size_t)(4 + G / 2);
+    int64_t e = i % G;
+    int r = (int)(e % 32); /* 0, 8: low nibbles of bytes 0..7 / 8..15; 16, 24: their high nibbles */
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 4 + 16 * (e / 32) + (r & 8))));
+    if (r >= 16) v = _mm256_srli_epi32(v, 4);
+    v = _mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0xf)), _mm256_set1_epi32(blk[2]));
+    uint16_t dh;
+    memcpy(&dh, blk, 2);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(_cvtsh_ss(dh)));
+}
+
+#define Q4G_KERNELS(G)                                                                              \
+    static void vd_q4g##G(int64_t n, float *s, const void *w, const void *x) {                     \
+        const uint8_t *a = w;                                                                      \
+        const float *b = x;                                                                        \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps(); \
+        for (int64_t i = 0; i + 32 <= n; i += 32) {                                                \
+            acc0 = _mm256_fmadd_ps(q4g_load8(a, G, i), _mm256_loadu_ps(b + i), acc0);              \
+            acc1 = _mm256_fmadd_ps(q4g_load8(a, G, i + 8), _mm256_loadu_ps(b + i + 8), acc1);      \
+            acc2 = _mm256_fmadd_ps(q4g_load8(a, G, i + 16), _mm256_loadu_ps(b + i + 16), acc2);    \
+            acc3 = _mm256_fmadd_ps(q4g_load8(a, G, i + 24), _mm256_loadu_ps(b + i + 24), acc3);    \
+        }                                                                                          \
+        *s = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));         \
+    }                                                                                              \
+    static void vd4_q4g##G(int64_t n, float *s, const void *w, const void *x, size_t xs) {         \
+        const uint8_t *a = w;                                                                      \
+        const float *b0 = x, *b1 = (const float *)((const char *)x + xs),                          \
+                    *b2 = (const float *)((const char *)x + 2 * xs), *b3 = (const float *)((const char *)x + 3 * xs); \
+        __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps(); \
+        __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps(), d2 = _mm256_setzero_ps(), d3 = _mm256_setzero_ps(); \
+        for (int64_t i = 0; i + 16 <= n; i += 16) {                                                \
+            __m256 wv = q4g_load8(a, G, i), wu = q4g_load8(a, G, i + 8);                           \
+            c0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b0 + i), c0);                                 \
+            c1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b1 + i), c1);                                 \
+            c2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b2 + i), c2);                                 \
+            c3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b3 + i), c3);                                 \
+            d0 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b0 + i + 8), d0);                             \
+            d1 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b1 + i + 8), d1);                             \
+            d2 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b2 + i + 8), d2);                             \
+            d3 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b3 + i + 8), d3);                             \
+        }                                                                                          \
+        s[0] = hsum256(_mm256_add_ps(c0, d0));                                                     \
+        s[1] = hsum256(_mm256_add_ps(c1, d1));                                                     \
+        s[2] = hsum256(_mm256_add_ps(c2, d2));                                                     \
+        s[3] = hsum256(_mm256_add_ps(c3, d3));                                                     \
+    }                                                                                              \
+    static void vd2x4_q4g##G(int64_t n, float *s, const void *w, size_t ws, const void *x, size_t xs) { \
+        const uint8_t *a0 = w, *a1 = (const uint8_t *)w + ws;                                      \
+        const float *b[4];                                                                         \
+        for (int j = 0; j < 4; j++) b[j] = (const float *)((const char *)x + j * xs);              \
+        __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps(), c03 = _mm256_setzero_ps(); \
+        __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps(), c13 = _mm256_setzero_ps(); \
+        for (int64_t i = 0; i + 8 <= n; i += 8) {                                                  \
+            __m256 w0 = q4g_load8(a0, G, i), w1 = q4g_load8(a1, G, i), xv;                         \
+            xv = _mm256_loadu_ps(b[0] + i); c00 = _mm256_fmadd_ps(w0, xv, c00); c10 = _mm256_fmadd_ps(w1, xv, c10); \
+            xv = _mm256_loadu_ps(b[1] + i); c01 = _mm256_fmadd_ps(w0, xv, c01); c11 = _mm256_fmadd_ps(w1, xv, c11); \
+            xv = _mm256_loadu_ps(b[2] + i); c02 = _mm256_fmadd_ps(w0, xv, c02); c12 = _mm256_fmadd_ps(w1, xv, c12); \
+            xv = _mm256_loadu_ps(b[3] + i); c03 = _mm256_fmadd_ps(w0, xv, c03); c13 = _mm256_fmadd_ps(w1, xv, c13); \
+        }                                                                                          \
+        float r[8] = {hsum256(c00), hsum256(c01), hsum256(c02), hsum256(c03),                      \
+                      hsum256(c10), hsum256(c11), hsum256(c12), hsum256(c13)};                     \
+        memcpy(s, r, sizeof r);                                                                    \
+    }
+
+Q4G_KERNELS(32)
+Q4G_KERNELS(64)
+Q4G_KERNELS(128)
+
 KQ_DEFINE_VEC_DOT(vd_q2_K, assay_block_q2_K, kq_unpack_q2_K)
 KQ_DEFINE_VEC_DOT(vd_q3_K, assay_block_q3_K, kq_unpack_q3_K)
 
@@ -462,6 +537,9 @@ static const assay_cpu_kernels kernels_avx2 = {
             [ASSAY_TYPE_Q4_K] = {ASSAY_TYPE_Q8_K, vd_q4_K},
             [ASSAY_TYPE_Q5_K] = {ASSAY_TYPE_Q8_K, vd_q5_K},
             [ASSAY_TYPE_Q6_K] = {ASSAY_TYPE_Q8_K, vd_q6_K},
+            [ASSAY_TYPE_Q4G32] = {ASSAY_TYPE_F32, vd_q4g32, vd4_q4g32, vd2x4_q4g32},
+            [ASSAY_TYPE_Q4G64] = {ASSAY_TYPE_F32, vd_q4g64, vd4_q4g64, vd2x4_q4g64},
+            [ASSAY_TYPE_Q4G128] = {ASSAY_TYPE_F32, vd_q4g128, vd4_q4g128, vd2x4_q4g128},
         },
     .from_float =
         {

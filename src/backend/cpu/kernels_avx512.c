@@ -52,9 +52,27 @@ AI void store_tile(const int RM, const int RN, __m512 acc[GEMM_RM][GEMM_RN], flo
 
 /* ---- float weights ------------------------------------------------------------------------------------------ */
 
-enum { FW_F32, FW_F16, FW_BF16 };
+enum { FW_F32, FW_F16, FW_BF16, FW_Q4G32, FW_Q4G64, FW_Q4G128 };
+
+/* Packed group int4 (Q4G32/64/128; rows are whole 32-element sub-blocks, so k is a multiple of 16 and the mask
+ * full): 16 weights dequantized in registers to exactly dequant.c's d * (q - z), so the tile below computes what it
+ * computes on the f32 dequantization, bit for bit. Bytes 0..15 of a sub-block: low nibbles are elements 0..15,
+ * high nibbles 16..31. */
+AI __m512 q4g_load16(const int64_t G, const uint8_t *row, int64_t k) {
+    const uint8_t *blk = row + (size_t)(k / G) * (size_t)(4 + G / 2);
+    int64_t e = k % G;
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 4 + 16 * (e / 32))));
+    if (e % 32) v = _mm512_srli_epi32(v, 4);
+    v = _mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xf)), _mm512_set1_epi32(blk[2]));
+    uint16_t dh;
+    memcpy(&dh, blk, 2);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(dh)));
+}
 
 AI __m512 fw_load(const int ty, const void *row, int64_t k, __mmask16 m) {
+    if (ty == FW_Q4G32) return q4g_load16(32, row, k);
+    if (ty == FW_Q4G64) return q4g_load16(64, row, k);
+    if (ty == FW_Q4G128) return q4g_load16(128, row, k);
     if (ty == FW_F32) return _mm512_maskz_loadu_ps(m, (const float *)row + k);
     __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k);
     if (ty == FW_F16) return _mm512_cvtph_ps(h);
@@ -130,6 +148,43 @@ static void gemm_bf16(int64_t n, int64_t nr, int64_t nt, const void *w, size_t w
                       int64_t ys, void *scratch) {
     (void)scratch;
     fgemm(FW_BF16, n, nr, nt, w, ws, x, xs, y, ys);
+}
+
+/* Packed group int4 x f32 activations. Decode (a few tokens): the tiles decode the nibbles in registers, one weight
+ * load per 4 tokens, as the float types do. Prefill: each chunk of Q4G_CHUNK rows is dequantized once into the
+ * thread's scratch and the f32 tiles run over it for every token, so the decode cost is paid once per weight rather
+ * than once per 4 tokens (same values, same tiles: the result is the same either way). */
+enum { Q4G_CHUNK = 64, Q4G_FUSED_MAX_TOK = 4 };
+
+static size_t q4g_scratch(int64_t n) { return (size_t)(Q4G_CHUNK * n) * sizeof(float); }
+
+AI void q4g_gemm(const int ty, const int64_t G, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws,
+                 const void *x, size_t xs, float *y, int64_t ys, void *scratch) {
+    if (n_tok <= Q4G_FUSED_MAX_TOK) {
+        fgemm(ty, n, n_rows, n_tok, wv, ws, x, xs, y, ys);
+        return;
+    }
+    const uint8_t *w = wv;
+    float *f = scratch;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += Q4G_CHUNK) {
+        int64_t nr = n_rows - r0 < Q4G_CHUNK ? n_rows - r0 : Q4G_CHUNK;
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t k = 0; k < n; k += 16) _mm512_storeu_ps(f + r * n + k, q4g_load16(G, w + (r0 + r) * ws, k));
+        fgemm(FW_F32, n, nr, n_tok, f, (size_t)n * sizeof(float), x, xs, y + r0, ys);
+    }
+}
+
+static void gemm_q4g32(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
+                       int64_t ys, void *scratch) {
+    q4g_gemm(FW_Q4G32, 32, n, nr, nt, w, ws, x, xs, y, ys, scratch);
+}
+static void gemm_q4g64(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
+                       int64_t ys, void *scratch) {
+    q4g_gemm(FW_Q4G64, 64, n, nr, nt, w, ws, x, xs, y, ys, scratch);
+}
+static void gemm_q4g128(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
+                        int64_t ys, void *scratch) {
+    q4g_gemm(FW_Q4G128, 128, n, nr, nt, w, ws, x, xs, y, ys, scratch);
 }
 
 /* ---- legacy quants x packed 8-bit activations ---------------------------------------------------------------- */
@@ -427,6 +482,9 @@ static void init_table(void) {
     set_gemm(ASSAY_TYPE_Q5_0, gemm_q5_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
     set_gemm(ASSAY_TYPE_Q5_1, gemm_q5_1, pack_q8p_1, q8p_bytes, qgemm_scratch);
     set_gemm(ASSAY_TYPE_Q8_0, gemm_q8_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
+    set_gemm(ASSAY_TYPE_Q4G32, gemm_q4g32, NULL, NULL, q4g_scratch);
+    set_gemm(ASSAY_TYPE_Q4G64, gemm_q4g64, NULL, NULL, q4g_scratch);
+    set_gemm(ASSAY_TYPE_Q4G128, gemm_q4g128, NULL, NULL, q4g_scratch);
 }
 
 const assay_cpu_kernels *assay_cpu_kernels_avx512(void) {

@@ -161,6 +161,29 @@ static void vd_q8_0(int64_t n, float *s, const void *w, const void *x) {
     *s = sum;
 }
 
+/* Packed group int4 x f32: per block (one quantization group, or part of one) d * sum_j (q_j - z) x_j, in double. */
+static void vd_q4g(int64_t g, int64_t n, float *s, const void *w, const void *x) {
+    const uint8_t *p = w;
+    const float *a = x;
+    double sum = 0;
+    for (int64_t i = 0; i < n / g; i++, p += 4 + g / 2, a += g) {
+        uint16_t dh;
+        memcpy(&dh, p, 2);
+        int z = p[2];
+        double bs = 0;
+        for (int64_t k = 0; k < g / 32; k++)
+            for (int j = 0; j < 16; j++) {
+                uint8_t b = p[4 + 16 * k + j];
+                bs += (double)((b & 0xf) - z) * a[32 * k + j] + (double)((b >> 4) - z) * a[32 * k + 16 + j];
+            }
+        sum += (double)assay_half_to_float(dh) * bs;
+    }
+    *s = (float)sum;
+}
+static void vd_q4g32(int64_t n, float *s, const void *w, const void *x) { vd_q4g(32, n, s, w, x); }
+static void vd_q4g64(int64_t n, float *s, const void *w, const void *x) { vd_q4g(64, n, s, w, x); }
+static void vd_q4g128(int64_t n, float *s, const void *w, const void *x) { vd_q4g(128, n, s, w, x); }
+
 KQ_DEFINE_VEC_DOT(vd_q2_K, assay_block_q2_K, kq_unpack_q2_K)
 KQ_DEFINE_VEC_DOT(vd_q3_K, assay_block_q3_K, kq_unpack_q3_K)
 KQ_DEFINE_VEC_DOT(vd_q4_K, assay_block_q4_K, kq_unpack_q4_K)
@@ -202,6 +225,9 @@ static const assay_cpu_kernels kernels_ref = {
             [ASSAY_TYPE_Q4_K] = {ASSAY_TYPE_Q8_K, vd_q4_K},
             [ASSAY_TYPE_Q5_K] = {ASSAY_TYPE_Q8_K, vd_q5_K},
             [ASSAY_TYPE_Q6_K] = {ASSAY_TYPE_Q8_K, vd_q6_K},
+            [ASSAY_TYPE_Q4G32] = {ASSAY_TYPE_F32, vd_q4g32},
+            [ASSAY_TYPE_Q4G64] = {ASSAY_TYPE_F32, vd_q4g64},
+            [ASSAY_TYPE_Q4G128] = {ASSAY_TYPE_F32, vd_q4g128},
         },
     .from_float =
         {
