@@ -1,5 +1,6 @@
 /* cpu_kernels.c (built as bench_cpu_kernels) — speed of the CPU dot kernels alone, per weight type: the scalar
- * reference and the AVX2 kernels (one token, and the four-token prefill kernel where there is one).
+ * reference and the AVX2 kernels (one token, and the four-token prefill kernel where there is one), and the AVX-512
+ * tiled gemms. q4g128 (packed GPTQ/AWQ int4, f32 activations) runs next to f32, the path it replaced.
  *
  *   bench_cpu_kernels [N_IN] [ROWS]      defaults 1536 and 256 (a weight slab that stays in L2)
  *
@@ -26,6 +27,13 @@ static void fix_scales(assay_type t, uint8_t *w, size_t bytes) {
     case ASSAY_TYPE_Q4_0: case ASSAY_TYPE_Q5_0: case ASSAY_TYPE_Q8_0: off[0] = 0; break;
     case ASSAY_TYPE_Q4_1: case ASSAY_TYPE_Q5_1: case ASSAY_TYPE_Q4_K: case ASSAY_TYPE_Q5_K: off[0] = 0; off[1] = 2; break;
     case ASSAY_TYPE_Q6_K: off[0] = 208; break;
+    case ASSAY_TYPE_Q4G32: case ASSAY_TYPE_Q4G64: case ASSAY_TYPE_Q4G128: off[0] = 0; break; /* zero bytes: any */
+    case ASSAY_TYPE_F32: /* random bytes would hold denormals and NaNs, which are slow */
+        for (size_t i = 0; i + 4 <= bytes; i += 4) {
+            float f = (float)((int)((i / 4) % 200) - 100) / 256.0f;
+            memcpy(w + i, &f, 4);
+        }
+        return;
     case ASSAY_TYPE_F16: case ASSAY_TYPE_BF16:
         for (size_t i = 0; i + 2 <= bytes; i += 2) {
             uint16_t h = (uint16_t)((t == ASSAY_TYPE_F16 ? 0x3400 : 0x3e80) + (i / 2) % 200);
@@ -89,7 +97,8 @@ int main(int argc, char **argv) {
     const assay_cpu_kernels *sets[3] = {assay_cpu_kernels_ref(), assay_cpu_has_avx2() ? assay_cpu_kernels_avx2() : NULL,
                                         assay_cpu_has_avx512() ? assay_cpu_kernels_avx512() : NULL};
     const assay_type types[] = {ASSAY_TYPE_Q4_0, ASSAY_TYPE_Q4_1, ASSAY_TYPE_Q5_0, ASSAY_TYPE_Q5_1, ASSAY_TYPE_Q8_0,
-                                ASSAY_TYPE_Q4_K, ASSAY_TYPE_Q5_K, ASSAY_TYPE_Q6_K, ASSAY_TYPE_BF16, ASSAY_TYPE_F16};
+                                ASSAY_TYPE_Q4_K, ASSAY_TYPE_Q5_K, ASSAY_TYPE_Q6_K, ASSAY_TYPE_BF16, ASSAY_TYPE_F16,
+                                ASSAY_TYPE_F32, ASSAY_TYPE_Q4G128}; /* f32: the peer of the packed GPTQ/AWQ q4g128 */
     float *x = malloc((size_t)(4 * n) * sizeof(float));
     for (int64_t i = 0; i < 4 * n; i++) x[i] = (float)((i * 37) % 101 - 50) / 50.0f;
     printf("n_in %lld, %lld rows; thread CPU time, best of 5; gemm columns: the tiled gemm over all rows\n"

@@ -16,8 +16,8 @@
  *     the offset of the unsigned codes subtracted as a per-block float term).
  *  1c. Packed group int4 (Q4G32/64/128, f32 activations): rows packed by assay_q4g_pack from codes, zeros and fp16
  *     scales (with and without a column permutation) dequantize to exactly d * (q - z) of the original columns; the
- *     AVX2 dot kernels (1 token, 4 tokens, 2 rows x 4 tokens) and the AVX-512 gemm (decode path and the chunked
- *     prefill path, 70 rows) give the SAME BITS as the f32 kernels on the dequantized rows (tolerance 0: they load
+ *     AVX2 dot kernels (1 token, 4 tokens, 2 rows x 4 tokens) and the AVX-512 gemm (decode path for 1, 3, 4 tokens and
+ *     the chunked prefill path for 7, 70 rows) give the SAME BITS as the f32 kernels on the dequantized rows (tolerance 0: they load
  *     the same weights into the same accumulators in the same order).
  *  2. AVX2 activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
  *  3. Attention (online softmax over a paged cache with a shuffled block table) against a naive two-pass
@@ -275,7 +275,9 @@ static void test_q4g_exact(const assay_cpu_kernels *avx, const assay_cpu_kernels
                 const assay_cpu_type_kernels *kq = &k512->type[pt], *kf = &k512->type[ASSAY_TYPE_F32];
                 CHECK(kq->gemm && !kq->gemm_pack);
                 void *scratch = malloc(kq->gemm_scratch_bytes(n));
-                for (int nt = 1; nt <= T; nt += T - 1) { /* 1 token: decoded in the tiles; 7: chunks of f32 rows */
+                const int nts[] = {1, 3, 4, 7}; /* up to 4 tokens: decoded in the tiles; 7: chunks of f32 rows */
+                for (int ni = 0; ni < 4; ni++) {
+                    int nt = nts[ni];
                     kq->gemm(n, R, nt, w, rb, x, n * 4, y1, R, scratch);
                     kf->gemm(n, R, nt, wd, n * 4, x, n * 4, y2, R, NULL);
                     bad = 0;

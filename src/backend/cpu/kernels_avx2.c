@@ -267,20 +267,27 @@ VD4_Q(vd4_q8_0, assay_block_q8_0, assay_block_q8_0, dec_q8_0, 1, 0)
 
 /* ---- packed group int4 (Q4G32/64/128) x f32 ---------------------------------------------------------------- */
 
-/* Weights i..i+7 (i % 8 == 0) of a packed group-int4 row of G-element blocks, dequantized in registers to exactly
- * dequant.c's d * (q - z) (one f32 rounding, the same on both sides). The loops below are vd_f32, vd4_f32 and
- * vd2x4_f32 with this load in place of the f32 load: same accumulators, same order, so a packed weight gives the
- * same bits as its f32 dequantization would (test_cpu_kernels.c checks that). */
-static inline __m256 q4g_load8(const uint8_t *row, const int64_t G, int64_t i) {
-    const uint8_t *blk = row + (size_t)(i / G) * (size_t)(4 + G / 2);
-    int64_t e = i % G;
-    int r = (int)(e % 32); /* 0, 8: low nibbles of bytes 0..7 / 8..15; 16, 24: their high nibbles */
-    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 4 + 16 * (e / 32) + (r & 8))));
-    if (r >= 16) v = _mm256_srli_epi32(v, 4);
-    v = _mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0xf)), _mm256_set1_epi32(blk[2]));
+/* One 32-element sub-block of a packed group-int4 row (16 bytes: low nibbles are elements 0..15, high nibbles
+ * 16..31) dequantized in registers to exactly dequant.c's d * (q - z) (one f32 rounding, the same on both sides):
+ * w[0..3] = elements 0..7, 8..15, 16..23, 24..31. The loops below are vd_f32, vd4_f32 and vd2x4_f32 with these
+ * vectors in place of the f32 loads: same accumulators, same order, so a packed weight gives the same bits as its
+ * f32 dequantization would (test_cpu_kernels.c checks that). Each block's scale and zero are broadcast once. */
+static inline void q4g_dec32(const uint8_t *qs, __m256i z, __m256 d, __m256 w[4]) {
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m256i lo = _mm256_cvtepu8_epi32(b), hi = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(b, b));
+    const __m256i m = _mm256_set1_epi32(0xf);
+    w[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(lo, m), z)), d);
+    w[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(hi, m), z)), d);
+    w[2] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(lo, 4), z)), d); /* bytes were < 256 */
+    w[3] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(hi, 4), z)), d);
+}
+
+/* A block's scale and zero, broadcast. */
+static inline void q4g_block(const uint8_t *blk, __m256 *d, __m256i *z) {
     uint16_t dh;
     memcpy(&dh, blk, 2);
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(_cvtsh_ss(dh)));
+    *d = _mm256_set1_ps(_cvtsh_ss(dh));
+    *z = _mm256_set1_epi32(blk[2]);
 }
 
 #define Q4G_KERNELS(G)                                                                              \
@@ -288,11 +295,18 @@ static inline __m256 q4g_load8(const uint8_t *row, const int64_t G, int64_t i) {
         const uint8_t *a = w;                                                                      \
         const float *b = x;                                                                        \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps(); \
-        for (int64_t i = 0; i + 32 <= n; i += 32) {                                                \
-            acc0 = _mm256_fmadd_ps(q4g_load8(a, G, i), _mm256_loadu_ps(b + i), acc0);              \
-            acc1 = _mm256_fmadd_ps(q4g_load8(a, G, i + 8), _mm256_loadu_ps(b + i + 8), acc1);      \
-            acc2 = _mm256_fmadd_ps(q4g_load8(a, G, i + 16), _mm256_loadu_ps(b + i + 16), acc2);    \
-            acc3 = _mm256_fmadd_ps(q4g_load8(a, G, i + 24), _mm256_loadu_ps(b + i + 24), acc3);    \
+        for (int64_t i0 = 0; i0 < n; i0 += G, a += 4 + G / 2) {                                    \
+            __m256 d, wv[4];                                                                       \
+            __m256i z;                                                                             \
+            q4g_block(a, &d, &z);                                                                  \
+            for (int64_t k = 0; k < G / 32; k++) {                                                 \
+                const float *bi = b + i0 + 32 * k;                                                 \
+                q4g_dec32(a + 4 + 16 * k, z, d, wv);                                               \
+                acc0 = _mm256_fmadd_ps(wv[0], _mm256_loadu_ps(bi), acc0);                          \
+                acc1 = _mm256_fmadd_ps(wv[1], _mm256_loadu_ps(bi + 8), acc1);                      \
+                acc2 = _mm256_fmadd_ps(wv[2], _mm256_loadu_ps(bi + 16), acc2);                     \
+                acc3 = _mm256_fmadd_ps(wv[3], _mm256_loadu_ps(bi + 24), acc3);                     \
+            }                                                                                      \
         }                                                                                          \
         *s = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));         \
     }                                                                                              \
@@ -302,16 +316,25 @@ static inline __m256 q4g_load8(const uint8_t *row, const int64_t G, int64_t i) {
                     *b2 = (const float *)((const char *)x + 2 * xs), *b3 = (const float *)((const char *)x + 3 * xs); \
         __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps(); \
         __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps(), d2 = _mm256_setzero_ps(), d3 = _mm256_setzero_ps(); \
-        for (int64_t i = 0; i + 16 <= n; i += 16) {                                                \
-            __m256 wv = q4g_load8(a, G, i), wu = q4g_load8(a, G, i + 8);                           \
-            c0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b0 + i), c0);                                 \
-            c1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b1 + i), c1);                                 \
-            c2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b2 + i), c2);                                 \
-            c3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b3 + i), c3);                                 \
-            d0 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b0 + i + 8), d0);                             \
-            d1 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b1 + i + 8), d1);                             \
-            d2 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b2 + i + 8), d2);                             \
-            d3 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b3 + i + 8), d3);                             \
+        for (int64_t i0 = 0; i0 < n; i0 += G, a += 4 + G / 2) {                                    \
+            __m256 d, wq[4];                                                                       \
+            __m256i z;                                                                             \
+            q4g_block(a, &d, &z);                                                                  \
+            for (int64_t k = 0; k < G / 32; k++) {                                                 \
+                q4g_dec32(a + 4 + 16 * k, z, d, wq);                                               \
+                for (int h = 0; h < 2; h++) { /* vd4_f32's steps of 16: (wv, wu) */                \
+                    int64_t i = i0 + 32 * k + 16 * h;                                              \
+                    __m256 wv = wq[2 * h], wu = wq[2 * h + 1];                                     \
+                    c0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b0 + i), c0);                         \
+                    c1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b1 + i), c1);                         \
+                    c2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b2 + i), c2);                         \
+                    c3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b3 + i), c3);                         \
+                    d0 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b0 + i + 8), d0);                     \
+                    d1 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b1 + i + 8), d1);                     \
+                    d2 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b2 + i + 8), d2);                     \
+                    d3 = _mm256_fmadd_ps(wu, _mm256_loadu_ps(b3 + i + 8), d3);                     \
+                }                                                                                  \
+            }                                                                                      \
         }                                                                                          \
         s[0] = hsum256(_mm256_add_ps(c0, d0));                                                     \
         s[1] = hsum256(_mm256_add_ps(c1, d1));                                                     \
@@ -324,12 +347,23 @@ static inline __m256 q4g_load8(const uint8_t *row, const int64_t G, int64_t i) {
         for (int j = 0; j < 4; j++) b[j] = (const float *)((const char *)x + j * xs);              \
         __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c02 = _mm256_setzero_ps(), c03 = _mm256_setzero_ps(); \
         __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps(), c12 = _mm256_setzero_ps(), c13 = _mm256_setzero_ps(); \
-        for (int64_t i = 0; i + 8 <= n; i += 8) {                                                  \
-            __m256 w0 = q4g_load8(a0, G, i), w1 = q4g_load8(a1, G, i), xv;                         \
-            xv = _mm256_loadu_ps(b[0] + i); c00 = _mm256_fmadd_ps(w0, xv, c00); c10 = _mm256_fmadd_ps(w1, xv, c10); \
-            xv = _mm256_loadu_ps(b[1] + i); c01 = _mm256_fmadd_ps(w0, xv, c01); c11 = _mm256_fmadd_ps(w1, xv, c11); \
-            xv = _mm256_loadu_ps(b[2] + i); c02 = _mm256_fmadd_ps(w0, xv, c02); c12 = _mm256_fmadd_ps(w1, xv, c12); \
-            xv = _mm256_loadu_ps(b[3] + i); c03 = _mm256_fmadd_ps(w0, xv, c03); c13 = _mm256_fmadd_ps(w1, xv, c13); \
+        for (int64_t i0 = 0; i0 < n; i0 += G, a0 += 4 + G / 2, a1 += 4 + G / 2) {                 \
+            __m256 e0, e1, q0[4], q1[4];                                                           \
+            __m256i z0, z1;                                                                        \
+            q4g_block(a0, &e0, &z0);                                                               \
+            q4g_block(a1, &e1, &z1);                                                               \
+            for (int64_t k = 0; k < G / 32; k++) {                                                 \
+                q4g_dec32(a0 + 4 + 16 * k, z0, e0, q0);                                            \
+                q4g_dec32(a1 + 4 + 16 * k, z1, e1, q1);                                            \
+                for (int u = 0; u < 4; u++) { /* vd2x4_f32's steps of 8 */                         \
+                    int64_t i = i0 + 32 * k + 8 * u;                                               \
+                    __m256 w0 = q0[u], w1 = q1[u], xv;                                             \
+                    xv = _mm256_loadu_ps(b[0] + i); c00 = _mm256_fmadd_ps(w0, xv, c00); c10 = _mm256_fmadd_ps(w1, xv, c10); \
+                    xv = _mm256_loadu_ps(b[1] + i); c01 = _mm256_fmadd_ps(w0, xv, c01); c11 = _mm256_fmadd_ps(w1, xv, c11); \
+                    xv = _mm256_loadu_ps(b[2] + i); c02 = _mm256_fmadd_ps(w0, xv, c02); c12 = _mm256_fmadd_ps(w1, xv, c12); \
+                    xv = _mm256_loadu_ps(b[3] + i); c03 = _mm256_fmadd_ps(w0, xv, c03); c13 = _mm256_fmadd_ps(w1, xv, c13); \
+                }                                                                                  \
+            }                                                                                      \
         }                                                                                          \
         float r[8] = {hsum256(c00), hsum256(c01), hsum256(c02), hsum256(c03),                      \
                       hsum256(c10), hsum256(c11), hsum256(c12), hsum256(c13)};                     \

@@ -52,12 +52,11 @@ AI void store_tile(const int RM, const int RN, __m512 acc[GEMM_RM][GEMM_RN], flo
 
 /* ---- float weights ------------------------------------------------------------------------------------------ */
 
-enum { FW_F32, FW_F16, FW_BF16, FW_Q4G32, FW_Q4G64, FW_Q4G128 };
+enum { FW_F32, FW_F16, FW_BF16 };
 
-/* Packed group int4 (Q4G32/64/128; rows are whole 32-element sub-blocks, so k is a multiple of 16 and the mask
- * full): 16 weights dequantized in registers to exactly dequant.c's d * (q - z), so the tile below computes what it
- * computes on the f32 dequantization, bit for bit. Bytes 0..15 of a sub-block: low nibbles are elements 0..15,
- * high nibbles 16..31. */
+/* Packed group int4 (Q4G32/64/128; rows are whole 32-element sub-blocks, so k is a multiple of 16): 16 weights
+ * dequantized to exactly dequant.c's d * (q - z). Bytes 0..15 of a sub-block: low nibbles are elements 0..15, high
+ * nibbles 16..31. */
 AI __m512 q4g_load16(const int64_t G, const uint8_t *row, int64_t k) {
     const uint8_t *blk = row + (size_t)(k / G) * (size_t)(4 + G / 2);
     int64_t e = k % G;
@@ -70,9 +69,6 @@ AI __m512 q4g_load16(const int64_t G, const uint8_t *row, int64_t k) {
 }
 
 AI __m512 fw_load(const int ty, const void *row, int64_t k, __mmask16 m) {
-    if (ty == FW_Q4G32) return q4g_load16(32, row, k);
-    if (ty == FW_Q4G64) return q4g_load16(64, row, k);
-    if (ty == FW_Q4G128) return q4g_load16(128, row, k);
     if (ty == FW_F32) return _mm512_maskz_loadu_ps(m, (const float *)row + k);
     __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + k);
     if (ty == FW_F16) return _mm512_cvtph_ps(h);
@@ -150,21 +146,88 @@ static void gemm_bf16(int64_t n, int64_t nr, int64_t nt, const void *w, size_t w
     fgemm(FW_BF16, n, nr, nt, w, ws, x, xs, y, ys);
 }
 
-/* Packed group int4 x f32 activations. Decode (a few tokens): the tiles decode the nibbles in registers, one weight
- * load per 4 tokens, as the float types do. Prefill: each chunk of Q4G_CHUNK rows is dequantized once into the
- * thread's scratch and the f32 tiles run over it for every token, so the decode cost is paid once per weight rather
- * than once per 4 tokens (same values, same tiles: the result is the same either way). */
+/* Packed group int4 x f32 activations. Decode (a few tokens): q4tile decodes each row's nibbles in registers once per
+ * 4 tokens, a block's scale and zero broadcast once per block, and runs ftile's FMAs in ftile's order (k in steps of
+ * 16, tokens, rows), so the result is ftile's on the dequantized weights bit for bit. Prefill: each chunk of
+ * Q4G_CHUNK rows is dequantized once into the thread's scratch and the f32 tiles run over it for every token, so
+ * the decode cost is paid once per weight rather than once per 4 tokens (same values, same tiles). */
 enum { Q4G_CHUNK = 64, Q4G_FUSED_MAX_TOK = 4 };
+
+AI void q4tile(const int64_t G, const int RM, const int RN, int64_t n, const uint8_t *w, size_t ws, const float *x,
+               size_t xs, float *y, int64_t ys) {
+    __m512 acc[GEMM_RM][GEMM_RN];
+#pragma GCC unroll 4
+    for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) acc[r][t] = _mm512_setzero_ps();
+    const float *xt[GEMM_RN];
+#pragma GCC unroll 4
+    for (int t = 0; t < RN; t++) xt[t] = (const float *)((const char *)x + t * xs);
+    const __m512i m = _mm512_set1_epi32(0xf);
+    const size_t bb = (size_t)(4 + G / 2);
+    for (int64_t k0 = 0; k0 < n; k0 += G) {
+        const uint8_t *blk[GEMM_RM];
+        __m512 d[GEMM_RM];
+        __m512i z[GEMM_RM];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++) {
+            blk[r] = w + r * ws + (size_t)(k0 / G) * bb;
+            uint16_t dh;
+            memcpy(&dh, blk[r], 2);
+            d[r] = _mm512_set1_ps(_cvtsh_ss(dh));
+            z[r] = _mm512_set1_epi32(blk[r][2]);
+        }
+        for (int64_t sb = 0; sb < G / 32; sb++) {
+            __m512i v[GEMM_RM];
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) v[r] = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk[r] + 4 + 16 * sb)));
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) { /* elements 0..15 (low nibbles), then 16..31 (high) */
+                int64_t k = k0 + 32 * sb + 16 * h;
+                __m512 wv[GEMM_RM];
+#pragma GCC unroll 4
+                for (int r = 0; r < RM; r++) {
+                    __m512i q = h ? _mm512_srli_epi32(v[r], 4) : _mm512_and_si512(v[r], m);
+                    wv[r] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, z[r])), d[r]);
+                }
+#pragma GCC unroll 4
+                for (int t = 0; t < RN; t++) {
+                    __m512 xv = _mm512_loadu_ps(xt[t] + k);
+#pragma GCC unroll 4
+                    for (int r = 0; r < RM; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+                }
+            }
+        }
+    }
+    store_tile(RM, RN, acc, y, ys);
+}
 
 static size_t q4g_scratch(int64_t n) { return (size_t)(Q4G_CHUNK * n) * sizeof(float); }
 
-AI void q4g_gemm(const int ty, const int64_t G, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws,
-                 const void *x, size_t xs, float *y, int64_t ys, void *scratch) {
-    if (n_tok <= Q4G_FUSED_MAX_TOK) {
-        fgemm(ty, n, n_rows, n_tok, wv, ws, x, xs, y, ys);
+AI void q4g_gemm(const int64_t G, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws, const void *x,
+                 size_t xs, float *y, int64_t ys, void *scratch) {
+    const uint8_t *w = wv;
+    if (n_tok <= Q4G_FUSED_MAX_TOK) { /* fgemm's loops with q4tile */
+        int64_t rn = n_tok;
+        const float *xt = x;
+        for (int64_t r = 0; r < n_rows; r += GEMM_RM) {
+            const uint8_t *wr = w + r * ws;
+            int64_t rm = n_rows - r < GEMM_RM ? n_rows - r : GEMM_RM;
+            float *yt = y + r;
+#define QT4(RM_, RN_) q4tile(G, RM_, RN_, n, wr, ws, xt, xs, yt, ys)
+            if (rm == 4) {
+                if (rn == 4) QT4(4, 4); else if (rn == 3) QT4(4, 3); else if (rn == 2) QT4(4, 2); else QT4(4, 1);
+            } else if (rm == 3) {
+                if (rn == 4) QT4(3, 4); else if (rn == 3) QT4(3, 3); else if (rn == 2) QT4(3, 2); else QT4(3, 1);
+            } else if (rm == 2) {
+                if (rn == 4) QT4(2, 4); else if (rn == 3) QT4(2, 3); else if (rn == 2) QT4(2, 2); else QT4(2, 1);
+            } else {
+                if (rn == 4) QT4(1, 4); else if (rn == 3) QT4(1, 3); else if (rn == 2) QT4(1, 2); else QT4(1, 1);
+            }
+#undef QT4
+        }
         return;
     }
-    const uint8_t *w = wv;
     float *f = scratch;
     for (int64_t r0 = 0; r0 < n_rows; r0 += Q4G_CHUNK) {
         int64_t nr = n_rows - r0 < Q4G_CHUNK ? n_rows - r0 : Q4G_CHUNK;
@@ -176,15 +239,15 @@ AI void q4g_gemm(const int ty, const int64_t G, int64_t n, int64_t n_rows, int64
 
 static void gemm_q4g32(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
                        int64_t ys, void *scratch) {
-    q4g_gemm(FW_Q4G32, 32, n, nr, nt, w, ws, x, xs, y, ys, scratch);
+    q4g_gemm(32, n, nr, nt, w, ws, x, xs, y, ys, scratch);
 }
 static void gemm_q4g64(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
                        int64_t ys, void *scratch) {
-    q4g_gemm(FW_Q4G64, 64, n, nr, nt, w, ws, x, xs, y, ys, scratch);
+    q4g_gemm(64, n, nr, nt, w, ws, x, xs, y, ys, scratch);
 }
 static void gemm_q4g128(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y,
                         int64_t ys, void *scratch) {
-    q4g_gemm(FW_Q4G128, 128, n, nr, nt, w, ws, x, xs, y, ys, scratch);
+    q4g_gemm(128, n, nr, nt, w, ws, x, xs, y, ys, scratch);
 }
 
 /* ---- legacy quants x packed 8-bit activations ---------------------------------------------------------------- */
