@@ -128,6 +128,7 @@ static void prefill_run(const prefill_case *c, prefill_data *p, int variant) {
     a.cu_seqlens_q = p->dcuq; a.cu_seqlens_k = p->dcuk;
     a.batch = c->batch; a.max_seqlen_q = p->max_q; a.n_heads_q = c->hq; a.n_heads_kv = c->hkv;
     a.head_dim = c->d; a.scale = 1.0f / sqrtf((float)c->d); a.causal = c->causal; a.variant = variant;
+    a.total_q = p->total_q; a.total_k = p->total_k;
     KCALL(assay_cuda_attn_prefill(&a, NULL));
 }
 
@@ -170,6 +171,9 @@ static void prefill_bench_fn(void *ctx, int it) {
     prefill_run(x->c, x->p, x->variant);
 }
 
+/* 1, 2: FlashAttention-2 style mma.sync kernels; 3: Hopper wgmma/TMA kernel (attn_prefill_sm90.cu); 4: 3 with
+ * ping-pong scheduling of the two consumer warpgroups. */
+#define PREFILL_VERSIONS 4
 static void section_prefill(lab_out *o) {
     /* Correctness: varlen batches, GQA, causal (also Lk > Lq: bottom-right alignment) and not. */
     prefill_case cases[] = {
@@ -179,6 +183,9 @@ static void section_prefill(lab_out *o) {
         {4, 8, 8, 64, 0, {1, 77, 200, 130}, {33, 77, 211, 130}},
         {4, 4, 1, 64, 1, {1, 77, 200, 130}, {1, 77, 200, 130}},
         {2, 4, 2, 64, 1, {100, 40}, {60, 40}},   /* Lk < Lq: the first rows see nothing */
+        {3, 4, 1, 128, 1, {1000, 517, 129}, {1000, 700, 129}}, /* many 128-key tiles, ragged ends */
+        {3, 4, 2, 128, 0, {383, 1, 640}, {1000, 257, 640}},
+        {2, 6, 3, 64, 1, {700, 300}, {700, 555}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         prefill_data p;
@@ -186,7 +193,7 @@ static void section_prefill(lab_out *o) {
         char shape[96];
         snprintf(shape, sizeof shape, "b%d hq%d hkv%d d%d %s varlen", cases[i].batch, cases[i].hq, cases[i].hkv,
                  cases[i].d, cases[i].causal ? "causal" : "full");
-        for (int v = 1; v <= 2; ++v) prefill_validate(o, &cases[i], &p, v, 0, shape);
+        for (int v = 1; v <= PREFILL_VERSIONS; ++v) prefill_validate(o, &cases[i], &p, v, 0, shape);
         prefill_free(&p);
     }
     /* Speed at the peer's shape (B4 H32 N4096 d128), validated on sampled rows of the same run. */
@@ -199,7 +206,7 @@ static void section_prefill(lab_out *o) {
             c.causal = causal;
             char shape[96];
             snprintf(shape, sizeof shape, "b4 h32 n4096 d%d %s", c.d, causal ? "causal" : "full");
-            for (int v = 1; v <= 2; ++v) {
+            for (int v = 1; v <= PREFILL_VERSIONS; ++v) {
                 prefill_validate(o, &c, &p, v, 48, shape);
                 prefill_bench_ctx ctx = {&c, &p, v};
                 double us = lab_time_us(prefill_bench_fn, &ctx, 3, 7);
@@ -696,11 +703,18 @@ static void section_profile(void) {
 }
 
 /* =============================== FP8 prefill attention with Hadamard rotation ============================= */
+static int g_sm90 = 0; /* compute capability 9.0: the Hopper-only kernels run too */
+
 typedef struct fp8_ctx {
     const prefill_case *c;
     prefill_data *p;
     uint8_t *q8, *k8, *v8;
     float *qs, *ks, *vs;
+    uint8_t *vt;          /* Hopper FP8 kernel: V^T codes [hkv][128][vt_stride], scales per (head, channel) */
+    float *vsc, *kst;     /* [hkv][128], K scales transposed [hkv][total_k] */
+    unsigned int *amax;
+    int vt_stride, max_k;
+    int32_t *dcuvt;       /* V^T column of each sequence: starts rounded up to 32 */
     int8_t *dsigns;
     void *dout;
 } fp8_ctx;
@@ -721,6 +735,27 @@ static void fp8_run(fp8_ctx *f) {
     a.causal = f->c->causal;
     KCALL(assay_cuda_attn_prefill_fp8(&a, NULL));
 }
+/* Hopper FP8 kernel inputs: the same Q/K codes and scales as fp8_prepare (K scales transposed), V^T per channel. */
+static void fp8_sm90_prepare(fp8_ctx *f, int hadamard) {
+    fp8_prepare(f, hadamard);
+    KCALL(assay_cuda_transpose_scales(f->ks, f->p->dcuk, f->dcuvt, f->c->batch, f->max_k, f->c->hkv, f->kst,
+                                      f->vt_stride, NULL));
+    KCALL(assay_cuda_fp8_quant_vt(f->p->dv, f->p->dcuk, f->dcuvt, f->c->batch, f->max_k, f->p->total_k, f->c->hkv, 128,
+                                  f->vt, f->vt_stride, f->vsc, f->amax, NULL));
+}
+static int g_fp8_sm90_variant = 0;
+static void fp8_sm90_run(fp8_ctx *f) {
+    assay_cuda_attn_prefill_fp8_sm90_args a;
+    memset(&a, 0, sizeof a);
+    a.q = f->q8; a.k = f->k8; a.vt = f->vt; a.q_scale = f->qs; a.k_scale_t = f->kst; a.v_scale = f->vsc;
+    a.o = f->dout; a.cu_seqlens_q = f->p->dcuq; a.cu_seqlens_k = f->p->dcuk; a.cu_seqlens_vt = f->dcuvt;
+    a.batch = f->c->batch;
+    a.max_seqlen_q = f->p->max_q; a.n_heads_q = f->c->hq; a.n_heads_kv = f->c->hkv; a.head_dim = f->c->d;
+    a.total_q = f->p->total_q; a.total_k = f->p->total_k; a.vt_stride = f->vt_stride;
+    a.scale = 1.0f / sqrtf((float)f->c->d); a.causal = f->c->causal; a.variant = g_fp8_sm90_variant;
+    KCALL(assay_cuda_attn_prefill_fp8_sm90(&a, NULL));
+}
+static void fp8_sm90_bench_fn(void *ctx, int it) { (void)it; fp8_sm90_run(ctx); }
 static void fp8_bench_fn(void *ctx, int it) { (void)it; fp8_run(ctx); }
 static void fp8_quant_fn(void *ctx, int it) { (void)it; fp8_prepare(ctx, 1); }
 
@@ -733,10 +768,23 @@ static void fp8_alloc(fp8_ctx *f, const prefill_case *c, prefill_data *p) {
     for (int i = 0; i < c->d; ++i) signs[i] = (lab_rand_u64() & 1) ? 1 : -1;
     f->dsigns = lab_upload(signs, c->d);
     f->dout = lab_dmalloc(nq * c->d * 2);
+    int32_t cuvt[9] = {0};
+    f->max_k = 0;
+    for (int b = 0; b < c->batch; ++b) {
+        cuvt[b + 1] = cuvt[b] + (c->lk[b] + 31) / 32 * 32;
+        if (c->lk[b] > f->max_k) f->max_k = c->lk[b];
+    }
+    f->vt_stride = cuvt[c->batch];
+    f->dcuvt = lab_upload(cuvt, sizeof(int32_t) * (c->batch + 1));
+    f->vt = lab_dmalloc((size_t)c->hkv * c->d * f->vt_stride);
+    f->vsc = lab_dmalloc((size_t)c->hkv * c->d * 4);
+    f->amax = lab_dmalloc((size_t)c->hkv * c->d * 4);
+    f->kst = lab_dmalloc((size_t)c->hkv * f->vt_stride * 4);
 }
 static void fp8_free(fp8_ctx *f) {
     cudaFree(f->q8); cudaFree(f->k8); cudaFree(f->v8); cudaFree(f->qs); cudaFree(f->ks); cudaFree(f->vs);
     cudaFree(f->dsigns); cudaFree(f->dout);
+    cudaFree(f->vt); cudaFree(f->vsc); cudaFree(f->amax); cudaFree(f->kst); cudaFree(f->dcuvt);
 }
 
 /* Error of the output in dout against the float64 reference, over all rows (or `sample` random rows). */
@@ -804,6 +852,18 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
     lab_err e1 = fp8_error(c, p, f.dout, sample);
     double tol = lab_err_rel(&e0) * 0.999; /* the check: below the plain FP8 path's error on the same inputs */
     lab_validate(o, "attn_prefill_fp8_hadamard", sh, &e1, tol);
+    if (g_sm90 && c->d == 128) { /* Hopper e4m3 wgmma kernel on the same inputs (V scaled per channel) */
+        CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
+        fp8_sm90_prepare(&f, 0);
+        fp8_sm90_run(&f);
+        lab_err e2 = fp8_error(c, p, f.dout, sample);
+        lab_validate(o, "attn_prefill_fp8_sm90_plain", sh, &e2, 1.0);
+        CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
+        fp8_sm90_prepare(&f, 1);
+        fp8_sm90_run(&f);
+        lab_err e3 = fp8_error(c, p, f.dout, sample);
+        lab_validate(o, "attn_prefill_fp8_sm90_hadamard", sh, &e3, lab_err_rel(&e2) * 0.999);
+    }
     fp8_free(&f);
 }
 
@@ -836,6 +896,25 @@ static void section_fp8_attn(lab_out *o) {
         fp8_prepare(&f, 1);
         double us = lab_time_us(fp8_bench_fn, &f, 3, 7);
         lab_bench(o, "attn_prefill_fp8", shape, us, 4.0 * 4 * 32 * 4096.0 * 4096.0 * 128 * (causal ? 0.5 : 1.0), 0);
+        if (g_sm90) {
+            fp8_sm90_prepare(&f, 1);
+            us = lab_time_us(fp8_sm90_bench_fn, &f, 3, 7);
+            lab_bench(o, "attn_prefill_fp8_sm90", shape, us,
+                      4.0 * 4 * 32 * 4096.0 * 4096.0 * 128 * (causal ? 0.5 : 1.0), 0);
+            /* lab variants 1 (ping-pong, the default) and 2 (without), validated on sampled rows and timed */
+            for (int v = 1; v <= 2; ++v) {
+                g_fp8_sm90_variant = v;
+                CK(cudaMemset(f.dout, 0xFF, (size_t)p.total_q * c.hq * c.d * 2));
+                fp8_sm90_run(&f);
+                lab_err ev = fp8_error(&c, &p, f.dout, 48);
+                char nm[64];
+                snprintf(nm, sizeof nm, "attn_prefill_fp8_sm90_v%d", v);
+                lab_validate(o, nm, shape, &ev, 0.2);
+                us = lab_time_us(fp8_sm90_bench_fn, &f, 3, 7);
+                lab_bench(o, nm, shape, us, 4.0 * 4 * 32 * 4096.0 * 4096.0 * 128 * (causal ? 0.5 : 1.0), 0);
+            }
+            g_fp8_sm90_variant = 0;
+        }
         if (!causal) {
             double uq = lab_time_us(fp8_quant_fn, &f, 3, 7);
             lab_bench(o, "fp8_quant_rows_qkv_hadamard", "b4 h32 n4096 d128 (q, k rotated; v)", uq, 0,
@@ -858,6 +937,13 @@ int main(int argc, char **argv) {
     const char *seed = getenv("LAB_SEED");
     lab_rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 0x2545F4914F6CDD1Dull;
     printf("kernel_check: seed %llu, %d SMs\n", (unsigned long long)lab_rng_state, assay_cuda_sm_count());
+    {
+        int dev = 0, major = 0, minor = 0;
+        CK(cudaGetDevice(&dev));
+        CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        g_sm90 = major == 9 && minor == 0;
+    }
     lab_out o;
     lab_json_begin(&o, json);
     {

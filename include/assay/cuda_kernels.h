@@ -50,7 +50,7 @@ typedef enum assay_cuda_dtype {
 /* Message of the last failed call on this thread ("" if none). */
 const char *assay_cuda_last_error(void);
 
-/* ---- prefill attention (FlashAttention-2 style, bf16, mma.sync tensor cores) ---------------------------- */
+/* ---- prefill attention (bf16; wgmma + TMA on Hopper, FlashAttention-2 style mma.sync elsewhere) ----------- */
 typedef struct assay_cuda_attn_prefill_args {
     const void *q;              /* bf16 [total_q][n_heads_q][head_dim] */
     const void *k;              /* bf16 [total_k][n_heads_kv][head_dim] */
@@ -62,7 +62,10 @@ typedef struct assay_cuda_attn_prefill_args {
     int32_t batch, max_seqlen_q, n_heads_q, n_heads_kv, head_dim; /* head_dim 64 or 128 */
     float scale;                /* softmax scale, usually 1/sqrt(head_dim) */
     int32_t causal;
-    int32_t variant;            /* 0 = default; lab only: 1 = 64-row tiles, 2 = 128-row tiles */
+    int32_t variant;            /* 0 = default; lab only: 1 = 64-row tiles, 2 = 128-row tiles, 3 = Hopper (wgmma),
+                                   4 = 3 with ping-pong consumer warpgroups */
+    int32_t total_q, total_k;   /* cu_seqlens_q[batch], cu_seqlens_k[batch] (the Hopper kernel's TMA maps need the
+                                   token counts on the host); 0 = read them back from the device (synchronizes) */
 } assay_cuda_attn_prefill_args;
 
 int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, assay_cuda_stream stream);
@@ -87,6 +90,38 @@ typedef struct assay_cuda_attn_prefill_fp8_args {
 } assay_cuda_attn_prefill_fp8_args;
 
 int assay_cuda_attn_prefill_fp8(const assay_cuda_attn_prefill_fp8_args *a, assay_cuda_stream stream);
+
+/* Hopper FP8 attention (e4m3 wgmma, TMA, compute capability 9.0, head_dim 128). Q and K as above (codes and one
+ * scale per token and head); K's scales transposed to [n_heads_kv][vt_stride] (assay_cuda_transpose_scales) and
+ * V transposed to e4m3 V^T codes [n_heads_kv][128][vt_stride] with one scale per (kv head, channel)
+ * (assay_cuda_fp8_quant_vt), sequence b at columns cu_seqlens_vt[b] .. of both. */
+typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
+    const uint8_t *q, *k, *vt;
+    const float *q_scale;       /* [total_q][n_heads_q] */
+    const float *k_scale_t;     /* [n_heads_kv][vt_stride] */
+    const float *v_scale;       /* [n_heads_kv][128] */
+    void *o;                    /* bf16 [total_q][n_heads_q][128] */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    const int32_t *cu_seqlens_vt; /* [batch+1] first V^T column of each sequence, multiples of 32 */
+    int32_t batch, max_seqlen_q, n_heads_q, n_heads_kv, head_dim;
+    int32_t total_q, total_k, vt_stride; /* vt_stride >= cu_seqlens_vt[batch], multiple of 32 */
+    float scale;
+    int32_t causal;
+    int32_t variant;            /* 0 = default (= 2); lab only: 1 = ping-pong consumer warpgroups, 2 = without */
+} assay_cuda_attn_prefill_fp8_sm90_args;
+
+int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp8_sm90_args *a, assay_cuda_stream stream);
+/* V bf16 [total_k][n_heads_kv][d] -> vt e4m3 [n_heads_kv][d][vt_stride], sequence b's tokens at columns
+ * cu_seqlens_vt[b] .. (each 32-key block in the attention kernel's fragment order; other columns zero), and
+ * v_scale[n_heads_kv][d] = max over tokens |v| / 448. d = 128; amax_ws: n_heads_kv * d words of workspace. */
+int assay_cuda_fp8_quant_vt(const void *v_bf16, const int32_t *cu_seqlens_k, const int32_t *cu_seqlens_vt,
+                            int32_t batch, int32_t max_seqlen_k, int32_t total_k, int32_t n_heads_kv, int32_t d,
+                            uint8_t *vt, int32_t vt_stride, float *v_scale, unsigned int *amax_ws,
+                            assay_cuda_stream stream);
+/* s [tokens][heads] -> st [heads][st_stride], sequence b's tokens at columns cu_seqlens_st[b] .. (others zero). */
+int assay_cuda_transpose_scales(const float *s, const int32_t *cu_seqlens, const int32_t *cu_seqlens_st,
+                                int32_t batch, int32_t max_seqlen, int32_t heads, float *st, int32_t st_stride,
+                                assay_cuda_stream stream);
 
 /* ---- paged decode attention (split-KV + combine) -------------------------------------------------------- */
 typedef struct assay_cuda_attn_decode_args {

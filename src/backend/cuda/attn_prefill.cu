@@ -253,6 +253,19 @@ int launch_prefill(const assay_cuda_attn_prefill_args *a, cudaStream_t stream) {
 
 }  // namespace
 
+// attn_prefill_sm90.cu: the Hopper kernel (wgmma, TMA, warp specialization), sm_90a only.
+int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, int pingpong,
+                                 cudaStream_t stream);
+
+// True when the current device is compute capability 9.0 (the sm_90a code in this library runs there only).
+static bool prefill_sm90_ok() {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+}
+
 extern "C" int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, assay_cuda_stream stream) {
     if (!a || !a->q || !a->k || !a->v || !a->o || !a->cu_seqlens_q || !a->cu_seqlens_k)
         return assay_cuda_fail("attn_prefill: null pointer argument");
@@ -262,7 +275,17 @@ extern "C" int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, as
                                a->n_heads_kv);
     if (a->max_seqlen_q == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    int variant = a->variant ? a->variant : 2;
+    int variant = a->variant ? a->variant : (prefill_sm90_ok() && (a->head_dim == 64 || a->head_dim == 128) ? 4 : 2);
+    if (variant == 3 || variant == 4) {
+        int32_t tq = a->total_q, tk = a->total_k;
+        if (tq <= 0 || tk <= 0) {
+            ASSAY_CUDA_TRY(cudaMemcpyAsync(&tq, a->cu_seqlens_q + a->batch, 4, cudaMemcpyDeviceToHost, s));
+            ASSAY_CUDA_TRY(cudaMemcpyAsync(&tk, a->cu_seqlens_k + a->batch, 4, cudaMemcpyDeviceToHost, s));
+            ASSAY_CUDA_TRY(cudaStreamSynchronize(s));
+        }
+        if (!prefill_sm90_ok()) return assay_cuda_fail("attn_prefill: variant %d needs compute capability 9.0", variant);
+        return assay_cuda_attn_prefill_sm90(a, tq, tk, variant == 4, s);
+    }
     if (a->head_dim == 128) return variant == 1 ? launch_prefill<128, 1, 4>(a, s) : launch_prefill<128, 2, 4>(a, s);
     if (a->head_dim == 64) return variant == 1 ? launch_prefill<64, 1, 4>(a, s) : launch_prefill<64, 2, 4>(a, s);
     return assay_cuda_fail("attn_prefill: head_dim %d not supported (64, 128)", a->head_dim);

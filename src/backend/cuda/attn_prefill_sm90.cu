@@ -1,0 +1,915 @@
+// Prefill attention for Hopper (sm_90a), lab versions 3 and 4 (bf16; 4 = default on compute capability 9.0) and
+// the e4m3 version further down: TMA loads, wgmma, warp specialization, and the softmax of one key tile
+// overlapped with the tensor-core work of its neighbours.
+//
+// CTA = 3 warpgroups. Warpgroup 0 is the producer: after giving most of its registers away (setmaxnreg) one
+// thread issues the TMA copies of the Q tile and of the K and V tiles into a 2-stage ring, each stage with its
+// own "full" mbarrier (completed by the copy engine's byte count) and "empty" mbarrier (arrived by the 8
+// consumer warps when they no longer read the stage). Warpgroups 1 and 2 are the consumers, 64 query rows each
+// (BM = 128 rows per CTA): S = Q K^T is one wgmma m64n128k16 per 16 of head_dim with both operands in shared
+// memory (128-byte swizzled, K-major, exactly the layout the TMA box writes); O += P V takes P from registers
+// (the fp32 S accumulator layout, converted to bf16 pairs, is the wgmma A-register fragment) and V from shared
+// memory as an MN-major (transposed) operand, so V needs no transpose. Per key tile j the consumer issues
+// S_j = Q K_j^T and O += P_{j-1} V_{j-1} back to back, waits only for S_j, does the masking and the online
+// softmax of tile j while P_{j-1} V_{j-1} still runs on the tensor cores, then waits for it, rescales O and
+// converts P_j. S, P and O together need 64 + 32 + 64 registers per thread (d = 128): hence 240 registers
+// for the consumers and 24 for the producer. Version 4 adds ping-pong: the two consumer warpgroups take turns
+// to issue their GEMMs (named barriers), so one warpgroup's softmax runs under the other's GEMMs.
+//
+// Tensor maps: Q, K, V are 3-D (head_dim, heads, tokens) over the packed varlen batch; a box is 64 elements of
+// head_dim (128 bytes: the 128-byte swizzle limit) x 1 head x 128 tokens, so d = 128 loads two boxes per tile.
+// Rows past a sequence's end belong to the next sequence (or are zero-filled past the tensor): keys there are
+// masked to -inf, so their (finite) V rows get weight 0, and query rows there are never stored.
+#include "common.cuh"
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <math.h>
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ASSAY_SM90A 1
+#endif
+// The sm_80 pass compiles the kernels to a trap, leaving the device functions below unused there.
+#pragma nv_diag_suppress 177
+
+namespace {
+
+constexpr int BM = 128;    // query rows per CTA: 2 consumer warpgroups x 64
+constexpr int BN = 128;    // keys per tile
+constexpr int STAGES = 2;  // K/V ring depth
+constexpr int NTHREADS = 384;
+
+// D[64 x 128] (+)= A[64 x 16] * B[16 x 128], both operands in shared memory (128-byte swizzled, K-major).
+__device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t da, uint64_t db, int accumulate) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+#else
+    __trap();
+#endif
+}
+
+// D[64 x 128] += A[64 x 16] * B[16 x 128], A (bf16 pairs) in registers, B in shared memory MN-major (transposed).
+__device__ __forceinline__ void wgmma_rs_n128_tb(float *d, const uint32_t *a, uint64_t db) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#else
+    __trap();
+#endif
+}
+
+// D[64 x 64] += A[64 x 16] * B[16 x 64], A (bf16 pairs) in registers, B in shared memory MN-major (transposed).
+__device__ __forceinline__ void wgmma_rs_n64_tb(float *d, const uint32_t *a, uint64_t db) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#else
+    __trap();
+#endif
+}
+
+// D[64 x 128] (+)= A[64 x 32] * B[32 x 128], e4m3 operands in shared memory (128-byte swizzled, K-major).
+__device__ __forceinline__ void wgmma_ss_e4m3_n128(float *d, uint64_t da, uint64_t db, int accumulate) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+#else
+    __trap();
+#endif
+}
+
+// D[64 x 128] += A[64 x 32] * B[32 x 128], A (e4m3 quads) in registers, B in shared memory (K-major).
+__device__ __forceinline__ void wgmma_rs_e4m3_n128(float *d, const uint32_t *a, uint64_t db) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#else
+    __trap();
+#endif
+}
+
+
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef ASSAY_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef ASSAY_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef ASSAY_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma wait.
+template <int N>
+__device__ __forceinline__ void reg_fence(float *r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle. K-major operands: SBO = 1024 (8 rows of 128 bytes), LBO
+// unused. MN-major operands: LBO = byte distance between 64-element blocks along MN, SBO = between 8-row blocks
+// along K.
+__device__ __forceinline__ uint64_t sw128_desc(const void *p, uint32_t lbo, uint32_t sbo) {
+    uint64_t a = smem_u32(p);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) | ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
+                                            uint64_t *bar) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];\n" ::"r"(smem_u32(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+        : "memory");
+#else
+    __trap();
+#endif
+}
+
+struct WgParams {
+    __nv_bfloat16 *o;
+    float *lse;
+    const int32_t *cu_q, *cu_k;
+    int batch, hq, hkv;
+    float scale_log2, scale;
+    int causal;
+};
+
+template <int D>
+struct Smem {
+    static constexpr int Q_BYTES = BM * D * 2;
+    static constexpr int KV_BYTES = BN * D * 2;
+    static constexpr int Q_OFF = 0;
+    static constexpr int K_OFF = Q_BYTES;
+    static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
+    static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
+    static constexpr int BYTES = BAR_OFF + 64 + 1024;  // barriers; slack to align the base to 1024
+};
+
+// 2^x with one MUFU.EX2 (exp2f adds a range test and two multiplies per call to keep denormal results; here
+// results below 2^-126 may flush to zero, which softmax weights can afford: the row maximum gives 2^0 or 2^8).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Named barriers 1 and 2 (0 is __syncthreads): "consumer warpgroup c may issue its GEMMs now" (ping-pong).
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+template <int D, bool PINGPONG>
+__global__ void __launch_bounds__(NTHREADS, 1)
+    fa_wgmma(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
+             const __grid_constant__ CUtensorMap tmv, WgParams p) {
+#ifdef ASSAY_SM90A
+    using L = Smem<D>;
+    constexpr int DH = D / 64;  // 64-column halves of head_dim (one TMA box / swizzle atom column each)
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = sm + L::Q_OFF;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + L::BAR_OFF);
+    uint64_t *qfull = bars, *kfull = bars + 1, *vfull = kfull + STAGES, *kempty = vfull + STAGES,
+             *vempty = kempty + STAGES;
+
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int mblk = gridDim.x - 1 - blockIdx.x;  // heaviest causal blocks first
+    const int q0 = p.cu_q[b], Lq = p.cu_q[b + 1] - q0;
+    const int k0 = p.cu_k[b], Lk = p.cu_k[b + 1] - k0;
+    if (mblk * BM >= Lq) return;
+    const int hk = h / (p.hq / p.hkv);
+    const int diag = Lk - Lq;  // causal offset (bottom-right alignment)
+    const int n_total = (Lk + BN - 1) / BN;
+    int n_max = n_total;
+    if (p.causal) {
+        int x = (mblk + 1) * BM + diag;
+        n_max = x <= 0 ? 0 : min(n_total, (x + BN - 1) / BN);
+    }
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+
+    if (tid == 0) {
+        mbar_init(qfull, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(kfull + s, 1);
+            mbar_init(vfull + s, 1);
+            mbar_init(kempty + s, 8);  // one arrival per consumer warp
+            mbar_init(vempty + s, 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tid == 0 && n_max > 0) {
+            mbar_arrive_expect_tx(qfull, L::Q_BYTES);
+#pragma unroll
+            for (int x = 0; x < DH; ++x) tma_load_3d(Qs + x * BM * 128, &tmq, x * 64, h, q0 + mblk * BM, qfull);
+            for (int j = 0; j < n_max; ++j) {
+                const int s = j % STAGES;
+                const uint32_t ph = (j / STAGES) & 1;
+                if (j >= STAGES) mbar_wait(kempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(kfull + s, L::KV_BYTES);
+#pragma unroll
+                for (int x = 0; x < DH; ++x)
+                    tma_load_3d(sm + L::K_OFF + s * L::KV_BYTES + x * BN * 128, &tmk, x * 64, hk, k0 + j * BN,
+                                kfull + s);
+                if (j >= STAGES) mbar_wait(vempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(vfull + s, L::KV_BYTES);
+#pragma unroll
+                for (int x = 0; x < DH; ++x)
+                    tma_load_3d(sm + L::V_OFF + s * L::KV_BYTES + x * BN * 128, &tmv, x * 64, hk, k0 + j * BN,
+                                vfull + s);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int cw = wg - 1;            // consumer warpgroup: rows cw*64 .. cw*64+63 of the tile
+    const int wiw = warp & 3;         // warp inside the warpgroup: 16 rows each
+    const int g = lane >> 2, t = lane & 3;
+    const int row0 = mblk * BM + cw * 64 + wiw * 16 + g;  // this thread's rows: row0 and row0 + 8
+
+    // Ping-pong (lab variant 4): the two consumer warpgroups take turns to issue their GEMMs, so that one
+    // warpgroup's softmax runs while the other's GEMMs own the tensor cores. Turn k of warpgroup c waits on
+    // barrier 1 + c, which the other warpgroup arrives at after issuing its own turn; warpgroup 1 gives
+    // warpgroup 0 its first turn and skips its last arrival, so every barrier phase completes exactly.
+    int turns_left = n_max + 1;  // n_max QK^T issues + the final P V
+    auto turn_begin = [&]() {
+        if (PINGPONG) named_sync(1 + cw);
+    };
+    auto turn_end = [&]() {
+        --turns_left;
+        if (PINGPONG && !(cw == 1 && turns_left == 0)) named_arrive(2 - cw);
+    };
+    if (PINGPONG && cw == 1 && n_max > 0) named_arrive(1);
+
+    float o[D / 2];
+    float s[BN / 2];
+    uint32_t pa[BN / 16][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+
+    // Descriptors: Q rows of this warpgroup start cw*64 rows (cw*8 KB) into each 64-column half.
+    const unsigned char *Qw = Qs + cw * 64 * 128;
+
+    auto issue_qk = [&](int st) {
+        const unsigned char *Kt = sm + L::K_OFF + st * L::KV_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const int x = kk >> 2, w = (kk & 3) * 32;
+            wgmma_ss_n128(s, sw128_desc(Qw + x * BM * 128 + w, 16, 1024), sw128_desc(Kt + x * BN * 128 + w, 16, 1024),
+                          kk > 0);
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int st) {
+        const unsigned char *Vt = sm + L::V_OFF + st * L::KV_BYTES;
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            const uint64_t dv = sw128_desc(Vt + kc * 16 * 128, BN * 128, 1024);
+            if (D == 128) wgmma_rs_n128_tb(o, pa[kc], dv);
+            else wgmma_rs_n64_tb(o, pa[kc], dv);
+        }
+        wgmma_commit();
+    };
+    // Masks (ragged end of K; causal diagonal), then the online softmax of S in place; returns the factors
+    // that rescale O's two rows.
+    auto softmax = [&](int j, float *alpha) {
+        const bool need_mask = (j + 1) * BN > Lk || (p.causal && (j + 1) * BN - 1 > mblk * BM + diag);
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * BN + i * 8 + 2 * t + (e & 1);
+                    const int row = row0 + (e >> 1) * 8;
+                    if (col >= Lk || (p.causal && col > row + diag)) s[4 * i + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            // Four independent chains (the compiler keeps the written order of float operations).
+            float mq[4] = {m[r], -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) mq[i & 3] = fmaxf(mq[i & 3], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            float mx = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
+            mx = warp_max_quad(mx);
+            const float m_sc = mx == -INFINITY ? 0.f : mx * p.scale_log2;
+            alpha[r] = fast_exp2(m[r] * p.scale_log2 - m_sc);
+            float sq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) {
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], p.scale_log2, -m_sc));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], p.scale_log2, -m_sc));
+                s[4 * i + 2 * r] = p0;
+                s[4 * i + 2 * r + 1] = p1;
+                sq[i & 3] += p0 + p1;
+            }
+            const float sum = (sq[0] + sq[1]) + (sq[2] + sq[3]);
+            l[r] = l[r] * alpha[r] + sum;  // per-thread partial sums; the quad adds them at the end
+            m[r] = mx;
+        }
+    };
+    auto convert_p = [&]() {
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            pa[kc][0] = pack_bf16(s[8 * kc + 0], s[8 * kc + 1]);
+            pa[kc][1] = pack_bf16(s[8 * kc + 2], s[8 * kc + 3]);
+            pa[kc][2] = pack_bf16(s[8 * kc + 4], s[8 * kc + 5]);
+            pa[kc][3] = pack_bf16(s[8 * kc + 6], s[8 * kc + 7]);
+        }
+    };
+
+    if (n_max > 0) {
+        mbar_wait(qfull, 0);
+        mbar_wait(kfull, 0);
+        wgmma_fence();
+        turn_begin();
+        issue_qk(0);
+        turn_end();
+        wgmma_wait<0>();
+        reg_fence<BN / 2>(s);
+        if (lane == 0) mbar_arrive(kempty);
+        float alpha[2];
+        softmax(0, alpha);
+        convert_p();
+        for (int j = 1; j < n_max; ++j) {
+            const int st = j % STAGES, sp = (j - 1) % STAGES;
+            mbar_wait(kfull + st, (j / STAGES) & 1);
+            mbar_wait(vfull + sp, ((j - 1) / STAGES) & 1);
+            wgmma_fence();
+            turn_begin();
+            issue_qk(st);
+            issue_pv(sp);
+            turn_end();
+            wgmma_wait<1>();  // S_j is done; P_{j-1} V_{j-1} may still run
+            reg_fence<BN / 2>(s);
+            if (lane == 0) mbar_arrive(kempty + st);
+            softmax(j, alpha);
+            wgmma_wait<0>();
+            reg_fence<D / 2>(o);
+            if (lane == 0) mbar_arrive(vempty + sp);
+            // Rescale only when a row maximum moved somewhere in the warp (rare after the first tiles); a skipped
+            // multiply would have been by exactly 1.
+            if (__any_sync(0xffffffff, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i) {
+                    o[4 * i + 0] *= alpha[0];
+                    o[4 * i + 1] *= alpha[0];
+                    o[4 * i + 2] *= alpha[1];
+                    o[4 * i + 3] *= alpha[1];
+                }
+            }
+            convert_p();
+        }
+        const int sl = (n_max - 1) % STAGES;
+        mbar_wait(vfull + sl, ((n_max - 1) / STAGES) & 1);
+        wgmma_fence();
+        turn_begin();
+        issue_pv(sl);
+        turn_end();
+        wgmma_wait<0>();
+        reg_fence<D / 2>(o);
+    }
+
+    const int total_q = p.cu_q[p.batch];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float lsum = warp_sum_quad(l[r]);
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const int row = row0 + r * 8;
+        if (row >= Lq) continue;
+        __nv_bfloat16 *dst = p.o + ((size_t)(q0 + row) * p.hq + h) * D;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+            *reinterpret_cast<uint32_t *>(dst + i * 8 + 2 * t) = pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        if (p.lse && t == 0)
+            p.lse[(size_t)h * total_q + q0 + row] = lsum > 0.f ? m[r] * p.scale + logf(lsum) : -INFINITY;
+    }
+#else
+    __trap();
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    if (!fn) {
+        void *ptr = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)ptr;
+    }
+    return fn;
+}
+
+// 3-D map over a packed [tokens][heads][d] bf16 tensor; box = 64 of d x 1 head x `rows` tokens, 128-byte swizzle.
+int make_map(CUtensorMap *m, const void *base, int d, int heads, int tokens, int rows) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+    if (!enc) return assay_cuda_fail("attn_prefill: cuTensorMapEncodeTiled is not available");
+    cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)heads, (cuuint64_t)(tokens > 0 ? tokens : 1)};
+    cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)heads * d * 2};
+    cuuint32_t box[3] = {64, 1, (cuuint32_t)rows};
+    cuuint32_t estr[3] = {1, 1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return assay_cuda_fail("attn_prefill: cuTensorMapEncodeTiled failed (%d)", (int)r);
+    return 0;
+}
+
+template <int D, bool PP>
+int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cudaStream_t stream) {
+    constexpr int smem = Smem<D>::BYTES;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma<D, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        configured = true;
+    }
+    CUtensorMap mq, mk, mv;
+    if (make_map(&mq, a->q, D, a->n_heads_q, total_q, BM) || make_map(&mk, a->k, D, a->n_heads_kv, total_k, BN) ||
+        make_map(&mv, a->v, D, a->n_heads_kv, total_k, BN))
+        return -1;
+    WgParams p;
+    p.o = (__nv_bfloat16 *)a->o;
+    p.lse = a->lse;
+    p.cu_q = a->cu_seqlens_q;
+    p.cu_k = a->cu_seqlens_k;
+    p.batch = a->batch;
+    p.hq = a->n_heads_q;
+    p.hkv = a->n_heads_kv;
+    p.scale = a->scale;
+    p.scale_log2 = a->scale * 1.4426950408889634f;
+    p.causal = a->causal;
+    dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
+    fa_wgmma<D, PP><<<grid, NTHREADS, smem, stream>>>(mq, mk, mv, p);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+
+// ---- FP8 (e4m3) version of the same kernel (lab: attn_prefill_fp8 variant "sm90"), head_dim 128 --------------
+// Operands: Q and K e4m3 codes [tokens][heads][128] with one scale per (token, head) row (as written by
+// assay_cuda_fp8_quant_rows, Hadamard-rotated or not); V transposed, V^T codes [kv_head][128][vt_stride] with one
+// scale per (kv_head, channel) (assay_cuda_fp8_quant_vt), because e4m3 wgmma takes K-major B operands only and the
+// reduction dimension of P V is the key. S = Q K^T is m64n128k32 on codes; the K scale multiplies each column, the
+// Q scale joins the softmax scale of each row; P = exp2(x - max + 8) lies in (0, 256], inside e4m3's range (the
+// offset cancels against the row sum). P V is the register-A form: the fp32 S layout gives a lane keys
+// {8i + 2t, 8i + 2t + 1} while the 8-bit A fragment holds k positions {4t .. 4t + 3} and {16 + 4t ..}: instead of
+// moving bytes between lanes, V^T stores the keys of each 32-key block in the order that makes the positions of
+// lane t's quads hold exactly its keys (position 4t + u <-> key 8(u >> 1) + 2t + (u & 1), the same + 16), so a
+// lane packs its own four P values into each A register. The K scales of a tile are loaded while the GEMMs
+// run; the V channel scales apply once, at the end. Default: the consumer warpgroups do not ping-pong (lab
+// variant 2; one run measured it 6% faster, the final run h200-gpu4 equal); lab variant 1 has the ping-pong of
+// bf16 variant 4.
+struct Fp8WgParams {
+    __nv_bfloat16 *o;
+    const float *q_scale, *k_scale_t, *v_scale;  // [total_q][hq], [hkv][vt_stride], [hkv][128]
+    const int32_t *cu_q, *cu_k, *cu_vt;
+    int batch, hq, hkv, vt_stride;
+    float scale_log2;
+    int causal;
+};
+
+constexpr int F8_D = 128;
+constexpr int F8_TILE = 128 * 128;  // bytes of one Q, K or V^T tile
+constexpr int F8_STAGES = 2;
+constexpr int F8_SMEM = F8_TILE * (1 + 2 * F8_STAGES) + F8_STAGES * BN * 4 + 64 + 1024;
+
+template <bool PINGPONG>
+__global__ void __launch_bounds__(NTHREADS, 1)
+    fa_wgmma_fp8(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
+                 const __grid_constant__ CUtensorMap tmv, Fp8WgParams p) {
+#ifdef ASSAY_SM90A
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = sm, *Ks = sm + F8_TILE, *Vs = sm + F8_TILE * (1 + F8_STAGES);
+    float *KSs = reinterpret_cast<float *>(sm + F8_TILE * (1 + 2 * F8_STAGES));  // [stage][BN] K scales
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + F8_TILE * (1 + 2 * F8_STAGES) + F8_STAGES * BN * 4);
+    uint64_t *qfull = bars, *kfull = bars + 1, *vfull = kfull + F8_STAGES, *kempty = vfull + F8_STAGES,
+             *vempty = kempty + F8_STAGES;
+
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int mblk = gridDim.x - 1 - blockIdx.x;
+    const int q0 = p.cu_q[b], Lq = p.cu_q[b + 1] - q0;
+    const int k0 = p.cu_k[b], Lk = p.cu_k[b + 1] - k0;
+    if (mblk * BM >= Lq) return;
+    const int vt0 = p.cu_vt[b];  // first V^T column of the sequence (a multiple of 16: TMA needs 16-byte aligned rows)
+    const int hk = h / (p.hq / p.hkv);
+    const int diag = Lk - Lq;
+    const int n_total = (Lk + BN - 1) / BN;
+    int n_max = n_total;
+    if (p.causal) {
+        int x = (mblk + 1) * BM + diag;
+        n_max = x <= 0 ? 0 : min(n_total, (x + BN - 1) / BN);
+    }
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+
+    if (tid == 0) {
+        mbar_init(qfull, 1);
+        for (int s = 0; s < F8_STAGES; ++s) {
+            mbar_init(kfull + s, 1);
+            mbar_init(vfull + s, 1);
+            mbar_init(kempty + s, 8);
+            mbar_init(vempty + s, 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tid == 0 && n_max > 0) {
+            mbar_arrive_expect_tx(qfull, F8_TILE);
+            tma_load_3d(Qs, &tmq, 0, h, q0 + mblk * BM, qfull);
+            for (int j = 0; j < n_max; ++j) {
+                const int s = j % F8_STAGES;
+                const uint32_t ph = (j / F8_STAGES) & 1;
+                if (j >= F8_STAGES) mbar_wait(kempty + s, ph ^ 1);
+                // The tile's K scales ride on the same barrier: a bulk copy of up to 512 bytes (the row ends at
+                // vt_stride; columns are multiples of 32 floats, so the copy is 16-byte aligned and sized).
+                const int kcol = vt0 + j * BN, nsc = min(BN, p.vt_stride - kcol);
+                mbar_arrive_expect_tx(kfull + s, F8_TILE + nsc * 4);
+                tma_load_3d(Ks + s * F8_TILE, &tmk, 0, hk, k0 + j * BN, kfull + s);
+                bulk_g2s(KSs + s * BN, p.k_scale_t + (size_t)hk * p.vt_stride + kcol, nsc * 4, kfull + s);
+                if (j >= F8_STAGES) mbar_wait(vempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(vfull + s, F8_TILE);
+                tma_load_3d(Vs + s * F8_TILE, &tmv, vt0 + j * BN, 0, hk, vfull + s);  // V^T: (key, channel, head)
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int cw = wg - 1, wiw = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int row0 = mblk * BM + cw * 64 + wiw * 16 + g;
+    int turns_left = n_max + 1;
+    auto turn_begin = [&]() {
+        if (PINGPONG) named_sync(1 + cw);
+    };
+    auto turn_end = [&]() {
+        --turns_left;
+        if (PINGPONG && !(cw == 1 && turns_left == 0)) named_arrive(2 - cw);
+    };
+    if (PINGPONG && cw == 1 && n_max > 0) named_arrive(1);
+
+    float qf[2];  // per-row factor: q scale * softmax scale * log2(e)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        qf[r] = (row < Lq ? p.q_scale[(size_t)(q0 + row) * p.hq + h] : 1.f) * p.scale_log2;
+    }
+    float2 ksv[BN / 8];  // K scales of this lane's columns (from shared memory; past the row end: stale, masked)
+    auto load_kscales = [&](int st) {
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) ksv[i] = *reinterpret_cast<const float2 *>(KSs + st * BN + i * 8 + 2 * t);
+    };
+
+    float o[F8_D / 2];
+    float s[BN / 2];
+    uint32_t pa[BN / 32][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < F8_D / 2; ++i) o[i] = 0.f;
+    const unsigned char *Qw = Qs + cw * 64 * 128;
+
+    auto issue_qk = [&](int st) {
+        const unsigned char *Kt = Ks + st * F8_TILE;
+#pragma unroll
+        for (int kk = 0; kk < F8_D / 32; ++kk)
+            wgmma_ss_e4m3_n128(s, sw128_desc(Qw + kk * 32, 16, 1024), sw128_desc(Kt + kk * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int st) {
+        const unsigned char *Vt = Vs + st * F8_TILE;
+#pragma unroll
+        for (int kc = 0; kc < BN / 32; ++kc) wgmma_rs_e4m3_n128(o, pa[kc], sw128_desc(Vt + kc * 32, 16, 1024));
+        wgmma_commit();
+    };
+    auto softmax = [&](int j, float *alpha) {
+        const bool need_mask = (j + 1) * BN > Lk || (p.causal && (j + 1) * BN - 1 > mblk * BM + diag);
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+            s[4 * i + 0] *= ksv[i].x;
+            s[4 * i + 1] *= ksv[i].y;
+            s[4 * i + 2] *= ksv[i].x;
+            s[4 * i + 3] *= ksv[i].y;
+        }
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * BN + i * 8 + 2 * t + (e & 1);
+                    const int row = row0 + (e >> 1) * 8;
+                    if (col >= Lk || (p.causal && col > row + diag)) s[4 * i + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            // Four independent chains (the compiler keeps the written order of float operations).
+            float mq[4] = {m[r], -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) mq[i & 3] = fmaxf(mq[i & 3], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            float mx = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
+            mx = warp_max_quad(mx);
+            const float m_sc = mx == -INFINITY ? 0.f : mx * qf[r];
+            alpha[r] = fast_exp2(m[r] * qf[r] - m_sc);
+            const float off = 8.f - m_sc;  // P in (0, 256]: e4m3 keeps 3 mantissa bits down to 2^-6
+            float sq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) {
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], qf[r], off));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], qf[r], off));
+                s[4 * i + 2 * r] = p0;
+                s[4 * i + 2 * r + 1] = p1;
+                sq[i & 3] += p0 + p1;
+            }
+            const float sum = (sq[0] + sq[1]) + (sq[2] + sq[3]);
+            l[r] = l[r] * alpha[r] + sum;
+            m[r] = mx;
+        }
+    };
+    // e4m3 A fragment of k-chunk kc: a0 / a1 = rows g / g+8 at positions 4t..4t+3 = keys {2t, 2t+1, 8+2t, 9+2t}
+    // of the chunk (n8 blocks 4kc and 4kc+1 of S), a2 / a3 the same 16 keys further (blocks 4kc+2, 4kc+3).
+    auto convert_p = [&]() {
+#pragma unroll
+        for (int kc = 0; kc < BN / 32; ++kc)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int i = 4 * kc + 2 * hh;
+                    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]),
+                                                                 __NV_SATFINITE, __NV_E4M3);
+                    const uint32_t hi = __nv_cvt_float2_to_fp8x2(
+                        make_float2(s[4 * i + 4 + 2 * r], s[4 * i + 4 + 2 * r + 1]), __NV_SATFINITE, __NV_E4M3);
+                    pa[kc][2 * hh + r] = lo | (hi << 16);
+                }
+    };
+
+    if (n_max > 0) {
+        mbar_wait(qfull, 0);
+        mbar_wait(kfull, 0);
+        wgmma_fence();
+        turn_begin();
+        issue_qk(0);
+        turn_end();
+        load_kscales(0);
+        wgmma_wait<0>();
+        reg_fence<BN / 2>(s);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(kempty);
+        float alpha[2];
+        softmax(0, alpha);
+        convert_p();
+        for (int j = 1; j < n_max; ++j) {
+            const int st = j % F8_STAGES, sp = (j - 1) % F8_STAGES;
+            mbar_wait(kfull + st, (j / F8_STAGES) & 1);
+            mbar_wait(vfull + sp, ((j - 1) / F8_STAGES) & 1);
+            wgmma_fence();
+            turn_begin();
+            issue_qk(st);
+            issue_pv(sp);
+            turn_end();
+            load_kscales(st);
+            wgmma_wait<1>();
+            reg_fence<BN / 2>(s);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(kempty + st);
+            softmax(j, alpha);
+            wgmma_wait<0>();
+            reg_fence<F8_D / 2>(o);
+            if (lane == 0) mbar_arrive(vempty + sp);
+            // Rescale only when a row maximum moved somewhere in the warp (rare after the first tiles); a skipped
+            // multiply would have been by exactly 1.
+            if (__any_sync(0xffffffff, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                for (int i = 0; i < F8_D / 8; ++i) {
+                    o[4 * i + 0] *= alpha[0];
+                    o[4 * i + 1] *= alpha[0];
+                    o[4 * i + 2] *= alpha[1];
+                    o[4 * i + 3] *= alpha[1];
+                }
+            }
+            convert_p();
+        }
+        const int sl = (n_max - 1) % F8_STAGES;
+        mbar_wait(vfull + sl, ((n_max - 1) / F8_STAGES) & 1);
+        wgmma_fence();
+        turn_begin();
+        issue_pv(sl);
+        turn_end();
+        wgmma_wait<0>();
+        reg_fence<F8_D / 2>(o);
+    }
+
+    const float *vsc = p.v_scale + (size_t)hk * F8_D;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float lsum = warp_sum_quad(l[r]);
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const int row = row0 + r * 8;
+        if (row >= Lq) continue;
+        __nv_bfloat16 *dst = p.o + ((size_t)(q0 + row) * p.hq + h) * F8_D;
+#pragma unroll
+        for (int i = 0; i < F8_D / 8; ++i) {
+            const int c = i * 8 + 2 * t;
+            *reinterpret_cast<uint32_t *>(dst + c) =
+                pack_bf16(o[4 * i + 2 * r] * inv * __ldg(vsc + c), o[4 * i + 2 * r + 1] * inv * __ldg(vsc + c + 1));
+        }
+    }
+#else
+    __trap();
+#endif
+}
+
+// V (bf16 [tokens][hkv][d]) -> per-(head, channel) absolute maxima (as float bits; amax must start at 0).
+__global__ void v_amax(const __nv_bfloat16 *v, int64_t n, int hd, unsigned int *amax) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n / 2; i += (int64_t)gridDim.x * blockDim.x) {
+        float2 f = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162 *>(v)[i]);
+        const int c = (int)((2 * i) % hd);
+        atomicMax(amax + c, __float_as_uint(fabsf(f.x)));
+        atomicMax(amax + c + 1, __float_as_uint(fabsf(f.y)));
+    }
+}
+// One block per (64-token tile, kv head, sequence): codes of V^T through a shared-memory transpose, each code
+// divided by its channel's scale (amax / 448). Sequence b's tokens go to columns cu_vt[b] ...
+__global__ void v_quant_t(const __nv_bfloat16 *v, const int32_t *cu_k, const int32_t *cu_vt, int hkv,
+                          const unsigned int *amax, uint8_t *vt, int vt_stride) {
+    __shared__ uint8_t tile[128][64 + 4];
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int len = cu_k[b + 1] - cu_k[b];
+    if (blockIdx.x * 64 >= len) return;
+    const int tok0 = cu_k[b] + blockIdx.x * 64, col0 = cu_vt[b] + blockIdx.x * 64, end = cu_k[b + 1];
+    for (int idx = threadIdx.x; idx < 64 * 128; idx += blockDim.x) {
+        const int r = idx >> 7, c = idx & 127, tok = tok0 + r;
+        uint8_t code = 0;
+        if (tok < end) {
+            const float a = __uint_as_float(amax[h * 128 + c]);
+            const float x = __bfloat162float(v[((size_t)tok * hkv + h) * 128 + c]);
+            code = (uint8_t)__nv_cvt_float_to_fp8(a > 0.f ? x * (448.f / a) : 0.f, __NV_SATFINITE, __NV_E4M3);
+        }
+        tile[c][r] = code;
+    }
+    __syncthreads();
+    // Key r of each 32-key block goes to position (r & 16) | ((r >> 1) & 3) << 2 | ((r >> 3) & 1) << 1 | (r & 1):
+    // the attention kernel's P fragment order (a lane's A quad = its own S columns). Tiles start at multiples
+    // of 32 keys of the sequence, so the permutation never leaves the sequence's (32-padded) columns.
+    for (int idx = threadIdx.x; idx < 64 * 128; idx += blockDim.x) {
+        const int c = idx >> 6, r = idx & 63;
+        const int pos = (r & ~31) | (r & 16) | (((r >> 1) & 3) << 2) | (((r >> 3) & 1) << 1) | (r & 1);
+        if (tok0 + r < end) vt[((size_t)h * 128 + c) * vt_stride + col0 + pos] = tile[c][r];
+    }
+}
+__global__ void amax_to_scale(const unsigned int *amax, float *scale, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float a = __uint_as_float(amax[i]);
+        scale[i] = a > 0.f ? a / 448.f : 1.f;
+    }
+}
+// s [tokens][heads] -> st [heads][st_stride], sequence b's tokens at columns cu_st[b] ...
+__global__ void transpose_scales(const float *s, const int32_t *cu, const int32_t *cu_st, int heads, float *st,
+                                 int st_stride) {
+    const int b = blockIdx.y, pos = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pos >= cu[b + 1] - cu[b]) return;
+    for (int h = 0; h < heads; ++h) st[(size_t)h * st_stride + cu_st[b] + pos] = s[(size_t)(cu[b] + pos) * heads + h];
+}
+
+int make_map_u8(CUtensorMap *m, const void *base, const cuuint64_t *dims, const cuuint64_t *strides,
+                const cuuint32_t *box) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+    if (!enc) return assay_cuda_fail("attn_prefill_fp8: cuTensorMapEncodeTiled is not available");
+    cuuint32_t estr[3] = {1, 1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return assay_cuda_fail("attn_prefill_fp8: cuTensorMapEncodeTiled failed (%d)", (int)r);
+    return 0;
+}
+
+}  // namespace
+
+// Called by assay_cuda_attn_prefill for variants 3 and 4 (= 3 with ping-pong) (arguments already checked). total_q / total_k: the packed
+// token counts (cu_seqlens[batch]), which the tensor maps need on the host.
+int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, int pingpong,
+                                 cudaStream_t stream) {
+    if (a->head_dim == 128)
+        return pingpong ? launch<128, true>(a, total_q, total_k, stream) : launch<128, false>(a, total_q, total_k, stream);
+    if (a->head_dim == 64)
+        return pingpong ? launch<64, true>(a, total_q, total_k, stream) : launch<64, false>(a, total_q, total_k, stream);
+    return assay_cuda_fail("attn_prefill: head_dim %d not supported by the sm_90 kernel (64, 128)", a->head_dim);
+}
+
+extern "C" int assay_cuda_fp8_quant_vt(const void *v_bf16, const int32_t *cu_seqlens_k, const int32_t *cu_seqlens_vt,
+                                       int32_t batch, int32_t max_seqlen_k, int32_t total_k, int32_t n_heads_kv,
+                                       int32_t d, uint8_t *vt, int32_t vt_stride, float *v_scale,
+                                       unsigned int *amax_ws, assay_cuda_stream stream) {
+    if (!v_bf16 || !cu_seqlens_k || !cu_seqlens_vt || !vt || !v_scale || !amax_ws)
+        return assay_cuda_fail("fp8_quant_vt: null pointer argument");
+    if (d != 128 || batch <= 0 || total_k <= 0 || max_seqlen_k <= 0 || n_heads_kv <= 0 || vt_stride < total_k ||
+        vt_stride % 32)
+        return assay_cuda_fail("fp8_quant_vt: bad shape (d %d, tokens %d, stride %d)", d, total_k, vt_stride);
+    cudaStream_t s = (cudaStream_t)stream;
+    const int n = n_heads_kv * d;
+    ASSAY_CUDA_TRY(cudaMemsetAsync(amax_ws, 0, (size_t)n * 4, s));
+    ASSAY_CUDA_TRY(cudaMemsetAsync(vt, 0, (size_t)n * vt_stride, s));  // padding columns: zero codes
+    const int64_t elems = (int64_t)total_k * n;
+    int blocks = (int)((elems / 2 + 255) / 256);
+    if (blocks > 4096) blocks = 4096;
+    v_amax<<<blocks, 256, 0, s>>>((const __nv_bfloat16 *)v_bf16, elems, n, amax_ws);
+    ASSAY_CUDA_LAUNCHED();
+    v_quant_t<<<dim3((max_seqlen_k + 63) / 64, n_heads_kv, batch), 256, 0, s>>>(
+        (const __nv_bfloat16 *)v_bf16, cu_seqlens_k, cu_seqlens_vt, n_heads_kv, amax_ws, vt, vt_stride);
+    ASSAY_CUDA_LAUNCHED();
+    amax_to_scale<<<(n + 255) / 256, 256, 0, s>>>(amax_ws, v_scale, n);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+extern "C" int assay_cuda_transpose_scales(const float *s, const int32_t *cu_seqlens, const int32_t *cu_seqlens_st,
+                                           int32_t batch, int32_t max_seqlen, int32_t heads, float *st,
+                                           int32_t st_stride, assay_cuda_stream stream) {
+    if (!s || !st || !cu_seqlens || !cu_seqlens_st || batch <= 0 || max_seqlen <= 0 || heads <= 0)
+        return assay_cuda_fail("transpose_scales: bad argument");
+    ASSAY_CUDA_TRY(cudaMemsetAsync(st, 0, (size_t)heads * st_stride * 4, (cudaStream_t)stream));
+    transpose_scales<<<dim3((max_seqlen + 255) / 256, batch), 256, 0, (cudaStream_t)stream>>>(
+        s, cu_seqlens, cu_seqlens_st, heads, st, st_stride);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp8_sm90_args *a,
+                                                assay_cuda_stream stream) {
+    if (!a || !a->q || !a->k || !a->vt || !a->q_scale || !a->k_scale_t || !a->v_scale || !a->o || !a->cu_seqlens_q ||
+        !a->cu_seqlens_k || !a->cu_seqlens_vt)
+        return assay_cuda_fail("attn_prefill_fp8_sm90: null pointer argument");
+    if (a->head_dim != 128 || a->batch <= 0 || a->n_heads_q <= 0 || a->n_heads_kv <= 0 ||
+        a->n_heads_q % a->n_heads_kv || a->total_q <= 0 || a->total_k <= 0 || a->vt_stride < a->total_k ||
+        a->vt_stride % 32)
+        return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
+                               a->n_heads_q, a->n_heads_kv, a->vt_stride);
+    if (a->max_seqlen_q == 0) return 0;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma_fp8<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8_SMEM));
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma_fp8<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, F8_SMEM));
+        configured = true;
+    }
+    CUtensorMap mq, mk, mv;
+    const cuuint64_t dq[3] = {128, (cuuint64_t)a->n_heads_q, (cuuint64_t)a->total_q};
+    const cuuint64_t sq[2] = {128, (cuuint64_t)a->n_heads_q * 128};
+    const cuuint64_t dk[3] = {128, (cuuint64_t)a->n_heads_kv, (cuuint64_t)a->total_k};
+    const cuuint64_t sk[2] = {128, (cuuint64_t)a->n_heads_kv * 128};
+    const cuuint64_t dv[3] = {(cuuint64_t)a->vt_stride, 128, (cuuint64_t)a->n_heads_kv};
+    const cuuint64_t sv[2] = {(cuuint64_t)a->vt_stride, (cuuint64_t)a->vt_stride * 128};
+    const cuuint32_t box_rows[3] = {128, 1, 128}, box_vt[3] = {128, 128, 1};
+    if (make_map_u8(&mq, a->q, dq, sq, box_rows) || make_map_u8(&mk, a->k, dk, sk, box_rows) ||
+        make_map_u8(&mv, a->vt, dv, sv, box_vt))
+        return -1;
+    Fp8WgParams p;
+    p.o = (__nv_bfloat16 *)a->o;
+    p.q_scale = a->q_scale;
+    p.k_scale_t = a->k_scale_t;
+    p.v_scale = a->v_scale;
+    p.cu_q = a->cu_seqlens_q;
+    p.cu_k = a->cu_seqlens_k;
+    p.cu_vt = a->cu_seqlens_vt;
+    p.batch = a->batch;
+    p.hq = a->n_heads_q;
+    p.hkv = a->n_heads_kv;
+    p.vt_stride = a->vt_stride;
+    p.scale_log2 = a->scale * 1.4426950408889634f;
+    p.causal = a->causal;
+    dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
+    if (a->variant != 1) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, (cudaStream_t)stream>>>(mq, mk, mv, p);
+    else fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, (cudaStream_t)stream>>>(mq, mk, mv, p);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
