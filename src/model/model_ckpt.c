@@ -229,26 +229,36 @@ static assay_status scaled_linear(const assay_ckpt *ck, const char *module, int6
 
 /* ---- compressed-tensors nvfp4-pack-quantized / mxfp4-pack-quantized: weight-only FP4 -------------------- */
 
+/* The one config group of a weight-only (A16) compressed-tensors checkpoint: its weights object in *w, or an error
+ * (more than one group, no weights, quantized input activations: a_error says why those do not run). */
+static assay_status ct_weight_only_group(assay_ckpt *ck, const assay_json *qc, const char *a_error, const assay_json **w) {
+    const assay_json *groups = assay_json_get(qc, "config_groups");
+    if (!assay_json_is(groups, ASSAY_JSON_OBJECT) || groups->count != 1)
+        return ct_bad(ck, "exactly one entry in config_groups is supported");
+    const assay_json *g = groups->first, *a = assay_json_get(g, "input_activations");
+    *w = assay_json_get(g, "weights");
+    if (!assay_json_is(*w, ASSAY_JSON_OBJECT)) return ct_bad(ck, "config group without weights");
+    if (a && !assay_json_is(a, ASSAY_JSON_NULL)) return ct_bad(ck, a_error);
+    memset(&ck->act, 0, sizeof ck->act);
+    return ASSAY_OK;
+}
+
 static int fp4_is_mx(const assay_ckpt *ck) { return strcmp(ck->loader->format, "mxfp4-pack-quantized") == 0; }
 
 /* One config group of 4-bit float weights in the NVFP4A16 (tensor_group, 16, FP8 scales) or MXFP4A16 (group, 32,
  * E8M0 scales) shape; activations must be unquantized (W4A4 NVFP4 would need FP4 activation emulation). */
 static assay_status fp4_parse(assay_ckpt *ck, const assay_json *qc) {
     const int mx = fp4_is_mx(ck);
-    const assay_json *groups = assay_json_get(qc, "config_groups");
-    if (!assay_json_is(groups, ASSAY_JSON_OBJECT) || groups->count != 1)
-        return ct_bad(ck, "exactly one entry in config_groups is supported");
-    const assay_json *g = groups->first, *w = assay_json_get(g, "weights"), *a = assay_json_get(g, "input_activations");
-    if (!assay_json_is(w, ASSAY_JSON_OBJECT)) return ct_bad(ck, "config group without weights");
+    const assay_json *w;
+    assay_status st =
+        ct_weight_only_group(ck, qc, "FP4 input activations are not emulated; weight-only (A16) checkpoints run", &w);
+    if (st != ASSAY_OK) return st;
     const char *wt = json_str(w, "type");
     if (assay_json_int(assay_json_get(w, "num_bits"), 0) != 4 || !wt || strcmp(wt, "float") != 0)
         return ct_bad(ck, "weights must be 4-bit float");
     ck->group_size = assay_json_int(assay_json_get(w, "group_size"), 0);
     if (ck->group_size != (mx ? ASSAY_MXFP4_BLOCK : ASSAY_NVFP4_BLOCK))
         return ct_bad(ck, mx ? "MXFP4 weights need group_size 32" : "NVFP4 weights need group_size 16");
-    memset(&ck->act, 0, sizeof ck->act);
-    if (a && !assay_json_is(a, ASSAY_JSON_NULL))
-        return ct_bad(ck, "FP4 input activations are not emulated; weight-only (A16) checkpoints run");
     return ASSAY_OK;
 }
 
@@ -580,11 +590,10 @@ static assay_status awq_linear(const assay_ckpt *ck, const char *module, int64_t
 /* ---- compressed-tensors pack-quantized: int4 weights, 16-bit activations (W4A16, vLLM's CompressedTensorsWNA16) */
 
 static assay_status packq_parse(assay_ckpt *ck, const assay_json *qc) {
-    const assay_json *groups = assay_json_get(qc, "config_groups");
-    if (!assay_json_is(groups, ASSAY_JSON_OBJECT) || groups->count != 1)
-        return ct_bad(ck, "exactly one entry in config_groups is supported");
-    const assay_json *g = groups->first, *w = assay_json_get(g, "weights"), *a = assay_json_get(g, "input_activations");
-    if (!assay_json_is(w, ASSAY_JSON_OBJECT)) return ct_bad(ck, "config group without weights");
+    const assay_json *w;
+    assay_status st = ct_weight_only_group(
+        ck, qc, "int4 weights with quantized input activations are not supported; weight-only (A16) runs", &w);
+    if (st != ASSAY_OK) return st;
     const char *wt = json_str(w, "type"), *ws = json_str(w, "strategy");
     if (assay_json_int(assay_json_get(w, "num_bits"), 0) != 4 || !wt || strcmp(wt, "int") != 0)
         return ct_bad(ck, "weights must be 4-bit int (W4A16)");
@@ -594,9 +603,6 @@ static assay_status packq_parse(assay_ckpt *ck, const assay_json *qc) {
     } else if (ws && strcmp(ws, "channel") == 0) ck->group_size = -1;
     else return ct_bad(ck, "int4 weights need strategy \"group\" or \"channel\"");
     ck->int4_asym = !assay_json_bool(assay_json_get(w, "symmetric"), 1);
-    memset(&ck->act, 0, sizeof ck->act);
-    if (a && !assay_json_is(a, ASSAY_JSON_NULL))
-        return ct_bad(ck, "int4 weights with quantized input activations are not supported; weight-only (A16) runs");
     return ASSAY_OK;
 }
 
