@@ -62,6 +62,29 @@ def ceilings():
     del x, y
 
 
+def big_gemms():
+    """Prefill-shape FP8 GEMMs through torch._scaled_mm (cuBLASLt): the peers of assay_cuda_blas_gemm_fp8."""
+    m = n = k = 8192
+    shape = f"m{m} n{n} k{k}"
+    x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+    scalings = (
+        ("peer:cublaslt_fp8_tensor", torch.ones((), device="cuda"), torch.ones((), device="cuda")),
+        ("peer:cublaslt_fp8_rowwise", torch.ones(m, 1, device="cuda"), torch.ones(1, n, device="cuda")),
+        # 1x128 activation groups (outer-dim-major) x 128x128 weight blocks, the layouts torch checks for
+        ("peer:cublaslt_fp8_block128", torch.ones(k // 128, m, device="cuda").t(),
+         torch.ones(n // 128, k // 128, device="cuda").t()),
+    )
+    for name, sa, sb in scalings:
+        try:
+            us = time_us(lambda i: torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
+                         inner=5, reps=7)
+            record(name, shape, us, 2.0 * m * n * k, 0)
+        except Exception as e:
+            print(f"PEER   {name} {shape}: unavailable ({str(e)[:160]})", flush=True)
+    del x, w
+
+
 def prefill(quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     for d in ([128] if quick else [128, 64]):
@@ -141,7 +164,7 @@ def main():
     print(f"peers.py: torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     RECORDS.append(dict(type="info", torch=torch.__version__, device=torch.cuda.get_device_name(),
                         cudnn=torch.backends.cudnn.version()))
-    for step in (ceilings, decode, lambda: gemms(args.quick), lambda: prefill(args.quick)):
+    for step in (ceilings, big_gemms, decode, lambda: gemms(args.quick), lambda: prefill(args.quick)):
         try:
             step()
         except Exception as e:

@@ -34,6 +34,8 @@ def main():
     info = next((r for r in peers if r.get("type") == "info"), {})
     copy = find(peers, "peer:torch_copy", "1 GiB") or find(ours, "device_copy", "1 GiB")
     gemm = find(peers, "peer:cublas_bf16_gemm", "m8192")
+    fp8 = find(peers, "peer:cublaslt_fp8_tensor", "m8192")  # the FP8 ceiling: cuBLASLt per-tensor at 8192^3
+    fp8_tflops = fp8["tflops"] if fp8 else float("nan")
     copy_tbps = copy["tbps"] if copy else float("nan")
     mma_tflops = gemm["tflops"] if gemm else float("nan")
 
@@ -55,6 +57,10 @@ def main():
         pairs.append(("gemm_fp8w_e4m3", s, "peer:cublaslt_fp8_tensor", s, "bytes"))
         pairs.append(("gemm_fp8w_e4m3", s, "peer:cublaslt_fp8_rowwise", s, "bytes"))
         pairs.append(("gemm_int4_g128", s, "peer:cublas_bf16", s, "bytes"))
+    big = "m8192 n8192 k8192"
+    pairs.append(("gemm_lt_bf16", big, "peer:cublas_bf16_gemm", big, "flops"))
+    for ours_s, peer_s in (("tensor", "tensor"), ("token_channel", "rowwise"), ("block128", "block128")):
+        pairs.append((f"gemm_lt_fp8_{ours_s}", big, f"peer:cublaslt_fp8_{peer_s}", big, "flops8"))
     pairs.append(("quant_fp8_per_token", "m4096", None, None, "bytes"))
     pairs.append(("quant_fp8_per_token", "m16 ", None, None, "bytes"))
 
@@ -64,8 +70,8 @@ def main():
         if not o:
             continue
         p = find(peers, pk, ps) if pk else None
-        rate = o["tflops"] if bound == "flops" else o["tbps"]
-        ceil = mma_tflops if bound == "flops" else copy_tbps
+        rate = o["tflops"] if bound.startswith("flops") else o["tbps"]
+        ceil = {"flops": mma_tflops, "flops8": fp8_tflops}.get(bound, copy_tbps)
         row = dict(kernel=kern, shape=o["shape"], us=o["us"], tflops=o["tflops"], tbps=o["tbps"], bound=bound,
                    frac_ceiling=rate / ceil if ceil == ceil and ceil > 0 else None,
                    peer=pk, peer_us=p["us"] if p else None, peer_tflops=p["tflops"] if p else None,
@@ -127,7 +133,8 @@ def main():
     lines = [f"# CUDA kernels vs peers ({info.get('device', '?')}, torch {info.get('torch', '?')}, "
              f"cuDNN {info.get('cudnn', '?')})", "",
              f"Ceilings measured in this run: device copy {fmt(copy_tbps, '.2f')} TB/s (read + write), "
-             f"bf16 GEMM 8192^3 {fmt(mma_tflops, '.0f')} TFLOP/s.", "",
+             f"bf16 GEMM 8192^3 {fmt(mma_tflops, '.0f')} TFLOP/s, fp8 GEMM 8192^3 (cuBLASLt per-tensor) "
+             f"{fmt(fp8_tflops, '.0f')} TFLOP/s.", "",
              "| kernel | shape | us | TFLOP/s | TB/s | of ceiling | peer | peer us | peer TFLOP/s | peer TB/s | speedup |",
              "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for r in rows:

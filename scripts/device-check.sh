@@ -30,10 +30,11 @@ done
 gcc -std=c11 -O2 -Wall -Iinclude -c src/backend/cuda/cuda_pack.c -o build-dev/cuda_pack.o & pids+=($!)
 gcc -std=c11 -O2 -Wall -Wno-unused-parameter -Iinclude -Idev/cuda -Isrc/backend/cuda -I"$CUDA_HOME/include" -c dev/cuda/kernel_check.c \
     -o build-dev/kernel_check.o & pids+=($!)
+gcc -std=c11 -O2 -Wall -Iinclude -Idev/cuda -I"$CUDA_HOME/include" -c dev/cuda/check_gemm_lt.c -o build-dev/check_gemm_lt.o & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 if [ $fail -ne 0 ]; then echo "device-check: BUILD FAILED"; exit 1; fi
-$NVCC -o build-dev/kernel_check build-dev/*.o -lm || { echo "device-check: LINK FAILED"; exit 1; }
+$NVCC -o build-dev/kernel_check build-dev/*.o -lcublasLt -lm || { echo "device-check: LINK FAILED"; exit 1; }
 echo "device-check: built in $(( $(date +%s) - T0 )) s"
 [ -n "${BUILD_ONLY:-}" ] && exit 0
 

@@ -1,7 +1,7 @@
 /* Kernel lab driver: validates every assay CUDA kernel against a float64 CPU reference on fresh random inputs
  * with poisoned outputs, then times it at the benchmark shapes. Writes one JSON array of records.
  *
- *   kernel_check [--json out.json] [--quick] [--only prefill|decode|gemm|quant]
+ *   kernel_check [--json out.json] [--quick] [--only prefill|decode|gemm|gemm_lt|quant|fp8attn]
  *
  * Exit status 1 when any validation fails. Timing: median over repeats of back-to-back launches between CUDA
  * events, weights rotated over several copies so that the L2 cache does not serve them. */
@@ -9,32 +9,6 @@
 
 #include "lab_util.h"
 #include "cuda_lab.h"
-
-typedef void (*lab_fn)(void *ctx, int iter);
-
-static double lab_time_us(lab_fn fn, void *ctx, int inner, int reps) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; ++i) fn(ctx, i);
-    CK(cudaDeviceSynchronize());
-    double t[64];
-    if (reps > 64) reps = 64;
-    for (int r = 0; r < reps; ++r) {
-        CK(cudaEventRecord(a, 0));
-        for (int i = 0; i < inner; ++i) fn(ctx, r * inner + i);
-        CK(cudaEventRecord(b, 0));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        t[r] = ms * 1e3 / inner;
-    }
-    CK(cudaGetLastError());
-    qsort(t, reps, sizeof(double), lab_cmp_double);
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return t[reps / 2];
-}
 
 /* N(0, sigma^2) bf16 values; large buffers draw from a pool of 64K normals (fresh per call) to keep setup fast. */
 static void fill_bf16(uint16_t *h, size_t n, double sigma) {
@@ -53,6 +27,8 @@ static void fill_bf16(uint16_t *h, size_t n, double sigma) {
 static int g_quick = 0;
 
 /* =============================== prefill attention ====================================================== */
+void section_gemm_lt(lab_out *o, int quick, uint64_t seed); /* check_gemm_lt.c */
+
 typedef struct prefill_case {
     int batch, hq, hkv, d, causal;
     int lq[8], lk[8];
@@ -936,6 +912,7 @@ int main(int argc, char **argv) {
     }
     const char *seed = getenv("LAB_SEED");
     lab_rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 0x2545F4914F6CDD1Dull;
+    const uint64_t run_seed = lab_rng_state;
     printf("kernel_check: seed %llu, %d SMs\n", (unsigned long long)lab_rng_state, assay_cuda_sm_count());
     {
         int dev = 0, major = 0, minor = 0;
@@ -955,6 +932,7 @@ int main(int argc, char **argv) {
     }
     if (!only || !strcmp(only, "quant")) section_quant(&o);
     if (!only || !strcmp(only, "gemm")) section_gemm(&o);
+    if (!only || !strcmp(only, "gemm_lt")) section_gemm_lt(&o, g_quick, run_seed);
     if (!only || !strcmp(only, "decode")) { section_decode(&o); section_decode_bench(&o); }
     if (!only || !strcmp(only, "prefill")) section_prefill(&o);
     if (!only || !strcmp(only, "fp8attn")) section_fp8_attn(&o);

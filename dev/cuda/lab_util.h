@@ -164,8 +164,35 @@ static inline void lab_bench(lab_out *o, const char *kernel, const char *shape, 
                 o->n++ ? ",\n" : "", kernel, shape, us, flops, bytes, tflops, tbps);
 }
 
-static int lab_cmp_double(const void *a, const void *b) {
+static inline int lab_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
+/* ---- timing: median over `reps` of `inner` back-to-back launches between CUDA events ------------------- */
+typedef void (*lab_fn)(void *ctx, int iter);
+
+static inline double lab_time_us(lab_fn fn, void *ctx, int inner, int reps) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; ++i) fn(ctx, i);
+    CK(cudaDeviceSynchronize());
+    double t[64];
+    if (reps > 64) reps = 64;
+    for (int r = 0; r < reps; ++r) {
+        CK(cudaEventRecord(a, 0));
+        for (int i = 0; i < inner; ++i) fn(ctx, r * inner + i);
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t[r] = ms * 1e3 / inner;
+    }
+    CK(cudaGetLastError());
+    qsort(t, reps, sizeof(double), lab_cmp_double);
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return t[reps / 2];
+}
+
 #endif

@@ -176,6 +176,37 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_quant_fp8_per_token(const void *x_bf16, uint8_t *out_e4m3, float *scale, int32_t m, int32_t k,
                                    assay_cuda_stream stream);
 
+/* ---- large GEMMs through cuBLASLt (prefill and batched shapes) ----------------------------------------------
+ * Y[m][n] = sum_k X[m][k] W[n][k] with X, W, Y row-major (W as stored: [out][in]) and bf16 output. A handle holds
+ * the cuBLASLt context, a 32 MiB workspace and a cache of plans (descriptors + chosen algorithm) per shape.
+ *
+ *   assay_cuda_blas *blas; assay_cuda_blas_open(&blas);
+ *   assay_cuda_blas_gemm_fp8(blas, x8, x_scale, w8, w_scale, ASSAY_CUDA_FP8_PER_TOKEN_CHANNEL, y, m, n, k, stream);
+ *   assay_cuda_blas_close(blas);
+ */
+typedef struct assay_cuda_blas assay_cuda_blas;
+int assay_cuda_blas_open(assay_cuda_blas **out);
+void assay_cuda_blas_close(assay_cuda_blas *b);
+
+/* bf16 x bf16 -> bf16 with fp32 accumulation. k and n multiples of 8. */
+int assay_cuda_blas_gemm_bf16(assay_cuda_blas *b, const void *x_bf16, const void *w_bf16, void *y_bf16, int32_t m,
+                              int32_t n, int32_t k, assay_cuda_stream stream);
+
+/* How FP8 codes are scaled: value = code * scale. All scales are fp32 device arrays. */
+typedef enum assay_cuda_fp8_scaling {
+    ASSAY_CUDA_FP8_PER_TENSOR = 0,    /* x_scale[1], w_scale[1] */
+    ASSAY_CUDA_FP8_PER_TOKEN_CHANNEL, /* x_scale[m] per token, w_scale[n] per output channel */
+    ASSAY_CUDA_FP8_BLOCK_128,         /* x_scale[k/128][m] (1x128 groups, token index fastest),
+                                         w_scale[n/128][k/128] (128x128 blocks); k, n multiples of 128 */
+    ASSAY_CUDA_FP8_SCALING_COUNT
+} assay_cuda_fp8_scaling;
+
+/* FP8 E4M3 x E4M3 -> bf16, fp32 accumulation. k and n multiples of 16. Needs compute capability 8.9 or 9.0
+ * (Hopper); the vector and block scalings need a cuBLASLt that has those scale modes (checked with CUDA 13.0). */
+int assay_cuda_blas_gemm_fp8(assay_cuda_blas *b, const uint8_t *x_e4m3, const float *x_scale, const uint8_t *w_e4m3,
+                             const float *w_scale, assay_cuda_fp8_scaling scaling, void *y_bf16, int32_t m, int32_t n,
+                             int32_t k, assay_cuda_stream stream);
+
 /* Number of multiprocessors of the current device (0 on error). */
 int assay_cuda_sm_count(void);
 
