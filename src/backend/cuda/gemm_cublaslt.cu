@@ -104,7 +104,10 @@ static const ScalingRow kScalings[] = {
 };
 static_assert(sizeof kScalings / sizeof kScalings[0] == ASSAY_CUDA_FP8_SCALING_COUNT, "one row per scaling");
 
-static int plan_build(assay_cuda_blas *b, Plan *p, int kind, int scaling, int32_t m, int32_t n, int32_t k) {
+// The scale pointers of the first call go on the descriptor before the heuristic runs: for the vector and block
+// scalings cuBLASLt's heuristic returns CUBLAS_STATUS_INVALID_VALUE while they are null.
+static int plan_build(assay_cuda_blas *b, Plan *p, int kind, int scaling, int32_t m, int32_t n, int32_t k,
+                      const float *w_scale, const float *x_scale) {
     const cudaDataType_t in_t = kind ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
     LT_TRY("matmul descriptor", cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
@@ -116,6 +119,10 @@ static int plan_build(assay_cuda_blas *b, Plan *p, int kind, int scaling, int32_
                cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &r->a_mode, sizeof r->a_mode));
         LT_TRY("B scale mode",
                cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &r->b_mode, sizeof r->b_mode));
+        LT_TRY("A scale", cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
+                                                         sizeof w_scale));
+        LT_TRY("B scale", cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale,
+                                                         sizeof x_scale));
     }
     LT_TRY("A layout", cublasLtMatrixLayoutCreate(&p->a, in_t, k, n, k));
     LT_TRY("B layout", cublasLtMatrixLayoutCreate(&p->b, in_t, k, m, k));
@@ -147,7 +154,8 @@ static int plan_build(assay_cuda_blas *b, Plan *p, int kind, int scaling, int32_
     return 0;
 }
 
-static int plan_get(assay_cuda_blas *b, int kind, int scaling, int32_t m, int32_t n, int32_t k, Plan **out) {
+static int plan_get(assay_cuda_blas *b, int kind, int scaling, int32_t m, int32_t n, int32_t k, const float *w_scale,
+                    const float *x_scale, Plan **out) {
     Plan *victim = &b->plans[0];
     for (int i = 0; i < kPlanSlots; ++i) {
         Plan *p = &b->plans[i];
@@ -159,7 +167,7 @@ static int plan_get(assay_cuda_blas *b, int kind, int scaling, int32_t m, int32_
         if (!p->used || (victim->used && p->last_use < victim->last_use)) victim = p;
     }
     plan_free(victim);
-    if (plan_build(b, victim, kind, scaling, m, n, k) != 0) return -1;
+    if (plan_build(b, victim, kind, scaling, m, n, k, w_scale, x_scale) != 0) return -1;
     victim->last_use = ++b->clock;
     *out = victim;
     return 0;
@@ -185,7 +193,7 @@ extern "C" int assay_cuda_blas_gemm_bf16(assay_cuda_blas *b, const void *x_bf16,
                                          int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
     if (check_shape(m, n, k, 0) != 0) return -1;
     Plan *p;
-    if (plan_get(b, 0, 0, m, n, k, &p) != 0) return -1;
+    if (plan_get(b, 0, 0, m, n, k, nullptr, nullptr, &p) != 0) return -1;
     return run_plan(b, p, w_bf16, x_bf16, y_bf16, stream);
 }
 
@@ -199,7 +207,7 @@ extern "C" int assay_cuda_blas_gemm_fp8(assay_cuda_blas *b, const uint8_t *x_e4m
         return assay_cuda_fail("fp8 GEMM with 128-blocks: k (%d) and n (%d) must be multiples of 128", k, n);
     if (!x_scale || !w_scale) return assay_cuda_fail("fp8 GEMM: both scale pointers are required");
     Plan *p;
-    if (plan_get(b, 1, (int)scaling, m, n, k, &p) != 0) return -1;
+    if (plan_get(b, 1, (int)scaling, m, n, k, w_scale, x_scale, &p) != 0) return -1;
     // The scale pointers change per call (per layer), so they are set on the cached descriptor each time.
     LT_TRY("A scale", cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale,
                                                      sizeof w_scale));
