@@ -61,6 +61,7 @@ def main():
     pairs.append(("gemm_lt_bf16", big, "peer:cublas_bf16_gemm", big, "flops"))
     for ours_s, peer_s in (("tensor", "tensor"), ("token_channel", "rowwise"), ("block128", "block128")):
         pairs.append((f"gemm_lt_fp8_{ours_s}", big, f"peer:cublaslt_fp8_{peer_s}", big, "flops8"))
+    pairs.append(("quant_fp8_groups128", "m8192", None, None, "bytes"))
     pairs.append(("quant_fp8_per_token", "m4096", None, None, "bytes"))
     pairs.append(("quant_fp8_per_token", "m16 ", None, None, "bytes"))
 

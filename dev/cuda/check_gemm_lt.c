@@ -127,6 +127,86 @@ static void lt_validate(lab_out *o, assay_cuda_blas *blas, int32_t m, int32_t n,
     lt_free(&c);
 }
 
+/* The 1x128-group activation quantizer: codes and scales must equal a CPU transcription of the same float
+ * arithmetic (scale = amax / 448, code = e4m3(x * (448 / amax)), round to nearest even, saturating), then the whole
+ * block recipe (quantize X on the GPU, block-scaled GEMM) is compared with the float64 product of the bf16 X. */
+static void lt_validate_groups(lab_out *o, assay_cuda_blas *blas, int32_t m, int32_t n, int32_t k) {
+    size_t xk = (size_t)m * k, wk = (size_t)n * k, ng = (size_t)m * (k / 128);
+    uint16_t *x = malloc(xk * 2);
+    uint8_t *w8 = malloc(wk), *codes = malloc(xk);
+    float *xs = malloc(ng * sizeof(float)), *ws = malloc((size_t)(n / 128) * (k / 128) * sizeof(float));
+    for (size_t i = 0; i < xk; ++i) {
+        double v = lab_normal();
+        if ((i % k) % 97 == 5) v *= 40.0; /* outlier channels: the reason for per-group scales */
+        if (i < (size_t)k && (i / 128) == 1) v = 0.0; /* one all-zero group: scale 0, codes 0 */
+        x[i] = lab_f32_to_bf16((float)v);
+    }
+    for (size_t i = 0; i < wk; ++i) w8[i] = LAB_E4M3_ENC(lab_normal() * 64.0);
+    for (size_t i = 0; i < (size_t)(n / 128) * (k / 128); ++i) ws[i] = (float)ldexp(1.0 + lab_uniform(), -9);
+    void *dx = lab_upload(x, xk * 2);
+    uint8_t *dq = lab_dmalloc(xk), *dw = lab_upload(w8, wk);
+    float *dxs = lab_dmalloc(ng * sizeof(float)), *dws = lab_upload(ws, (size_t)(n / 128) * (k / 128) * sizeof(float));
+    void *dy = lab_dmalloc((size_t)m * n * 2);
+    CK(cudaMemset(dq, 0x7F, xk)); /* 0x7F is an e4m3 NaN code */
+    CK(cudaMemset(dxs, 0xFF, ng * sizeof(float)));
+    KCALL(assay_cuda_quant_fp8_groups128(dx, dq, dxs, m, k, NULL));
+    CK(cudaMemcpy(codes, dq, xk, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(xs, dxs, ng * sizeof(float), cudaMemcpyDeviceToHost));
+    long code_mismatch = 0, scale_mismatch = 0;
+    for (int32_t t = 0; t < m; ++t)
+        for (int32_t g = 0; g < k / 128; ++g) {
+            float amax = 0.f;
+            for (int j = 0; j < 128; ++j) amax = fmaxf(amax, fabsf(lab_bf16_to_f32(x[(size_t)t * k + g * 128 + j])));
+            float inv = amax > 0.f ? 448.f / amax : 0.f, sc = amax / 448.f;
+            if (memcmp(&sc, &xs[(size_t)g * m + t], 4) != 0) scale_mismatch++;
+            for (int j = 0; j < 128; ++j) {
+                size_t i = (size_t)t * k + g * 128 + j;
+                float v = lab_bf16_to_f32(x[i]) * inv;
+                if (LAB_E4M3_ENC(v) != codes[i]) code_mismatch++;
+            }
+        }
+    char shape[96];
+    snprintf(shape, sizeof shape, "m%d k%d code_mismatch%ld scale_mismatch%ld", m, k, code_mismatch, scale_mismatch);
+    lab_err e = {0};
+    for (size_t i = 0; i < xk; ++i) { /* dequantized value against the bf16 input: the FP8 rounding error */
+        size_t t = i / k, g = (i % k) / 128;
+        lab_err_add(&e, LAB_E4M3_DEC(codes[i]) * xs[g * m + t], lab_bf16_to_f32(x[i]));
+    }
+    if (code_mismatch || scale_mismatch) e.nan++; /* counted as a failure: the codes must be exact */
+    lab_validate(o, "quant_fp8_groups128", shape, &e, 4e-2);
+
+    CK(cudaMemset(dy, 0xFF, (size_t)m * n * 2));
+    KCALL(assay_cuda_blas_gemm_fp8(blas, dq, dxs, dw, dws, ASSAY_CUDA_FP8_BLOCK_128, dy, m, n, k, NULL));
+    uint16_t *y = malloc((size_t)m * n * 2);
+    CK(cudaMemcpy(y, dy, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+    lab_err eq = {0};
+    for (int32_t i = 0; i < m; ++i)
+        for (int32_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int32_t kk = 0; kk < k; ++kk)
+                acc += (double)lab_bf16_to_f32(x[(size_t)i * k + kk]) * LAB_E4M3_DEC(w8[(size_t)j * k + kk]) *
+                       ws[(size_t)(j / 128) * (k / 128) + kk / 128];
+            lab_err_add(&eq, lab_bf16_to_f32(y[(size_t)i * n + j]), acc);
+        }
+    snprintf(shape, sizeof shape, "m%d n%d k%d vs bf16 x", m, n, k);
+    lab_validate(o, "gemm_lt_fp8_block128_e2e", shape, &eq, 4e-2);
+    free(x), free(w8), free(codes), free(xs), free(ws), free(y);
+    cudaFree(dx), cudaFree(dq), cudaFree(dw), cudaFree(dxs), cudaFree(dws), cudaFree(dy);
+}
+
+typedef struct lt_quant {
+    void *x;
+    uint8_t *q;
+    float *s;
+    int32_t m, k;
+} lt_quant;
+
+static void lt_quant_fn(void *ctx, int it) {
+    (void)it;
+    lt_quant *q = ctx;
+    KCALL(assay_cuda_quant_fp8_groups128(q->x, q->q, q->s, q->m, q->k, NULL));
+}
+
 typedef struct lt_bench {
     assay_cuda_blas *blas;
     int fp8, scaling;
@@ -171,6 +251,7 @@ void section_gemm_lt(lab_out *o, int quick, uint64_t seed) {
     KCALL(assay_cuda_blas_open(&blas));
     lt_validate(o, blas, 200, 384, 1024); /* m not a multiple of 16: cuBLASLt's edge handling is checked too */
     if (!quick) lt_validate(o, blas, 512, 256, 2048);
+    lt_validate_groups(o, blas, 136, 256, 1024);
 
     const int32_t m = 8192, n = 8192, k = 8192;
     lt_bench b = {blas, 0, 0, m, n, k, NULL, NULL, NULL, NULL, NULL};
@@ -200,5 +281,12 @@ void section_gemm_lt(lab_out *o, int quick, uint64_t seed) {
         lab_bench(o, name, shape, lab_time_us(lt_bench_fn, &b, 5, 7), flops, 0);
     }
     cudaFree(b.x), cudaFree(b.w), cudaFree(b.y), cudaFree(b.xs), cudaFree(b.ws);
+
+    /* the activation quantizer at the same shape: bf16 in, codes + one scale per 128 values out */
+    lt_quant q = {lt_device_random((size_t)m * k * 2, 0), lab_dmalloc((size_t)m * k), lab_dmalloc(ns * sizeof(float)),
+                  m, k};
+    lab_bench(o, "quant_fp8_groups128", "m8192 k8192", lab_time_us(lt_quant_fn, &q, 10, 7), 0,
+              3.0 * m * k + 4.0 * ns);
+    cudaFree(q.x), cudaFree(q.q), cudaFree(q.s);
     assay_cuda_blas_close(blas);
 }

@@ -176,6 +176,12 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_quant_fp8_per_token(const void *x_bf16, uint8_t *out_e4m3, float *scale, int32_t m, int32_t k,
                                    assay_cuda_stream stream);
 
+/* FP8 E4M3 quantization of bf16 activations x[m][k] in 1x128 groups (per token, per 128 channels):
+ * scale[(c / 128) * m + t] = max |x[t][group]| / 448 (token index fastest, the layout ASSAY_CUDA_FP8_BLOCK_128
+ * reads), out = x / scale. k % 128 == 0. */
+int assay_cuda_quant_fp8_groups128(const void *x_bf16, uint8_t *out_e4m3, float *scale, int32_t m, int32_t k,
+                                   assay_cuda_stream stream);
+
 /* ---- large GEMMs through cuBLASLt (prefill and batched shapes) ----------------------------------------------
  * Y[m][n] = sum_k X[m][k] W[n][k] with X, W, Y row-major (W as stored: [out][in]) and bf16 output. A handle holds
  * the cuBLASLt context, a 32 MiB workspace and a cache of plans (descriptors + chosen algorithm) per shape.
