@@ -203,9 +203,14 @@ typedef enum assay_cuda_fp8_scaling {
     ASSAY_CUDA_FP8_PER_TENSOR = 0,    /* x_scale[1], w_scale[1] */
     ASSAY_CUDA_FP8_PER_TOKEN_CHANNEL, /* x_scale[m] per token, w_scale[n] per output channel */
     ASSAY_CUDA_FP8_BLOCK_128,         /* x_scale[k/128][m] (1x128 groups, token index fastest),
-                                         w_scale[n/128][k/128] (128x128 blocks); k, n multiples of 128 */
+                                         w_scale[n/128][stride] (128x128 blocks), stride =
+                                         assay_cuda_blas_block_scale_stride(k) (k/128 rounded up to 4 floats:
+                                         cuBLASLt reads 16-byte aligned scale rows); k, n multiples of 128, m of 4 */
     ASSAY_CUDA_FP8_SCALING_COUNT
 } assay_cuda_fp8_scaling;
+
+/* Row stride (floats) of the 128x128 weight-block scales for ASSAY_CUDA_FP8_BLOCK_128. */
+int32_t assay_cuda_blas_block_scale_stride(int32_t k);
 
 /* FP8 E4M3 x E4M3 -> bf16, fp32 accumulation. k and n multiples of 16. Needs compute capability 8.9 or 9.0
  * (Hopper); the vector and block scalings need a cuBLASLt that has those scale modes (checked with CUDA 13.0). */

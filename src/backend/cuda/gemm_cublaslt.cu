@@ -203,8 +203,12 @@ extern "C" int assay_cuda_blas_gemm_fp8(assay_cuda_blas *b, const uint8_t *x_e4m
     if ((unsigned)scaling >= sizeof kScalings / sizeof kScalings[0])
         return assay_cuda_fail("fp8 GEMM: unknown scaling %d", (int)scaling);
     if (check_shape(m, n, k, 1) != 0) return -1;
-    if (scaling == ASSAY_CUDA_FP8_BLOCK_128 && (k % 128 || n % 128))
-        return assay_cuda_fail("fp8 GEMM with 128-blocks: k (%d) and n (%d) must be multiples of 128", k, n);
+    // Block scales: cuBLASLt wants 16-byte aligned scale rows. The activation scales [k/128][m] therefore need
+    // m % 4 == 0 (it refuses m = 137 with CUBLAS_STATUS_NOT_SUPPORTED), and the weight scales are stored with a
+    // row stride rounded up to 4 floats (assay_cuda_blas_block_scale_stride).
+    if (scaling == ASSAY_CUDA_FP8_BLOCK_128 && (k % 128 || n % 128 || m % 4))
+        return assay_cuda_fail("fp8 GEMM with 128-blocks: k (%d) and n (%d) must be multiples of 128 and m (%d) of 4", k,
+                               n, m);
     if (!x_scale || !w_scale) return assay_cuda_fail("fp8 GEMM: both scale pointers are required");
     Plan *p;
     if (plan_get(b, 1, (int)scaling, m, n, k, w_scale, x_scale, &p) != 0) return -1;
@@ -215,3 +219,5 @@ extern "C" int assay_cuda_blas_gemm_fp8(assay_cuda_blas *b, const uint8_t *x_e4m
                                                      sizeof x_scale));
     return run_plan(b, p, w_e4m3, x_e4m3, y_bf16, stream);
 }
+
+extern "C" int32_t assay_cuda_blas_block_scale_stride(int32_t k) { return (k / 128 + 3) / 4 * 4; }
