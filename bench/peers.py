@@ -157,6 +157,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", help="gemm: the ceilings and the GEMM peers only")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers.py: no CUDA device", file=sys.stderr)
@@ -164,7 +165,10 @@ def main():
     print(f"peers.py: torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     RECORDS.append(dict(type="info", torch=torch.__version__, device=torch.cuda.get_device_name(),
                         cudnn=torch.backends.cudnn.version()))
-    for step in (ceilings, big_gemms, decode, lambda: gemms(args.quick), lambda: prefill(args.quick)):
+    steps = [ceilings, big_gemms, decode, lambda: gemms(args.quick), lambda: prefill(args.quick)]
+    if args.only == "gemm":
+        steps = [ceilings, big_gemms, lambda: gemms(args.quick)]
+    for step in steps:
         try:
             step()
         except Exception as e:

@@ -53,10 +53,16 @@ def main():
         pairs.append(("attn_prefill_fp8_sm90", s, "peer:cudnn_sdpa", s, "flops"))
     for dt in ("bf16", "e4m3", "e5m2", "int8"):
         pairs.append((f"attn_decode_{dt}", "b32 ctx8192", "peer:torch_sdpa_decode", "b32 ctx8192", "bytes"))
+    # the default GEMM kernels first, then every lab variant (_vN) against the same peers
+    gemm_names = sorted({r["kernel"] for r in ours if r.get("type") == "bench" and r["kernel"].startswith("gemm_")},
+                        key=lambda k: (k.split("_v")[0], len(k), k))
     for s in ("m1 n8192 k8192", "m16 n8192 k8192", "m16 n28672 k8192"):
-        pairs.append(("gemm_fp8w_e4m3", s, "peer:cublaslt_fp8_tensor", s, "bytes"))
-        pairs.append(("gemm_fp8w_e4m3", s, "peer:cublaslt_fp8_rowwise", s, "bytes"))
-        pairs.append(("gemm_int4_g128", s, "peer:cublas_bf16", s, "bytes"))
+        for kern in gemm_names:
+            if kern.startswith("gemm_fp8w_e4m3"):
+                pairs.append((kern, s, "peer:cublaslt_fp8_tensor", s, "bytes"))
+                pairs.append((kern, s, "peer:cublaslt_fp8_rowwise", s, "bytes"))
+            elif kern.startswith("gemm_int4_g128"):
+                pairs.append((kern, s, "peer:cublas_bf16", s, "bytes"))
     big = "m8192 n8192 k8192"
     pairs.append(("gemm_lt_bf16", big, "peer:cublas_bf16_gemm", big, "flops"))
     for ours_s, peer_s in (("tensor", "tensor"), ("token_channel", "rowwise"), ("block128", "block128")):

@@ -6,6 +6,8 @@
 #   scripts/device-check.sh [OUTDIR] [--quick]      (default OUTDIR: bench/results/latest)
 #
 # Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 450) shared by build, kernels and peers.
+# ONLY=<section> (prefill, decode, gemm, quant, fp8attn) runs one kernel_check section and, for gemm, only the
+# ceilings and GEMM peers (iterations on one kernel family; a full run validates everything).
 # Builds with nvcc directly (sm_90a), so it needs no CMake configure of the CPU library on the GPU machine.
 # Exit status: 1 if the build or any validation failed.
 set -uo pipefail
@@ -42,12 +44,12 @@ echo "device-check: built in $(( $(date +%s) - T0 )) s"
 PEER_S=${PEER_BUDGET:-120}
 KT=$(( $(left) - PEER_S - 10 ))
 [ $KT -lt 30 ] && KT=30
-timeout $KT build-dev/kernel_check --json "$OUTDIR/kernels.json" $QUICK 2>&1 | tee "$OUTDIR/kernels.log"
+timeout $KT build-dev/kernel_check --json "$OUTDIR/kernels.json" $QUICK ${ONLY:+--only $ONLY} 2>&1 | tee "$OUTDIR/kernels.log"
 krc=${PIPESTATUS[0]}
 echo "device-check: kernel_check exit $krc after $(( $(date +%s) - T0 )) s"
 PT=$(( $(left) - 10 ))
 [ $PT -lt 20 ] && PT=20
-PYTHONUNBUFFERED=1 timeout $PT python3 bench/peers.py --json "$OUTDIR/peers.json" $QUICK 2>&1 | tee "$OUTDIR/peers.log"
+PYTHONUNBUFFERED=1 timeout $PT python3 bench/peers.py --json "$OUTDIR/peers.json" $QUICK ${ONLY:+--only $ONLY} 2>&1 | tee "$OUTDIR/peers.log"
 python3 bench/report.py "$OUTDIR/kernels.json" "$OUTDIR/peers.json" --out "$OUTDIR/report"
 echo "device-check: done in $(( $(date +%s) - T0 )) s, kernel_check exit $krc"
 [ $krc -eq 0 ]

@@ -521,15 +521,18 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     g.dx = lab_upload(x, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);
     uint16_t *y = malloc((size_t)m * n * 2);
-    /* the default first (0 = automatic: packed fp8 weights -> 6; int4 -> 5 or 3), the others recorded with a
-     * _vN suffix; 7 is the load-only diagnostic of 6 (timed, not validated) */
-    static const int variants[8] = {0, 6, 5, 7, 4, 3, 1, 2};
+    /* the default first (0 = automatic, see gemm_decode.cu), the others recorded with a _vN suffix; 7, 12, 15, 18
+     * and 21 are the load-only diagnostics of 6, 10, 8, 17 and 20 (timed, not validated) */
+    static const int variants[21] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    for (int vi = 0; vi < 8; ++vi) {
+    for (int vi = 0; vi < 21; ++vi) {
     int variant = variants[vi];
+    const int loadonly = variant == 7 || variant == 12 || variant == 15 || variant == 18 || variant == 21;
+    if (variant >= 20 && which == 1) continue; /* 20-21 differ from 8 and 15 only for fp8 */
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
-    if (variant == 7 && !bench) continue;
+    if (loadonly && !bench) continue;
+    if (variant == 13 && which == 0) continue; /* 13 differs from 9 only for int4 */
     for (int c = 0; c < g.copies; ++c) g.dwp[c] = variant >= 5 || variant == 0 ? saved_wp[c] : NULL;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
@@ -537,7 +540,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(y, g.dy, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
     lab_err e = {0};
-    int ncheck = variant == 7 ? 0 : bench ? 96 : n; /* 7: load-only diagnostic, writes no output */
+    int ncheck = loadonly ? 0 : bench ? 96 : n; /* load-only diagnostics write no output */
     for (int ci = 0; ci < ncheck; ++ci) {
         int j = bench ? (int)(lab_uniform() * n) : ci;
         for (int r = 0; r < m; ++r) {

@@ -149,6 +149,11 @@ size_t assay_cuda_attn_decode_workspace(assay_cuda_attn_decode_args *a);
 int assay_cuda_attn_decode(const assay_cuda_attn_decode_args *a, assay_cuda_stream stream);
 
 /* ---- decode GEMMs (M <= 16) ------------------------------------------------------------------------------ */
+/* On compute capability 9.0 the packed FP8 and the INT4 GEMMs launch with programmatic dependent launch: they may
+ * start while the kernel launched just before them in the stream is still running and fetch their first weights
+ * (and scales) then; they read X and write Y only after that kernel has completed. So the weights and scales
+ * must not be written by the kernel launched immediately before the GEMM in the same stream (copies and any
+ * earlier kernel are fine). */
 /* FP8 E4M3 weights [N][K] with one fp32 scale per output channel n. K % 64 == 0, N % 64 == 0. */
 int assay_cuda_gemm_fp8w(const void *x_bf16, const uint8_t *w_e4m3, const float *w_scale, void *y_bf16,
                          int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);

@@ -419,10 +419,12 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 // Kernel variant for the lab (cuda_lab.h): 1 = direct double-buffered loads, 64 columns per CTA; 2 = per-lane
 // cp.async ring; 3 = direct loads, 32 columns per CTA and two CTAs per SM; 4 = bulk-copy pipeline with cluster
 // split-K; 5 / 6 = cp.async ring, 128 columns per CTA, cluster split-K, 8 / 16 warps; 7 = 6 without
-// arithmetic (lab diagnostic, writes no output). 0 = automatic (default), from the measurements in
-// dev/cuda/NOTES.md: row-major fp8 -> 3; packed fp8 -> 6; int4 -> 5 on sm_90 when n % 128 == 0, k % 512 == 0
-// and n / 128 <= the SM count (one wave of 128-column tiles), else 3. Row-major fp8 weights can use 1-4 only
-// (5 and up -> 3); packed fp8 weights use 5-7 (assay_cuda_gemm_fp8w_packed).
+// arithmetic (lab diagnostic, writes no output); 8-13: programmatic dependent launch and smaller stages
+// (cuda_lab.h, gemm_decode_tma.cu). 0 = automatic (default), from the measurements in
+// dev/cuda/NOTES.md (runs h200-gpu5-gemm*): row-major fp8 -> 3; packed fp8 -> 8 (programmatic dependent launch)
+// when n / 128 <= the SM count (one wave of 128-column tiles), else 10 (two CTAs per SM); int4 -> 9 (8 + PDL)
+// on sm_90 when n % 128 == 0, k % 512 == 0 and n / 128 <= the SM count, else 3. Row-major fp8 weights can use
+// 1-4 only (5 and up -> 3); packed fp8 weights use 5 and up (assay_cuda_gemm_fp8w_packed).
 static int g_gemm_variant = 0;
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
                         const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream);
@@ -480,8 +482,14 @@ extern "C" int assay_cuda_gemm_fp8w_packed(const void *x, const uint8_t *wp, con
     if (!x || !wp || !w_scale || !y) return assay_cuda_fail("gemm_fp8w_packed: null pointer argument");
     if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
         return assay_cuda_fail("gemm_fp8w_packed: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
-    int rc = assay_cuda_gemm_v45(g_gemm_variant >= 5 ? g_gemm_variant : 6, false, x, wp, w_scale, NULL, y, m, n, k,
-                                 (cudaStream_t)stream);  /* 0 (automatic) -> 6 */
+    int ver = g_gemm_variant;
+    if (ver < 5) {  // automatic: 8 when the 128-column tiles fit in one wave, else 10 (two CTAs per SM)
+        int sms = assay_cuda_sm_count();
+        ver = n / 128 <= (sms > 0 ? sms : 132) ? 8 : 10;
+    }
+    int rc = assay_cuda_gemm_v45(ver, false, x, wp, w_scale, NULL, y, m, n, k, (cudaStream_t)stream);
+    if (rc == 0 && ver != 6)  /* a version whose tile does not divide this shape */
+        rc = assay_cuda_gemm_v45(6, false, x, wp, w_scale, NULL, y, m, n, k, (cudaStream_t)stream);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_fp8w_packed: needs a compute capability 9.0 device");
     ASSAY_CUDA_LAUNCHED();
@@ -498,7 +506,7 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
     int ver = g_gemm_variant;
     if (ver == 0) {
         int sms = assay_cuda_sm_count();
-        ver = n / 128 <= (sms > 0 ? sms : 132) ? 5 : 3;
+        ver = n / 128 <= (sms > 0 ? sms : 132) ? 9 : 3;
     }
     if (ver >= 4) {
         int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, s);

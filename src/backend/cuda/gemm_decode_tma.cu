@@ -72,15 +72,15 @@ struct V4Params {
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
 };
 
-// Sums the 4 K-slice warps of each output half inside the CTA, then the S CTAs of the cluster through
-// distributed shared memory; CTA rank r writes columns [r * 128 / S, (r + 1) * 128 / S). Called by all threads
-// after the stages are free.
-template <bool INT4, int NTH, int NW = V4_CW>
+// Sums the KSL K-slice warps of each output column group inside the CTA (warp w = group * KSL + slice), then
+// the S CTAs of the cluster through distributed shared memory; CTA rank r writes columns [r * 128 / S,
+// (r + 1) * 128 / S). Called by all threads after the stages are free.
+template <bool INT4, int NTH, int NW = V4_CW, int KSL = 4, int BN = V4_BN>
 __device__ __forceinline__ void v4_reduce_store(float (*acc)[4], const V4Params &p, uint8_t *sm, int n0, int split) {
-    constexpr int NTW = 16 / (NW / 4), CW = NTW * 8;  // n8 tiles and columns per warp
+    constexpr int NTW = BN / 8 / (NW / KSL), CW = NTW * 8;  // n8 tiles and columns per warp
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float *wred = reinterpret_cast<float *>(sm);                  // [NW warps][16][CW]
-    float *tot = reinterpret_cast<float *>(sm) + NW * 16 * CW;     // [16][128]
+    float *tot = reinterpret_cast<float *>(sm) + NW * 16 * CW;     // [16][BN]
     if (warp < NW) {
 #pragma unroll
         for (int nt = 0; nt < NTW; ++nt)
@@ -89,17 +89,17 @@ __device__ __forceinline__ void v4_reduce_store(float (*acc)[4], const V4Params 
                 wred[(warp * 16 + g + (e >> 1) * 8) * CW + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < 16 * V4_BN; i += NTH) {
-        const int row = i / V4_BN, c = i % V4_BN, h = c / CW;
+    for (int i = threadIdx.x; i < 16 * BN; i += NTH) {
+        const int row = i / BN, c = i % BN, h = c / CW;
         float s = 0.f;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) s += wred[((h * 4 + q) * 16 + row) * CW + (c % CW)];
+        for (int q = 0; q < KSL; ++q) s += wred[((h * KSL + q) * 16 + row) * CW + (c % CW)];
         tot[i] = s;
     }
     if (p.splits == 1) {
         __syncthreads();
-        for (int i = threadIdx.x; i < p.m * V4_BN; i += NTH) {
-            const int row = i / V4_BN, c = i % V4_BN;
+        for (int i = threadIdx.x; i < p.m * BN; i += NTH) {
+            const int row = i / BN, c = i % BN;
             float v = tot[i];
             if (!INT4) v *= p.col_scale[n0 + c];
             p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
@@ -109,11 +109,11 @@ __device__ __forceinline__ void v4_reduce_store(float (*acc)[4], const V4Params 
 #ifdef ASSAY_SM90_ASYNC
     cg::cluster_group cl = cg::this_cluster();
     cl.sync();  // every CTA's tot is complete and visible to the cluster
-    const int cols = V4_BN / p.splits, c0 = split * cols;
+    const int cols = BN / p.splits, c0 = split * cols;
     for (int i = threadIdx.x; i < p.m * cols; i += NTH) {
         const int row = i / cols, c = c0 + i % cols;
         float v = 0.f;
-        for (int r = 0; r < p.splits; ++r) v += cl.map_shared_rank(tot, r)[row * V4_BN + c];
+        for (int r = 0; r < p.splits; ++r) v += cl.map_shared_rank(tot, r)[row * BN + c];
         if (!INT4) v *= p.col_scale[n0 + c];
         p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v);
     }
@@ -254,94 +254,157 @@ __global__ void __launch_bounds__(V4_THREADS, 1) gemm_decode_v4(V4Params p) {
 // stage. FP8 weights come pre-packed (assay_cuda_fp8w_pack) so that one stage of a CTA is one contiguous 32 KB
 // run of memory in lane order; INT4 uses the int4 packing (16 runs of 2 KB per stage).
 
-template <bool INT4>
+// KC: K columns per stage (fp8: 256 for v5-v9, 128 for v10-v12; int4: 512 / 256). The stage holds 128 x KC
+// weights (lane-order 512-byte blocks), the X slice [m][KC] (bf16, padded rows) and, for int4, the group scales.
+template <bool INT4, int KC = (INT4 ? 512 : 256), int BN = V4_BN>
 struct V5Cfg {
-    static constexpr int KC = INT4 ? 512 : 256;
-    static constexpr int WBYTES = V4_BN * KC / (INT4 ? 2 : 1);    // 32 KB, lane-order blocks of 512 bytes
+    static constexpr int KSL = INT4 ? KC / 128 : KC / 64;      // K slices (one per warp) per stage
+    static constexpr int WBYTES = BN * KC / (INT4 ? 2 : 1);     // lane-order blocks of 512 bytes
     static constexpr int XP = INT4 ? 2 * KC + 32 : 2 * KC + 16;
     static constexpr int XOFF = WBYTES;
     static constexpr int SOFF = XOFF + 16 * XP;
-    static constexpr int STAGE = SOFF + (INT4 ? (KC / 128) * V4_BN * 2 : 0);
-    static constexpr size_t SMEM = (size_t)V4_STAGES * STAGE;
+    static constexpr int STAGE = SOFF + (INT4 ? (KC / 128) * BN * 2 : 0);
     static_assert(STAGE % 16 == 0 && XOFF % 16 == 0 && SOFF % 16 == 0, "cp.async destinations need 16-byte alignment");
-    static_assert(16 * 16 * 32 * 4 + 16 * V4_BN * 4 <= V4_STAGES * STAGE, "reduction buffers reuse the stages");
 };
 
-template <bool INT4, int NTH>
+// PART: 0 = the whole stage; 1 = the parts that do not depend on the previous kernel (weights, group scales);
+// 2 = the activation slice only.
+template <bool INT4, int NTH, int KC, int PART = 0, int BN = V4_BN>
 __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, int n0, int k0) {
-    using C = V5Cfg<INT4>;
+    using C = V5Cfg<INT4, KC, BN>;
     const int tid = threadIdx.x;
-    if (INT4) {
-        const int ngroup = p.k / 128, gr0 = k0 / 128;
+    if (PART != 2) {
+        if (INT4) {
+            constexpr int RUN = (KC / 128) * 512;  // bytes of one n8 tile's groups in this stage
+            const int ngroup = p.k / 128, gr0 = k0 / 128;
 #pragma unroll
-        for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
-            const int c = tid + j * NTH, run = c >> 7, off = c & 127;  // 16 runs (n8 tiles) of 2 KB
-            cp_async16(stg + run * 2048 + off * 16, p.w + ((size_t)(n0 / 8 + run) * ngroup + gr0) * 512 + off * 16, 16);
-        }
-        if (tid < (C::KC / 128) * V4_BN * 2 / 16) {  // group scales: 4 rows of 256 bytes
-            const int gi = tid >> 4, off = tid & 15;
-            cp_async16(stg + C::SOFF + gi * V4_BN * 2 + off * 16, p.gscale + (size_t)(gr0 + gi) * p.n + n0 + off * 8, 16);
-        }
-    } else {
-        // packed [n / 128][k / 64][16 n8 tiles][512]: the stage is contiguous
-        const uint8_t *src = p.w + ((size_t)(n0 / V4_BN) * (p.k / 64) + k0 / 64) * (16 * 512);
+            for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
+                const int c = tid + j * NTH, run = c / (RUN / 16), off = c % (RUN / 16);  // BN / 8 runs (n8 tiles)
+                cp_async16(stg + run * RUN + off * 16, p.w + ((size_t)(n0 / 8 + run) * ngroup + gr0) * 512 + off * 16, 16);
+            }
+            if (tid < (KC / 128) * BN * 2 / 16) {  // group scales: KC / 128 rows of BN * 2 bytes
+                const int gi = tid / (BN * 2 / 16), off = tid % (BN * 2 / 16);
+                cp_async16(stg + C::SOFF + gi * BN * 2 + off * 16, p.gscale + (size_t)(gr0 + gi) * p.n + n0 + off * 8, 16);
+            }
+        } else {
+            // packed [n / 128][k / 64][16 n8 tiles][512]: the stage is BN / 128 contiguous runs of KC * 128 bytes
+            constexpr int RUNC = KC * 128 / 16;  // 16-byte chunks per 128-row block
 #pragma unroll
-        for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
-            const int c = tid + j * NTH;
-            cp_async16(stg + c * 16, src + c * 16, 16);
+            for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
+                const int c = tid + j * NTH, b = c / RUNC, off = c % RUNC;
+                const uint8_t *src = p.w + ((size_t)(n0 / 128 + b) * (p.k / 64) + k0 / 64) * (16 * 512);
+                cp_async16(stg + c * 16, src + off * 16, 16);
+            }
         }
     }
-    constexpr int XCH = C::KC * 2 / 16;  // 16-byte chunks per X row
-    for (int c = tid; c < p.m * XCH; c += NTH) {
-        const int row = c / XCH, off = c % XCH;
-        cp_async16(stg + C::XOFF + row * C::XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 8, 16);
+    if (PART != 1) {
+        constexpr int XCH = KC * 2 / 16;  // 16-byte chunks per X row
+        for (int c = tid; c < p.m * XCH; c += NTH) {
+            const int row = c / XCH, off = c % XCH;
+            cp_async16(stg + C::XOFF + row * C::XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 8, 16);
+        }
     }
 }
 
-// NW consumer warps = 4 K slices x (NW / 4) groups of output rows; NTW n8 tiles per warp. LOADONLY (lab
-// diagnostic): the pipeline runs without the arithmetic, to separate load time from compute time.
-template <bool INT4, bool M16, int NW, bool LOADONLY>
-__global__ void __launch_bounds__(NW * 32, 1) gemm_decode_v5(V4Params p) {
-    using C = V5Cfg<INT4>;
-    constexpr int NTH = NW * 32, NTW = 16 / (NW / 4);
+// Programmatic dependent launch (sm_90): a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization
+// may start while the previous kernel in the stream still runs; griddepcontrol.wait blocks until that kernel has
+// completed and its writes are visible (a no-op when launched without the attribute); launch_dependents lets the
+// next such kernel start launching.
+__device__ __forceinline__ void pdl_wait() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// int4 pair -> bf16x2 (q - 8) for the nibbles at bits 0-3 and 16-19 of v: OR into the mantissa of 128.0 (bf16
+// 0x4300, mantissa step 1 in [128, 256)) and subtract 136 = 128 + 8. Exact.
+__device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
+    const uint32_t MAGIC = 0x43004300u, SUB = 0x43084308u;  // 128.0, 136.0
+    uint32_t r = (v & 0x000F000Fu) | MAGIC;
+    __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&r), *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
+    return *reinterpret_cast<uint32_t *>(&d);
+}
+
+// NW consumer warps = KSL K slices x (NW / KSL) groups of output rows; NTW n8 tiles per warp. LOADONLY (lab
+// diagnostic): the pipeline runs without the arithmetic, to separate load time from compute time. PDL: the
+// weight part of the first STAGES - 1 stages is requested before waiting for the previous kernel (only X and Y
+// depend on it), so a GEMM's ramp-up overlaps the tail of the kernel before it. BF16 (int4 only): the weights
+// dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
+template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
+          bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN>
+__global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
+    using C = V5Cfg<INT4, KC, BN>;
+    constexpr int KSL = C::KSL, NTH = NW * 32, NTW = BN / 8 / (NW / KSL);
+    static_assert(NW % KSL == 0 && (BN / 8) % (NW / KSL) == 0, "warps must tile the stage");
+    static_assert(NW * 16 * NTW * 8 * 4 + 16 * BN * 4 <= STAGES * C::STAGE, "reduction buffers reuse the stages");
     extern __shared__ __align__(128) uint8_t sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * V4_BN;
+    const int n0 = blockIdx.x * BN;
     const int split = blockIdx.y;
     const int kbase = split * p.kper;
-    const int nst = p.kper / C::KC;
-    const int ks = warp & 3, nh = warp >> 2;
+    const int nst = p.kper / KC;
+    const int ks = warp % KSL, nh = warp / KSL;
 
+    // The next GEMM may launch once every CTA of this one has issued its last loads (EARLY: at entry). Earlier
+    // would park its CTAs on SMs (waiting in griddepcontrol.wait) while this grid still computes or still has
+    // CTAs to place (grids of more than one wave).
+    if (PDL && EARLY) pdl_launch_dependents();
     float acc[NTW][4];
 #pragma unroll
     for (int nt = 0; nt < NTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    if (PDL) {
+        // groups: W_0 .. W_{S-2}, then X_0 .. X_{S-2} one group each, so stage 0 waits for W_0 and X_0 only
 #pragma unroll
-    for (int s = 0; s < V4_STAGES - 1; ++s) {
-        if (s < nst) v5_load_stage<INT4, NTH>(sm + s * C::STAGE, p, n0, kbase + s * C::KC);
-        cp_async_commit();
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN>(sm + s * C::STAGE, p, n0, kbase + s * KC);
+            cp_async_commit();
+        }
+        pdl_wait();
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN>(sm + s * C::STAGE, p, n0, kbase + s * KC);
+            cp_async_commit();
+        }
+        if (!EARLY && nst <= STAGES - 1) pdl_launch_dependents();
+    } else {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + s * C::STAGE, p, n0, kbase + s * KC);
+            cp_async_commit();
+        }
     }
     for (int st = 0; st < nst; ++st) {
-        cp_async_wait<V4_STAGES - 2>();
+        // Groups committed so far: STAGES - 1 (twice that with PDL) + st. The last group stage st needs (its
+        // own, or with PDL its X group for st < STAGES - 1) is the one STAGES - 2 back from the newest.
+        cp_async_wait<STAGES - 2>();
+        if (PDL && !EARLY && st == nst - STAGES + 1) pdl_launch_dependents();  // every load has been issued
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
         {
-            const int nx = st + V4_STAGES - 1;
-            if (nx < nst) v5_load_stage<INT4, NTH>(sm + (nx % V4_STAGES) * C::STAGE, p, n0, kbase + nx * C::KC);
+            const int nx = st + STAGES - 1;
+            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + (nx % STAGES) * C::STAGE, p, n0, kbase + nx * KC);
             cp_async_commit();
         }
         if (LOADONLY) continue;
-        const uint8_t *stg = sm + (st % V4_STAGES) * C::STAGE;
+        const uint8_t *stg = sm + (st % STAGES) * C::STAGE;
         if (INT4) {
             uint32_t xa[16], xb[16];
             const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
+            if (!BF16) {
 #pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16 * h), xa + 4 * h);
-                if (M16) cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h), xb + 4 * h);
+                for (int h = 0; h < 4; ++h) {
+                    cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16 * h), xa + 4 * h);
+                    if (M16) cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h), xb + 4 * h);
+                }
             }
             uint4 wv[NTW];
 #pragma unroll
             for (int nt = 0; nt < NTW; ++nt)
-                wv[nt] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + nt) * (C::KC / 128) + ks) * 512 + lane * 16);
+                wv[nt] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + nt) * (KC / 128) + ks) * 512 + lane * 16);
             // word-outer, tile-inner: NTW independent accumulator chains instead of one chain of 8 mma per tile
             float tmp[NTW][4];
 #pragma unroll
@@ -349,19 +412,31 @@ __global__ void __launch_bounds__(NW * 32, 1) gemm_decode_v5(V4Params p) {
 #pragma unroll
             for (int wd = 0; wd < 4; ++wd) {
                 const int c0 = 2 * wd, c1 = 2 * wd + 1;
+                if (BF16) {  // X as stored (bf16), loaded where it is used: 8 live registers instead of 32
+                    const uint4 v = *reinterpret_cast<const uint4 *>(xr + 16 * wd);
+                    const uint4 u = M16 ? *reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * wd) : make_uint4(0, 0, 0, 0);
+                    xa[2 * c0] = v.x; xa[2 * c0 + 1] = v.y; xa[2 * c1] = v.z; xa[2 * c1 + 1] = v.w;
+                    xb[2 * c0] = u.x; xb[2 * c0 + 1] = u.y; xb[2 * c1] = u.z; xb[2 * c1 + 1] = u.w;
+                }
                 uint32_t a0[4] = {xa[2 * c0], M16 ? xb[2 * c0] : 0u, xa[2 * c0 + 1], M16 ? xb[2 * c0 + 1] : 0u};
                 uint32_t a1[4] = {xa[2 * c1], M16 ? xb[2 * c1] : 0u, xa[2 * c1 + 1], M16 ? xb[2 * c1 + 1] : 0u};
 #pragma unroll
                 for (int nt = 0; nt < NTW; ++nt) {
                     const uint32_t word = wd == 0 ? wv[nt].x : wd == 1 ? wv[nt].y : wd == 2 ? wv[nt].z : wv[nt].w;
-                    uint32_t b0, b1, b2, b3;
-                    int4_dequant_v4(word, b0, b1);
-                    int4_dequant_v4(word >> 8, b2, b3);
-                    mma_f16_16816(tmp[nt], a0, b0, b1);
-                    mma_f16_16816(tmp[nt], a1, b2, b3);
+                    if (BF16) {
+                        // nibble pairs (0,4), (1,5), (2,6), (3,7) = k columns (0,1), (2,3), (4,5), (6,7) of the word
+                        mma_bf16_16816(tmp[nt], a0, int4_pair_bf16(word), int4_pair_bf16(word >> 4));
+                        mma_bf16_16816(tmp[nt], a1, int4_pair_bf16(word >> 8), int4_pair_bf16(word >> 12));
+                    } else {
+                        uint32_t b0, b1, b2, b3;
+                        int4_dequant_v4(word, b0, b1);
+                        int4_dequant_v4(word >> 8, b2, b3);
+                        mma_f16_16816(tmp[nt], a0, b0, b1);
+                        mma_f16_16816(tmp[nt], a1, b2, b3);
+                    }
                 }
             }
-            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * V4_BN + nh * NTW * 8;
+            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8;
 #pragma unroll
             for (int nt = 0; nt < NTW; ++nt) {
                 const float2 s2 = __half22float2(*reinterpret_cast<const __half2 *>(sc + nt * 8 + 2 * t));
@@ -381,8 +456,10 @@ __global__ void __launch_bounds__(NW * 32, 1) gemm_decode_v5(V4Params p) {
             }
             uint4 wv[NTW];
 #pragma unroll
-            for (int nt = 0; nt < NTW; ++nt)
-                wv[nt] = *reinterpret_cast<const uint4 *>(stg + (ks * 16 + nh * NTW + nt) * 512 + lane * 16);
+            for (int nt = 0; nt < NTW; ++nt) {
+                const int tile = nh * NTW + nt;  // stage = BN / 128 blocks of [KSL][16 tiles][512]
+                wv[nt] = *reinterpret_cast<const uint4 *>(stg + (tile >> 4) * (KSL * 8192) + (ks * 16 + (tile & 15)) * 512 + lane * 16);
+            }
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
@@ -398,18 +475,37 @@ __global__ void __launch_bounds__(NW * 32, 1) gemm_decode_v5(V4Params p) {
     }
     cp_async_wait<0>();
     __syncthreads();
-    v4_reduce_store<INT4, NTH, NW>(acc, p, sm, n0, split);
+    v4_reduce_store<INT4, NTH, NW, KSL, BN>(acc, p, sm, n0, split);
 }
 
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
 
+// The lab versions of the cp.async-ring kernel (see cuda_lab.h and dev/cuda/NOTES.md).
+template <bool INT4, int VER>
+struct V5Ver {
+    static constexpr bool SMALL = VER >= 10 && VER <= 12;  // stages small enough for two CTAs per SM
+    static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
+    static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
+    static constexpr int BN = WIDE ? 256 : V4_BN;
+    static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || DEEP) ? 16 : 8;
+    static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21;
+    static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
+    static constexpr int KC = SMALL || WIDE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
+    static constexpr int STAGES = SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
+    static constexpr bool PDL = VER >= 8;                // kernel code: weights requested before the wait
+    static constexpr bool LAUNCH_PDL = PDL && VER != 11;  // 11: the code of 10 launched without the attribute
+    static constexpr int MINB = SMALL ? 2 : 1;
+    static constexpr bool BF16 = INT4 && VER == 13;  // 10-11 used it in run h200-gpu5-gemm1
+    static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, BN>::STAGE;
+};
+
 template <bool INT4, bool M16, int VER>
 int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
+    using VC = V5Ver<INT4, VER>;
     auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
-                : VER == 5 ? gemm_decode_v5<INT4, M16, 8, false>
-                : VER == 6 ? gemm_decode_v5<INT4, M16, 16, false>
-                           : gemm_decode_v5<INT4, M16, 16, true>;
-    const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : V5Cfg<INT4>::SMEM;
+                         : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
+                                        VC::BN>;
+    const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -419,17 +515,20 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     p.splits = splits;
     p.kper = p.k / splits;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
-    cfg.blockDim = dim3(VER == 4 ? V4_THREADS : VER == 5 ? 256 : 512, 1, 1);
+    cfg.gridDim = dim3(p.n / VC::BN, splits, 1);
+    cfg.blockDim = dim3(VER == 4 ? V4_THREADS : VC::NW * 32, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 1;
     attr[0].val.clusterDim.y = splits;
     attr[0].val.clusterDim.z = 1;
+    // PDL versions may start before the previous kernel in the stream ends (they wait for it in the kernel)
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = VER != 4 && VC::LAUNCH_PDL ? 2 : 1;
     ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
     return 0;
 }
@@ -446,12 +545,13 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
         g_v4_ok = cudaGetDevice(&dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
     }
-    const int kc = int4 ? 512 : 256;
-    if (!g_v4_ok || n % V4_BN || k % kc) return 0;
+    const int kc = ((ver >= 10 && ver <= 12) || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
+    const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
+    if (!g_v4_ok || n % bn || k % kc) return 0;
     // K splits (cluster size): the one whose CTA count best fills the SMs (one CTA each); ties to fewer.
     int sms = assay_cuda_sm_count();
     if (sms <= 0) sms = 132;
-    const int tiles = n / V4_BN;
+    const int tiles = n / bn;
     int splits = 1;
     double best = 0;
     for (int s = 1; s <= 8; s *= 2) {
@@ -475,7 +575,21 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 4: rc = V45_LAUNCH(4); break;
     case 5: rc = V45_LAUNCH(5); break;
     case 6: rc = V45_LAUNCH(6); break;
-    default: rc = V45_LAUNCH(7); break;
+    case 7: rc = V45_LAUNCH(7); break;
+    case 8: rc = V45_LAUNCH(8); break;
+    case 9: rc = V45_LAUNCH(9); break;
+    case 10: rc = V45_LAUNCH(10); break;
+    case 11: rc = V45_LAUNCH(11); break;
+    case 12: rc = V45_LAUNCH(12); break;
+    case 13: rc = V45_LAUNCH(13); break;
+    case 14: rc = V45_LAUNCH(14); break;
+    case 15: rc = V45_LAUNCH(15); break;
+    case 17: rc = V45_LAUNCH(17); break;
+    case 18: rc = V45_LAUNCH(18); break;
+    case 19: rc = V45_LAUNCH(19); break;
+    case 20: rc = V45_LAUNCH(20); break;
+    case 21: rc = V45_LAUNCH(21); break;
+    default: return 0;  // not a version of this file: the caller falls back
     }
 #undef V45_LAUNCH
     return rc < 0 ? -1 : 1;
