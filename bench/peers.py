@@ -157,7 +157,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", help="gemm: the ceilings and the GEMM peers only")
+    ap.add_argument("--only", help="gemm / gemm_lt: the ceilings and the decode / prefill-shape GEMM peers only")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers.py: no CUDA device", file=sys.stderr)
@@ -167,7 +167,9 @@ def main():
                         cudnn=torch.backends.cudnn.version()))
     steps = [ceilings, big_gemms, decode, lambda: gemms(args.quick), lambda: prefill(args.quick)]
     if args.only == "gemm":
-        steps = [ceilings, big_gemms, lambda: gemms(args.quick)]
+        steps = [ceilings, lambda: gemms(args.quick)]
+    elif args.only == "gemm_lt":
+        steps = [ceilings, big_gemms]
     for step in steps:
         try:
             step()

@@ -6,8 +6,9 @@
 #   scripts/device-check.sh [OUTDIR] [--quick]      (default OUTDIR: bench/results/latest)
 #
 # Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 450) shared by build, kernels and peers.
-# ONLY=<section> (prefill, decode, gemm, quant, fp8attn) runs one kernel_check section and, for gemm, only the
-# ceilings and GEMM peers (iterations on one kernel family; a full run validates everything).
+# ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and, for gemm and
+# gemm_lt, only the ceilings and the matching GEMM peers (iterations on one kernel family; a full run validates
+# everything).
 # Builds with nvcc directly (sm_90a), so it needs no CMake configure of the CPU library on the GPU machine.
 # Exit status: 1 if the build or any validation failed.
 set -uo pipefail
