@@ -157,7 +157,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", help="gemm / gemm_lt: the ceilings and the decode / prefill-shape GEMM peers only")
+    ap.add_argument("--only", help="gemm / gemm_lt / decode / prefill: the ceilings and those peers only")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers.py: no CUDA device", file=sys.stderr)
@@ -166,10 +166,10 @@ def main():
     RECORDS.append(dict(type="info", torch=torch.__version__, device=torch.cuda.get_device_name(),
                         cudnn=torch.backends.cudnn.version()))
     steps = [ceilings, big_gemms, decode, lambda: gemms(args.quick), lambda: prefill(args.quick)]
-    if args.only == "gemm":
-        steps = [ceilings, lambda: gemms(args.quick)]
-    elif args.only == "gemm_lt":
-        steps = [ceilings, big_gemms]
+    groups = dict(gemm=[lambda: gemms(args.quick)], gemm_lt=[big_gemms], decode=[decode],
+                  prefill=[lambda: prefill(args.quick)])
+    if args.only in groups:
+        steps = [ceilings] + groups[args.only]
     for step in steps:
         try:
             step()

@@ -6,9 +6,9 @@
 #   scripts/device-check.sh [OUTDIR] [--quick]      (default OUTDIR: bench/results/latest)
 #
 # Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 450) shared by build, kernels and peers.
-# ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and, for gemm and
-# gemm_lt, only the ceilings and the matching GEMM peers (iterations on one kernel family; a full run validates
-# everything).
+# ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and, for gemm,
+# gemm_lt, decode and prefill, only the ceilings and the matching peers (iterations on one kernel family; a full
+# run validates everything).
 # Builds with nvcc directly (sm_90a), so it needs no CMake configure of the CPU library on the GPU machine.
 # Exit status: 1 if the build or any validation failed.
 set -uo pipefail
@@ -25,6 +25,12 @@ NVCC=${NVCC:-nvcc}
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v $NVCC)")")")}
 GEN=${GENCODE:--gencode=arch=compute_90a,code=sm_90a}
 echo "device-check: building with $($NVCC --version | tail -1) in $CUDA_HOME"
+# PREBUILT=1: use a build-dev/kernel_check built elsewhere with the same nvcc when it starts here (it answers an
+# unknown option with its usage and exit status 2); otherwise build.
+prebuilt_ok() { [ -n "${PREBUILT:-}" ] && [ -x build-dev/kernel_check ] || return 1; build-dev/kernel_check --probe >/dev/null 2>&1; [ $? -eq 2 ]; }
+if prebuilt_ok; then
+  echo "device-check: using the prebuilt build-dev/kernel_check (PREBUILT=1)"
+else
 pids=()
 for f in src/backend/cuda/*.cu; do
   $NVCC -std=c++17 -O3 -lineinfo $GEN -Iinclude -Isrc/backend/cuda -Xptxas=-warn-spills -c "$f" \
@@ -38,6 +44,7 @@ fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 if [ $fail -ne 0 ]; then echo "device-check: BUILD FAILED"; exit 1; fi
 $NVCC -o build-dev/kernel_check build-dev/*.o -lcublasLt -lm || { echo "device-check: LINK FAILED"; exit 1; }
+fi
 echo "device-check: built in $(( $(date +%s) - T0 )) s"
 [ -n "${BUILD_ONLY:-}" ] && exit 0
 

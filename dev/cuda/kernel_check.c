@@ -322,6 +322,19 @@ static void decode_alloc(decode_data *p, const decode_case *c, int fast_fill) {
     p->dws = lab_dmalloc(a->workspace_bytes);
     a->workspace = p->dws;
 }
+/* Re-chooses the split count for the kernel version now selected (versions differ in CTAs per SM); grows the
+   workspace when needed. `splits` is the case's request (0 = automatic). */
+static void decode_resplit(decode_data *p, int splits) {
+    size_t have = p->a.workspace_bytes;
+    p->a.num_splits = splits;
+    size_t need = assay_cuda_attn_decode_workspace(&p->a);
+    if (need > have) {
+        cudaFree(p->dws);
+        p->dws = lab_dmalloc(need);
+        p->a.workspace = p->dws;
+        p->a.workspace_bytes = need;
+    }
+}
 static void decode_free(decode_data *p) {
     free(p->q); free(p->kc); free(p->vc); free(p->bt); free(p->ks); free(p->vs);
     cudaFree(p->dq); cudaFree(p->dk); cudaFree(p->dv); cudaFree(p->dout); cudaFree(p->dws); cudaFree(p->dbt);
@@ -392,10 +405,15 @@ static void section_decode(lab_out *o) {
                      cases[j].hkv, cases[j].d, cases[j].page, p.a.num_splits);
             decode_validate(o, &cases[j], &p, 0, shape);
             /* the default is automatic (bf16 -> 4, 8-bit -> 3); each version also under its own name */
-            static const int vs[3] = {1, 3, 4};
-            static const char *sfx[3] = {"_v1", "_v3", "_v4"};
-            for (int v = 0; v < 3; ++v) {
+            static const int vs[9] = {1, 3, 4, 5, 7, 8, 12, 13, 14};
+            static const char *sfx[9] = {"_v1", "_v3", "_v4", "_v5", "_v7", "_v8", "_v12", "_v13", "_v14"};
+            for (int v = 0; v < 9; ++v) {
+                /* versions 5-13 (producer warp + ring) exist for head_dim 128 and group sizes <= 8 only */
+                if (vs[v] >= 5 && (cases[j].d != 128 || cases[j].hq / cases[j].hkv > 8)) continue;
                 assay_cuda_lab_set_decode_variant(vs[v]);
+                decode_resplit(&p, cases[j].splits);
+                snprintf(shape, sizeof shape, "b%d hq%d hkv%d d%d page%d splits%d varlen", cases[j].batch, cases[j].hq,
+                         cases[j].hkv, cases[j].d, cases[j].page, p.a.num_splits);
                 g_dec_suffix = sfx[v];
                 decode_validate(o, &cases[j], &p, 0, shape);
             }
@@ -426,10 +444,12 @@ static void section_decode_bench(lab_out *o) {
         snprintf(name, sizeof name, "attn_decode_%s", dtype_name(dts[i]));
         lab_bench(o, name, shape, us, flops, bytes);
         /* every version in the same run: 1 (previous default), 3 (transposed, 8 warps), 4 (transposed, 4 warps) */
-        static const int vs[3] = {1, 3, 4};
-        static const char *sfx[3] = {"_v1", "_v3", "_v4"};
-        for (int v = 0; v < 3; ++v) {
+        static const int vs[9] = {1, 3, 4, 5, 7, 8, 12, 13, 14};
+        static const char *sfx[9] = {"_v1", "_v3", "_v4", "_v5", "_v7", "_v8", "_v12", "_v13", "_v14"};
+        for (int v = 0; v < 9; ++v) {
             assay_cuda_lab_set_decode_variant(vs[v]);
+            decode_resplit(&p, 0);
+            snprintf(shape, sizeof shape, "b32 ctx8192 hq32 hkv8 d128 page16 splits%d", p.a.num_splits);
             g_dec_suffix = sfx[v];
             decode_validate(o, c, &p, 1, shape);
             us = lab_time_us(decode_bench_fn, &p, 10, 9);
@@ -437,7 +457,22 @@ static void section_decode_bench(lab_out *o) {
             lab_bench(o, name, shape, us, flops, bytes);
         }
         assay_cuda_lab_set_decode_variant(0);
+        decode_resplit(&p, 0);
         g_dec_suffix = "";
+        if (dts[i] == ASSAY_CUDA_BF16 || dts[i] == ASSAY_CUDA_FP8_E4M3) {
+            /* diagnostics, not validated (their output is wrong by design): versions 5, 7, 8 with the arithmetic
+               removed (lab variants 9, 10, 11), i.e. what each loader alone moves for this access pattern */
+            for (int v = 9; v <= 11; ++v) {
+                assay_cuda_lab_set_decode_variant(v);
+                decode_resplit(&p, 0);
+                us = lab_time_us(decode_bench_fn, &p, 10, 9);
+                snprintf(shape, sizeof shape, "b32 ctx8192 hq32 hkv8 d128 page16 splits%d (loads only)", p.a.num_splits);
+                snprintf(name, sizeof name, "attn_decode_%s_v%d", dtype_name(dts[i]), v);
+                lab_bench(o, name, shape, us, flops, bytes);
+            }
+            assay_cuda_lab_set_decode_variant(0);
+            decode_resplit(&p, 0);
+        }
         if (!g_quick && (dts[i] == ASSAY_CUDA_BF16 || dts[i] == ASSAY_CUDA_FP8_E4M3)) {
             /* exploration: the same cache read through an identity block table (pages in address order) */
             int32_t *ident = malloc(sizeof(int32_t) * 32 * p.max_pages);

@@ -10,13 +10,22 @@
 // head_dim in P V, measured no faster: bench/results.) 8-bit caches are converted to f16 in registers
 // (exact for e4m3, e5m2 and int8) and use f16 mma; the per-head K scale is folded into the softmax scale and
 // the V scale into the output.
+//
+// On Hopper (head_dim 128, group sizes <= 8) the default is paged_decode_tma further down: a producer warp
+// streams 16-token units of K and V^T into a shared-memory ring that consumer warps drain independently, which
+// reads bf16 caches at torch SDPA's byte rate (dev/cuda/NOTES.md, runs h200-gpu5-attn*).
 #include "common.cuh"
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <math.h>
 
 // Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued, 2 = one tile ahead, 3 = the
 // transposed kernel paged_decode_t (group sizes <= 8, else 1), 4 = the transposed kernel with 4 warps and
-// 64-token tiles (two or three CTAs per SM; pages <= 64 tokens, else 3). 0 = automatic (default), from the
-// measurements in dev/cuda/NOTES.md: 4 for bf16 caches, 3 for 8-bit caches.
+// 64-token tiles (two or three CTAs per SM; pages <= 64 tokens, else 3); 5..13 = the producer-warp ring
+// paged_decode_tma (Hopper, head_dim 128, group sizes <= 8; see launch_tma_var). 0 = automatic (default), from
+// the measurements in dev/cuda/NOTES.md: 8 (ring filled by the producer lanes' cp.async) for bf16 caches, 14
+// (the same with ldmatrix reads of the 8-bit data) for fp8 caches, 5 (ring filled by TMA) for int8; elsewhere
+// 4 for bf16 caches and 3 for 8-bit caches.
 static int g_decode_variant = 0;
 extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
 
@@ -498,6 +507,439 @@ __global__ void __launch_bounds__(TGV * 32, (MinBlocksT<TGV, D, DT>::N)) paged_d
     }
 }
 
+
+// ---- variant 5 (Hopper): a producer warp feeds a ring of 16-token slots with TMA copies -----------------
+// The loaders of versions 1-4 are all threads issuing 16-byte cp.async and waiting for whole tiles together,
+// which measured 3.5 TB/s at best (bf16) however deep the ring (dev/cuda/NOTES.md). Here one producer warp
+// issues, per 16 tokens of one kv head, TMA tensor copies of the K rows (16 x 128 elements) and of the V^T
+// block (128 x 16) into a slot of a ring of NSLOT slots; each slot has a "full" mbarrier (completed by the
+// copy engine's byte count) and an "empty" one (arrived by the consumer warp). Consumer warp w takes the
+// slots of units w, w + NC, ...: the arithmetic of the transposed kernel above (S^T = K Q^T, O^T = V^T P^T)
+// for one 16-token unit, with its own online-softmax state; the warps never wait for each other before the
+// final merge. The copies land 128-byte swizzled (K) or 32-byte swizzled (bf16 V^T), so the ldmatrix / 32-bit
+// reads of 8 rows hit 8 different bank groups (unswizzled 256-byte K rows would be 8-way conflicts).
+// head_dim 128 only; group sizes <= 8; compute capability 9.0 (TMA).
+template <int DT>
+struct TmaSlot {
+    static constexpr int ES = DT == ASSAY_CUDA_BF16 ? 2 : 1;
+    static constexpr int KB = 16 * 128 * ES;  // K rows of one unit (and as many bytes of V^T)
+    static constexpr int SLOT = 2 * KB;
+};
+
+__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+            smem_u32(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+        : "memory");
+#else
+    __trap();
+#endif
+}
+
+// Arrives on the mbarrier once every cp.async this thread issued before has landed (.noinc: the arrival is one
+// of the barrier's expected count).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *bar) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// 2^x in one MUFU.EX2 (exp2f adds a range test and two multiplies to keep denormal results; softmax weights
+// below 2^-126 may flush to zero). ex2(-inf) = +0, as masked tokens need.
+__device__ __forceinline__ float exp2_fast(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Zeroes the packed halves of an f16/bf16 pair whose token index (k0, k0 + 1) is >= valid.
+__device__ __forceinline__ uint32_t mask_pair(uint32_t v, int k0, int valid) {
+    return k0 >= valid ? 0u : k0 + 1 >= valid ? (v & 0xFFFFu) : v;
+}
+
+// LD: how a unit's bytes reach the slot. 0: K and V^T by TMA tensor copies; 2: K by TMA, V^T by 16-byte cp.async
+// from the producer warp's lanes (written to the same 32-byte-swizzled places); 3: both by the producer lanes'
+// cp.async (the same swizzles, computed). The cp.async lanes signal the slot's full barrier with
+// cp.async.mbarrier.arrive.noinc. (LD 1, V^T by one cp.async.bulk, was measured and dropped: NOTES.md.)
+// CV: consumer version. 0: 32-bit shared loads for 8-bit caches (one per register pair), exp2f; 1: 8-bit K and
+// V^T read with ldmatrix (an 8x8 b16 matrix of 8-bit data gives each lane 4 consecutive bytes of a row: the
+// same words, 4 per instruction instead of 1), and ex2.approx.
+template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0>
+__global__ void __launch_bounds__((NC + 1) * 32, MB)
+    paged_decode_tma(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, DecodeParams p) {
+    constexpr int D = 128, NT = (NC + 1) * 32;
+    using S = TmaSlot<DT>;
+    constexpr bool F16 = DT != ASSAY_CUDA_BF16;
+    static_assert((size_t)NSLOT * S::SLOT >= (size_t)NC * 16 * (D + 2) * 4, "merge buffers must fit in the ring");
+    extern __shared__ uint8_t smem_raw[];
+    // Swizzled TMA destinations need 1024-byte alignment (the swizzle pattern is a function of address bits 4-9).
+    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + NSLOT * S::SLOT);
+    uint64_t *empty = full + NSLOT;
+    const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
+    const int G = p.hq / p.hkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int seq_len = p.seq_lens[b];
+    const int n_units = (seq_len + 15) >> 4;
+    const int u0 = split * p.tiles_per_split;  // tiles_per_split counts 16-token units here
+    const int u1 = min(n_units, u0 + p.tiles_per_split);
+    const int n = max(0, u1 - u0);
+    constexpr bool LSU_K = LD == 3, LSU_V = LD >= 2, LSU = LSU_K || LSU_V;
+    constexpr uint32_t TX = (LSU_K ? 0 : S::KB) + (LSU_V ? 0 : S::KB);  // bytes the copy engine delivers per slot
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NSLOT; ++s) {
+            mbar_init(&full[s], (TX ? 1 : 0) + (LSU ? 32 : 0));
+            mbar_init(&empty[s], 1);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float o[D / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < D / 16; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    const float ks = p.k_scale ? p.k_scale[kvh] : 1.f;
+    const float sl2 = p.scale_log2 * ks;
+
+    if (warp == NC) {
+        // Producer: block-table entries read 32 at a time (one per lane), copies issued by lane 0.
+        const int32_t *bt = p.bt + (size_t)b * p.max_pages;
+        const int pmask = p.ps - 1;
+        for (int i0 = 0; i0 < n; i0 += 32) {
+            const int cnt = min(32, n - i0);
+            const int pg = lane < cnt ? bt[((u0 + i0 + lane) << 4) >> p.lps] : 0;
+            for (int k = 0; k < cnt; ++k) {
+                const int page = __shfl_sync(0xffffffffu, pg, k);
+                const int i = i0 + k, s = i % NSLOT;
+                const int tip = ((u0 + i) << 4) & pmask;  // token inside the page
+                const int blk = page * p.hkv + kvh;       // (page, kv head) block
+                uint8_t *dst = smem + s * S::SLOT;
+                if (i >= NSLOT && (LSU || lane == 0)) mbar_wait(&empty[s], ((i / NSLOT) - 1) & 1);
+                if (lane == 0 && TX) {
+                    mbar_arrive_expect_tx(&full[s], TX);
+                    if (!LSU_K) {
+                        tma_load_2d(dst, &tmk, 0, blk * p.ps + tip, &full[s]);
+                        if (!F16) tma_load_2d(dst + S::KB / 2, &tmk, 64, blk * p.ps + tip, &full[s]);
+                    }
+                    if (!LSU_V) tma_load_2d(dst + S::KB, &tmv, tip, blk * D, &full[s]);
+                }
+                if (LSU_K) {  // 16 rows of 128 * ES bytes, contiguous in the page
+                    const uint8_t *src = p.kp + ((size_t)blk * p.ps + tip) * (128 * S::ES);
+#pragma unroll
+                    for (int j = 0; j < S::KB / 512; ++j) {
+                        const int q = lane + 32 * j;
+                        int off;
+                        if (F16) {
+                            const int row = q >> 3, cc = q & 7;
+                            off = row * 128 + ((cc ^ (row & 7)) << 4);
+                        } else {
+                            const int row = q >> 4, cc = q & 15;
+                            off = (cc >> 3) * 2048 + row * 128 + (((cc & 7) ^ (row & 7)) << 4);
+                        }
+                        cp_async16(dst + off, src + q * 16, 16);
+                    }
+                }
+                if (LSU_V) {  // 128 rows of 16 * ES bytes, one per head dim, page_size * ES apart
+                    const uint8_t *src = p.vp + ((size_t)blk * D * p.ps + tip) * S::ES;
+#pragma unroll
+                    for (int j = 0; j < S::KB / 512; ++j) {
+                        const int q = lane + 32 * j;
+                        if (F16) {
+                            cp_async16(dst + S::KB + q * 16, src + (size_t)q * p.ps, 16);
+                        } else {
+                            const int d = q >> 1, c = q & 1;
+                            cp_async16(dst + S::KB + d * 32 + ((c ^ ((d >> 2) & 1)) << 4),
+                                       src + (size_t)d * p.ps * 2 + c * 16, 16);
+                        }
+                    }
+                }
+                if (LSU) cp_async_mbar_arrive(&full[s]);
+            }
+        }
+    } else {
+        // Q^T as the B operand (same fragments as paged_decode_t).
+        uint32_t qb[D / 16][2];
+        {
+            const __nv_bfloat16 *q = p.q + ((size_t)b * p.hq + kvh * G) * D;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int col = F16 ? kk * 16 + 4 * t + 2 * e : kk * 16 + 2 * t + 8 * e;
+                    uint32_t v = g < G ? *reinterpret_cast<const uint32_t *>(q + (size_t)g * D + col) : 0u;
+                    qb[kk][e] = F16 ? bf16x2_to_f16x2(v) : v;
+                }
+        }
+        const int r0 = F16 ? perm_tok(g) : g, r1 = F16 ? perm_tok(g + 8) : g + 8;
+        for (int i = warp; i < n; i += NC) {
+            const int s = i % NSLOT;
+            mbar_wait(&full[s], (i / NSLOT) & 1);
+            const uint8_t *Ks = smem + s * S::SLOT;
+            const uint8_t *Vs = Ks + S::KB;
+            if (!LOADONLY) {
+                const int valid = seq_len - ((u0 + i) << 4);  // tokens of this unit inside the sequence (>= 1)
+                uint32_t kw[4];
+                float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                for (int kk = 0; kk < D / 16; ++kk) {
+                    uint32_t a[4];
+                    if (F16 && CV == 1) {
+                        // matrices: rows r0 / r1 (tokens of S^T rows g / g + 8) x chunks kk, kk + 1 (ldmatrix
+                        // every other step; the odd step converts the words loaded with the even one)
+                        static_assert(CV != 1 || D / 16 % 2 == 0, "pairs of k16 steps");
+                        uint32_t w[4];
+                        if ((kk & 1) == 0) {
+                            const int mi = lane >> 3, rr = mi & 1 ? perm_tok(8 + (lane & 7)) : perm_tok(lane & 7);
+                            ldmatrix_x4(kw, Ks + rr * 128 + (((kk + (mi >> 1)) ^ (rr & 7)) << 4));
+                        }
+                        w[0] = kw[(kk & 1) * 2];
+                        w[1] = kw[(kk & 1) * 2 + 1];
+                        byte4_to_f16x4<DT>(w[0], a[0], a[2]);
+                        byte4_to_f16x4<DT>(w[1], a[1], a[3]);
+                    } else if (!F16) {
+                        // K: two 16 x 64 boxes (2 KB each), rows of 128 bytes, 16-byte chunk c of row r at c ^ (r & 7)
+                        const int row = (lane & 7) + ((lane >> 3) & 1) * 8, c = (kk & 3) * 2 + (lane >> 4);
+                        ldmatrix_x4(a, Ks + (kk >> 2) * 2048 + row * 128 + ((c ^ (lane & 7)) << 4));
+                    } else {
+                        byte4_pair<DT>(Ks + r0 * 128 + ((kk ^ (r0 & 7)) << 4) + 4 * t, a[0], a[2]);
+                        byte4_pair<DT>(Ks + r1 * 128 + ((kk ^ (r1 & 7)) << 4) + 4 * t, a[1], a[3]);
+                    }
+                    mma_16816<F16>((kk & 1) ? sb : sa, a, qb[kk][0], qb[kk][1]);
+                }
+                float sv[4] = {sa[0] + sb[0], sa[1] + sb[1], sa[2] + sb[2], sa[3] + sb[3]};
+                if (valid < 16) {  // rows past the sequence: garbage K, masked by a select
+                    if (r0 >= valid) sv[0] = sv[1] = -INFINITY;
+                    if (r1 >= valid) sv[2] = sv[3] = -INFINITY;
+                }
+                bool moved = false;
+                float alpha[2];
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    float mx = fmaxf(sv[j], sv[j + 2]);
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+                    const float m_new = fmaxf(m[j], mx);
+                    const float m_sc = m_new == -INFINITY ? 0.f : m_new * sl2;
+                    if (CV == 1) {
+                        alpha[j] = exp2_fast(m[j] * sl2 - m_sc);
+                        sv[j] = exp2_fast(fmaf(sv[j], sl2, -m_sc));
+                        sv[j + 2] = exp2_fast(fmaf(sv[j + 2], sl2, -m_sc));
+                    } else {
+                        alpha[j] = exp2f(m[j] * sl2 - m_sc);
+                        sv[j] = exp2f(fmaf(sv[j], sl2, -m_sc));
+                        sv[j + 2] = exp2f(fmaf(sv[j + 2], sl2, -m_sc));
+                    }
+                    l[j] = l[j] * alpha[j] + sv[j] + sv[j + 2];
+                    m[j] = m_new;
+                    moved |= alpha[j] != 1.f;
+                }
+                if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+                    for (int mt = 0; mt < D / 16; ++mt) {
+                        o[mt][0] *= alpha[0]; o[mt][1] *= alpha[1];
+                        o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
+                    }
+                }
+                const uint32_t pb0 = movmatrix_trans(pack2<F16>(sv[0], sv[1]));
+                const uint32_t pb1 = movmatrix_trans(pack2<F16>(sv[2], sv[3]));
+                uint32_t vw[4];
+#pragma unroll
+                for (int mt = 0; mt < D / 16; ++mt) {
+                    uint32_t a[4];
+                    if (F16 && CV == 1) {
+                        // matrices: head dims mt*16 + 0..7, + 8..15, (mt+1)*16 + 0..7, + 8..15 (rows of 16 bytes)
+                        if ((mt & 1) == 0) ldmatrix_x4(vw, Vs + (mt * 16 + lane) * 16);
+                        byte4_to_f16x4<DT>(vw[(mt & 1) * 2], a[0], a[2]);
+                        byte4_to_f16x4<DT>(vw[(mt & 1) * 2 + 1], a[1], a[3]);
+                        if (valid < 16) {
+                            a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
+                            a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
+                        }
+                    } else if (!F16) {
+                        // V^T: 128 rows of 32 bytes, chunk c of row d at c ^ ((d >> 2) & 1) (32-byte swizzle)
+                        const int d = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = lane >> 4;
+                        ldmatrix_x4(a, Vs + d * 32 + ((c ^ ((lane >> 2) & 1)) << 4));
+                        if (valid < 16) {  // V columns past the sequence may hold NaN: P = 0 does not cancel it
+                            a[0] = mask_pair(a[0], 2 * t, valid); a[1] = mask_pair(a[1], 2 * t, valid);
+                            a[2] = mask_pair(a[2], 2 * t + 8, valid); a[3] = mask_pair(a[3], 2 * t + 8, valid);
+                        }
+                    } else {
+                        byte4_pair<DT>(Vs + (mt * 16 + g) * 16 + 4 * t, a[0], a[2]);
+                        byte4_pair<DT>(Vs + (mt * 16 + g + 8) * 16 + 4 * t, a[1], a[3]);
+                        if (valid < 16) {
+                            a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
+                            a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
+                        }
+                    }
+                    mma_16816<F16>(o[mt], a, pb0, pb1);
+                }
+            } else if (lane == 0) {
+                o[0][0] += (float)Ks[0] + (float)Vs[0];  // keep the wait (and the data) live
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+        }
+    }
+    __syncthreads();  // every slot consumed, no copy in flight: the ring becomes the merge buffer
+
+    float *Mw = reinterpret_cast<float *>(smem);  // [NC][16]
+    float *Lw = Mw + NC * 16;                     // [NC][16]
+    float *Ow = Lw + NC * 16;                     // [NC][16][D]
+    if (warp < NC) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            float lsum = l[j];
+            lsum += __shfl_xor_sync(0xffffffffu, lsum, 4);
+            lsum += __shfl_xor_sync(0xffffffffu, lsum, 8);
+            lsum += __shfl_xor_sync(0xffffffffu, lsum, 16);
+            const int h = 2 * t + j;
+            if (g == 0) {
+                Mw[warp * 16 + h] = m[j] == -INFINITY ? -INFINITY : m[j] * sl2;
+                Lw[warp * 16 + h] = lsum;
+            }
+#pragma unroll
+            for (int mt = 0; mt < D / 16; ++mt) {
+                Ow[(warp * 16 + h) * D + mt * 16 + g] = o[mt][j];
+                Ow[(warp * 16 + h) * D + mt * 16 + g + 8] = o[mt][j + 2];
+            }
+        }
+    }
+    __syncthreads();
+    const float vs = p.v_scale ? p.v_scale[kvh] : 1.f;
+    for (int i = threadIdx.x; i < G * D; i += NT) {
+        int row = i / D, d = i % D;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NC; ++w) mx = fmaxf(mx, Mw[w * 16 + row]);
+        float L = 0.f, O = 0.f;
+        if (mx != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < NC; ++w) {
+                float f = exp2f(Mw[w * 16 + row] - mx);
+                L += f * Lw[w * 16 + row];
+                O += f * Ow[(w * 16 + row) * D + d];
+            }
+        }
+        float out = L > 0.f ? O / L * vs : 0.f;
+        int hq = kvh * G + row;
+        if (p.splits == 1) {
+            p.o[((size_t)b * p.hq + hq) * D + d] = __float2bfloat16(out);
+        } else {
+            size_t idx = ((size_t)b * p.hq + hq) * p.splits + split;
+            p.opart[idx * D + d] = out;
+            if (d == 0) p.lse[idx] = L > 0.f ? mx + log2f(L) : -INFINITY;
+        }
+    }
+}
+
+// Lab variants 5, 7, 8 = loaders LD 0, 2, 3 (4 consumer warps, ~96 KB ring, two CTAs per SM); 9, 10, 11 = the
+// same with the arithmetic removed (what the loader alone moves; wrong output, timed only); 12, 13 = LD 3 with 8
+// and 6 consumer warps; 14 = 8 with consumer version 1 (ldmatrix for 8-bit caches, ex2.approx). Measured in run h200-gpu5-attn1 and dropped: 8 consumers with a 192 KB ring (one CTA per
+// SM) and 4 with 64 KB (three per SM).
+template <int DT>
+struct TmaCfg {
+    static constexpr int SL = DT == ASSAY_CUDA_BF16 ? 1 : 2;  // 8-bit slots are half the size
+};
+int tma_ctas_per_sm(int) { return 2; }
+
+PFN_cuTensorMapEncodeTiled_v12000 decode_encode_fn() {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    if (!fn) {
+        void *ptr = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)ptr;
+    }
+    return fn;
+}
+
+// 2-D map over a cache viewed as rows of `inner` elements: box = box0 x box1, the given swizzle. The row count is
+// not known here (the cache size is not an argument): the map claims 2^31 rows and the block table keeps every
+// coordinate inside the caller's allocation.
+int decode_map(CUtensorMap *m, const void *base, int es, int inner, int box0, int box1, CUtensorMapSwizzle sw) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = decode_encode_fn();
+    if (!enc) return assay_cuda_fail("attn_decode: cuTensorMapEncodeTiled is not available");
+    cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)1 << 31};
+    cuuint64_t strides[1] = {(cuuint64_t)inner * es};
+    cuuint32_t box[2] = {(cuuint32_t)box0, (cuuint32_t)box1};
+    cuuint32_t estr[2] = {1, 1};
+    CUresult r = enc(m, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                     const_cast<void *>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return assay_cuda_fail("attn_decode: cuTensorMapEncodeTiled failed (%d)", (int)r);
+    return 0;
+}
+
+template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0>
+int launch_tma(const assay_cuda_attn_decode_args *a, DecodeParams p, dim3 grid, cudaStream_t stream) {
+    using S = TmaSlot<DT>;
+    constexpr size_t smem = (size_t)NSLOT * S::SLOT + 2 * NSLOT * sizeof(uint64_t) + 1024;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        configured = true;
+    }
+    // The maps depend only on the cache pointers and the page geometry: rebuilt when those change.
+    static CUtensorMap mk, mv;
+    static const void *ck = nullptr, *cv = nullptr;
+    static int cps = 0;
+    if (ck != a->k_pages || cv != a->v_pages || cps != a->page_size) {
+        if (decode_map(&mk, a->k_pages, S::ES, 128, S::ES == 2 ? 64 : 128, 16, CU_TENSOR_MAP_SWIZZLE_128B)) return -1;
+        if (decode_map(&mv, a->v_pages, S::ES, a->page_size, 16, 128,
+                       S::ES == 2 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE)) return -1;
+        ck = a->k_pages; cv = a->v_pages; cps = a->page_size;
+    }
+    int units = (a->max_seq_len + 15) / 16;
+    p.tiles_per_split = (units + a->num_splits - 1) / a->num_splits;
+    if (p.tiles_per_split < 1) p.tiles_per_split = 1;
+    paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV><<<grid, (NC + 1) * 32, smem, stream>>>(mk, mv, p);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+template <int D, int DT>
+int launch_tma_var(int var, const assay_cuda_attn_decode_args *a, const DecodeParams &p, dim3 grid, cudaStream_t s) {
+    if constexpr (D != 128) {
+        return assay_cuda_fail("attn_decode: variant %d needs head_dim 128", var);
+    } else {
+        constexpr int SL = TmaCfg<DT>::SL;
+        // int8 (161 registers) would spill under the register cap of 6 or 8 consumer warps x 2 CTAs: 4 instead
+        constexpr int NC6 = DT == ASSAY_CUDA_INT8 ? 4 : 6, NC8 = DT == ASSAY_CUDA_INT8 ? 4 : 8;
+        switch (var) {
+        case 5: return launch_tma<DT, 4, 12 * SL, false, 2, 0>(a, p, grid, s);
+        case 7: return launch_tma<DT, 4, 12 * SL, false, 2, 2>(a, p, grid, s);
+        case 8: return launch_tma<DT, 4, 12 * SL, false, 2, 3>(a, p, grid, s);
+        case 9: return launch_tma<DT, 4, 12 * SL, true, 2, 0>(a, p, grid, s);
+        case 10: return launch_tma<DT, 4, 12 * SL, true, 2, 2>(a, p, grid, s);
+        case 11: return launch_tma<DT, 4, 12 * SL, true, 2, 3>(a, p, grid, s);
+        case 12: return launch_tma<DT, NC8, 12 * SL, false, 2, 3>(a, p, grid, s);
+        case 13: return launch_tma<DT, NC6, 12 * SL, false, 2, 3>(a, p, grid, s);
+        case 14: return launch_tma<DT, 4, 12 * SL, false, 2, 3, 1>(a, p, grid, s);
+        }
+        return assay_cuda_fail("attn_decode: no variant %d", var);
+    }
+}
+
+bool decode_sm90_ok() {
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, major = 0;
+        ok = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
+    }
+    return ok == 1;
+}
+
 template <int D>
 __global__ void decode_combine(const float *opart, const float *lse, __nv_bfloat16 *o, int splits) {
     const size_t bh = blockIdx.x;
@@ -512,6 +954,21 @@ __global__ void decode_combine(const float *opart, const float *lse, __nv_bfloat
             O += w * opart[(bh * splits + s) * D + threadIdx.x];
         }
     o[bh * D + threadIdx.x] = __float2bfloat16(W > 0.f ? O / W : 0.f);
+}
+
+// The kernel a call runs: the lab switch when set (and applicable), else the measured default.
+int decode_variant(const assay_cuda_attn_decode_args *a) {
+    const int G = a->n_heads_q / a->n_heads_kv;
+    const int def = a->kv_dtype == ASSAY_CUDA_BF16 ? 4 : 3;
+    const bool ring_ok = a->head_dim == 128 && G <= 8 && decode_sm90_ok();
+    // h200-gpu5-attn4, same run: bf16 v8 248.1-249.0 us (v14 249.0, v4 303 in attn3), e4m3 v14 137.4 us (v8 144.0,
+    // v3 195.5), e5m2 v14 136.7 (v8 139.1), int8 v5 222.4 (v8 226.1, v14 233.6)
+    int v = g_decode_variant ? g_decode_variant
+            : !ring_ok ? def
+            : a->kv_dtype == ASSAY_CUDA_INT8 ? 5
+            : a->kv_dtype == ASSAY_CUDA_BF16 ? 8 : 14;
+    if (v >= 5 && (v == 6 || v > 14 || !ring_ok)) v = def;
+    return v;
 }
 
 template <int D, int DT>
@@ -552,8 +1009,10 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.opart = (float *)a->workspace;
     p.lse = p.opart + nbh * a->num_splits * D;
     dim3 grid(a->num_splits, a->n_heads_kv, a->batch);
-    const int var = g_decode_variant ? g_decode_variant : DT == ASSAY_CUDA_BF16 ? 4 : 3;
-    if (var == 4 && a->n_heads_q / a->n_heads_kv <= 8 && a->page_size <= 64) {
+    const int var = decode_variant(a);
+    if (var >= 5) {
+        if (launch_tma_var<D, DT>(var, a, p, grid, stream)) return -1;
+    } else if (var == 4 && a->n_heads_q / a->n_heads_kv <= 8 && a->page_size <= 64) {
         int tiles64 = (a->max_seq_len + 63) / 64;  // same split count, 64-token tiles
         p.tiles_per_split = (tiles64 + a->num_splits - 1) / a->num_splits;
         if (p.tiles_per_split < 1) p.tiles_per_split = 1;
@@ -594,7 +1053,9 @@ extern "C" size_t assay_cuda_attn_decode_workspace(assay_cuda_attn_decode_args *
         // (fewer partial outputs to combine). Short contexts stay unsplit.
         int sms = assay_cuda_sm_count();
         if (sms <= 0) sms = 132;
+        const int var = decode_variant(a);
         int per_sm = (DSPLIT == 1 && !(a->kv_dtype == ASSAY_CUDA_BF16 && a->head_dim == 128)) ? 2 : 1;
+        if (var >= 5) per_sm = tma_ctas_per_sm(var);
         int slots = sms * per_sm;
         int tiles = (a->max_seq_len + TILE - 1) / TILE;
         long base = (long)a->batch * a->n_heads_kv;
