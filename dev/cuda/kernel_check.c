@@ -408,7 +408,7 @@ static void section_decode(lab_out *o) {
             static const int vs[9] = {1, 3, 4, 5, 7, 8, 12, 13, 14};
             static const char *sfx[9] = {"_v1", "_v3", "_v4", "_v5", "_v7", "_v8", "_v12", "_v13", "_v14"};
             for (int v = 0; v < 9; ++v) {
-                /* versions 5-13 (producer warp + ring) exist for head_dim 128 and group sizes <= 8 only */
+                /* versions 5-14 (producer warp + ring) exist for head_dim 128 and group sizes <= 8 only */
                 if (vs[v] >= 5 && (cases[j].d != 128 || cases[j].hq / cases[j].hkv > 8)) continue;
                 assay_cuda_lab_set_decode_variant(vs[v]);
                 decode_resplit(&p, cases[j].splits);
