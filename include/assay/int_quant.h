@@ -82,7 +82,9 @@ void assay_awq_absmean(const float *x, int64_t n_tok, int64_t n_in, float *out);
  * w_q[k] = Q(W_k·s)/s ([n_out[k]][n_in]) and returns the error of the output the caller inspects against the
  * unquantized one (AutoAWQ scores the whole attention or MLP block: module2inspect). x_absmean is mean |x| per
  * channel over all calibration tokens. duo != 0: AutoAWQ's duo scaling, s = x_absmean^α / (w_mean^(1−α) + 1e-4)
- * with w_mean[c] the mean over the linears' rows of |W[r,c]| / (max |W| of that row's group of c). */
+ * with w_mean[c] the mean over the linears' rows of |W[r,c]| / (max |W| of that row's group of c), at
+ * α = i / n_grid (AutoAWQ's grid); duo == 2: llm-compressor's grid, the identity (s = 1, *alpha = -1 when it
+ * wins) and then duo scaling at α = i / (n_grid − 2), i = 0 .. n_grid − 2. */
 typedef double (*assay_awq_loss_fn)(void *ctx, const float *const *w_q);
 assay_status assay_awq_search_scale_fn(const float *x_absmean, int64_t n_in, const float *const *w,
                                        const int64_t *n_out, int n_lin, const assay_int4_params *p, int n_grid, int duo,

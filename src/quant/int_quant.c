@@ -471,12 +471,15 @@ assay_status assay_awq_search_scale_fn(const float *x_absmean, int64_t n_in, con
     double best = INFINITY;
     float best_ratio = 0;
     for (int64_t i = 0; i < n_in; i++) s_best[i] = 1;
+    /* duo 2 is llm-compressor's grid: the identity (ratio 0 without the weights' term) first, then duo scaling at
+     * ratios i / (n_grid - 2) for i = 0 .. n_grid - 2 (1.0 included), n_grid candidates in all */
     for (int gi = 0; gi < n_grid; gi++) {
-        double ratio = (double)gi / n_grid;
+        double ratio = duo == 2 ? (gi == 0 ? 0.0 : (double)(gi - 1) / (n_grid > 2 ? n_grid - 2 : 1)) : (double)gi / n_grid;
+        int use_w = duo == 2 ? gi > 0 : duo;
         double smax = 0, smin = INFINITY;
         for (int64_t i = 0; i < n_in; i++) {
             double v = pow(x_absmean[i], ratio);
-            if (duo) v /= pow(wmean[i], 1 - ratio) + 1e-4;
+            if (use_w) v /= pow(wmean[i], 1 - ratio) + 1e-4;
             if (!(v >= 1e-4)) v = 1e-4;
             if (isinf(v)) v = 1;
             s[i] = (float)v;
@@ -496,7 +499,7 @@ assay_status assay_awq_search_scale_fn(const float *x_absmean, int64_t n_in, con
         double loss = loss_fn(ctx, (const float *const *)wq);
         if (loss < best) {
             best = loss;
-            best_ratio = (float)ratio;
+            best_ratio = use_w || duo != 2 ? (float)ratio : -1.0f; /* -1: the identity won */
             memcpy(s_best, s, sizeof(float) * (size_t)n_in);
         }
     }
@@ -636,11 +639,16 @@ static void *iq_attn_worker(void *arg) {
             }
             double z = 0;
             for (int64_t u = 0; u <= t; u++) z += p[u] = expf(p[u] - mx);
-            float *o = O + t * qd;
+            float *restrict o = O + t * qd;
             for (int64_t i = 0; i < hd; i++) o[i] = 0;
             for (int64_t u = 0; u <= t; u++) {
                 float wgt = (float)(p[u] / z);
-                for (int64_t i = 0; i < hd; i++) o[i] += wgt * V[u * kvd + i];
+                const float *restrict vu = V + u * kvd;
+                /* restrict + blocks of 8: the compiler vectorizes this (the same sums in the same order per i) */
+                int64_t i = 0;
+                for (; i + 8 <= hd; i += 8)
+                    for (int k = 0; k < 8; k++) o[i + k] += wgt * vu[i + k];
+                for (; i < hd; i++) o[i] += wgt * vu[i];
             }
         }
     }

@@ -6,7 +6,8 @@
  * input: q/k/v share one, gate/up share one), AWQ mean |x| over every token, a strided subsample of the input rows
  * (MLP loss, clipping) and the first whole sequences of the q/k/v input (attention loss), SmoothQuant the
  * per-channel max |x|. AWQ and SmoothQuant take every layer's inputs from the full-precision model in one pass
- * (as AWQ's reference does). GPTQ by default calibrates layer by layer on the model as quantized so far, like the
+ * (as AWQ's reference does); with awq_cached, AWQ instead computes them layer by layer on the cached residual
+ * stream of every calibration token (iq_awq_layer_cached), so its scale search can score all of them. GPTQ by default calibrates layer by layer on the model as quantized so far, like the
  * reference's sequential driver with --true-sequential: one truncated pass per distinct input (q/k/v -> o ->
  * gate/up -> down), the already-quantized linears swapped into the engine (assay_model_set_weight_f32), so every
  * Hessian sees the error of everything before it. AWQ scores each scale candidate on the output AutoAWQ inspects:
@@ -147,9 +148,9 @@ static void iq_hook(void *user, const char *name, const float *x, int64_t n_tok,
         for (int64_t t = 0; t < n_tok; t++)
             for (int64_t i = 0; i < n_in; i++) in->abssum[i] += fabsf(x[t * n_in + i]);
         in->n_abs += n_tok;
-        if (w == IN_QKV && c->o->awq_seqs > 0) {
+        if (w == IN_QKV) {
             if (!in->seqs) {
-                in->max_seq_rows = c->o->awq_seqs * c->o->calib_seq_len;
+                in->max_seq_rows = (c->o->awq_seqs > 0 ? c->o->awq_seqs : 8) * c->o->calib_seq_len;
                 in->seqs = assay_xmalloc(sizeof(float) * (size_t)(in->max_seq_rows * n_in));
             }
             int64_t take = in->max_seq_rows - in->n_seq_rows < n_tok ? in->max_seq_rows - in->n_seq_rows : n_tok;
@@ -435,6 +436,21 @@ static double iq_mlp_loss_fn(void *ctx, const float *const *wq) {
     return iq_sq_diff(c->y, c->y_ref, c->n * c->E);
 }
 
+/* the same loss over many rows, IQ_MLP_BLOCK at a time (the gate/up/act temporaries stay small) */
+#define IQ_MLP_BLOCK 2048
+static double iq_mlp_loss_blocked_fn(void *ctx, const float *const *wq) {
+    iq_mlp_loss *c = ctx;
+    iq_mlp_loss b = *c;
+    double s = 0;
+    for (int64_t r0 = 0; r0 < c->n; r0 += IQ_MLP_BLOCK) {
+        b.x = c->x + r0 * c->E;
+        b.n = c->n - r0 < IQ_MLP_BLOCK ? c->n - r0 : IQ_MLP_BLOCK;
+        iq_mlp_forward(&b, wq[0], wq[1], c->y);
+        s += iq_sq_diff(c->y, c->y_ref + r0 * c->E, b.n * c->E);
+    }
+    return s;
+}
+
 /* Attention block loss over whole calibration sequences (assay_attention_block_f32, o_proj in full precision) */
 typedef struct {
     assay_backend *be;
@@ -652,6 +668,143 @@ static void iq_seqcal_stage(iq_seqcal *c, int stage, const float *const *w, cons
     iq_seqcal_stage1(c, stage, w, attn_norm, ffn_norm, name, hook, user);
 }
 
+/* ---- AWQ on cached layer inputs ------------------------------------------------------------------------ */
+
+/* x[t][j] /= s[j] for n rows: the cached activations after s was folded into their producer */
+static void iq_div_cols(float *x, int64_t n, int64_t n_in, const float *s) {
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < n_in; j++) x[t * n_in + j] /= s[j];
+}
+
+/* every stride-th of n rows (stride = n / want, at least 1; at most `want` rows), as AWQ's clip search takes
+ * input_feat[::n / 512] */
+static float *iq_strided_rows(const float *x, int64_t n, int64_t n_in, int64_t want, int64_t *n_rows) {
+    int64_t stride = n / want > 1 ? n / want : 1, r = (n + stride - 1) / stride;
+    if (r > want) r = want;
+    float *o = assay_xmalloc(sizeof(float) * (size_t)(r * n_in));
+    for (int64_t t = 0; t < r; t++) memcpy(o + t * n_in, x + t * stride * n_in, sizeof(float) * (size_t)n_in);
+    *n_rows = r;
+    return o;
+}
+
+/* AWQ for one plain llama layer on the cached residual stream sc->x of every calibration token, as the reference
+ * drives it: mean |x| over all calibration tokens, each scale candidate scored on the output of the block it feeds
+ * (the attention block with o_proj for q/k/v, the MLP block for gate/up, down_proj's own output for down), each
+ * stage's input computed from the one before with the scaled full-precision weights (scaling is exact there: these
+ * are the full-precision model's activations, divided by the scales), and only after every scale of the layer is
+ * folded in, the clipping search on 512 strided rows of each linear's (scaled) input. w[7]: the layer's linears
+ * (HF [out][in] f32) modified in place; attn_norm / ffn_norm take 1/s of q/k/v and gate/up, up_proj's rows 1/s of
+ * down. Scoring uses the first o->awq_seqs sequences (<= 0: all). o_proj is only clipped: its v_proj pair is
+ * skipped under GQA, and for llama this path takes the reference's three other groups. On return sc->x holds the
+ * next layer's input. */
+static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options *o, const assay_int4_params *p,
+                                        float *const *w, const int64_t *n_out, const int64_t *n_in, float *attn_norm,
+                                        float *ffn_norm, const char *skip_clip, float *alpha3) {
+    assay_backend *be = sc->be;
+    const assay_model_config *cfg = sc->cfg;
+    int64_t N = sc->N, E = sc->E, F = sc->F, T = sc->T;
+    int64_t ns = o->awq_seqs > 0 && o->awq_seqs < sc->n_seq ? o->awq_seqs : sc->n_seq, NS = ns * T;
+    int64_t want = o->awq_tokens > 0 ? o->awq_tokens : 512;
+    const float *cur[N_LINEARS];
+    for (int k = 0; k < N_LINEARS; k++) cur[k] = w[k];
+    float *rows[N_LINEARS] = {NULL}; /* each linear's clip-search input */
+    int64_t nr[N_LINEARS] = {0};
+    int64_t wmax = E > F ? E : F;
+    float *s = assay_xmalloc(sizeof(float) * (size_t)wmax), *xmean = assay_xmalloc(sizeof(float) * (size_t)wmax);
+    assay_status st;
+#define IQ_FOLD_COLS(k, n)                                                                   \
+    for (int64_t r = 0; r < n_out[k]; r++)                                                   \
+        for (int64_t j = 0; j < (n); j++) w[k][r * (n) + j] *= s[j]
+
+    /* q/k/v */
+    iq_seqcal_stage1(sc, IN_QKV, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+    assay_awq_absmean(sc->h, N, E, xmean);
+    {
+        iq_attn_loss c = {be, sc->h, w[3], ns, T, E, cfg->n_head, cfg->n_head_kv, cfg->head_dim, cfg->rope_theta,
+                          NULL, NULL, sc->nt};
+        c.y = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
+        c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
+        assay_attention_block_f32(be, sc->nt, c.x, ns, T, E, c.n_head, c.n_kv, c.hd, c.theta, w[0], w[1], w[2], c.w_o,
+                                  c.y_ref);
+        const float *ws[3] = {w[0], w[1], w[2]};
+        st = assay_awq_search_scale_fn(xmean, E, ws, n_out, 3, p, o->awq_grid, o->awq_duo, iq_attn_loss_fn, &c, s,
+                                       &alpha3[0]);
+        free(c.y);
+        free(c.y_ref);
+    }
+    if (st == ASSAY_OK) {
+        for (int64_t j = 0; j < E; j++) attn_norm[j] /= s[j];
+        for (int k = 0; k < 3; k++) IQ_FOLD_COLS(k, E);
+        iq_div_cols(sc->h, N, E, s);
+        rows[2] = iq_strided_rows(sc->h, N, E, want, &nr[2]); /* v; q and k are not clipped */
+        /* o_proj's input */
+        iq_seqcal_stage1(sc, IN_O, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        rows[3] = iq_strided_rows(sc->att, N, sc->qd, want, &nr[3]);
+        /* gate/up */
+        iq_seqcal_stage1(sc, IN_GATEUP, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        assay_awq_absmean(sc->h, N, E, xmean);
+        iq_mlp_loss c = {be, sc->h, w[6], NS, E, F, NULL, NULL, NULL, NULL, NULL};
+        int64_t nb = NS < IQ_MLP_BLOCK ? NS : IQ_MLP_BLOCK;
+        c.gate = assay_xmalloc(sizeof(float) * (size_t)(nb * F));
+        c.up = assay_xmalloc(sizeof(float) * (size_t)(nb * F));
+        c.act = assay_xmalloc(sizeof(float) * (size_t)(nb * F));
+        c.y = assay_xmalloc(sizeof(float) * (size_t)(nb * E));
+        c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
+        for (int64_t r0 = 0; r0 < NS; r0 += IQ_MLP_BLOCK) {
+            iq_mlp_loss b = c;
+            b.x = c.x + r0 * E;
+            b.n = NS - r0 < IQ_MLP_BLOCK ? NS - r0 : IQ_MLP_BLOCK;
+            iq_mlp_forward(&b, w[4], w[5], c.y_ref + r0 * E);
+        }
+        const float *ws[2] = {w[4], w[5]};
+        st = assay_awq_search_scale_fn(xmean, E, ws, n_out + 4, 2, p, o->awq_grid, o->awq_duo, iq_mlp_loss_blocked_fn,
+                                       &c, s, &alpha3[1]);
+        free(c.gate);
+        free(c.up);
+        free(c.act);
+        free(c.y);
+        free(c.y_ref);
+    }
+    if (st == ASSAY_OK) {
+        for (int64_t j = 0; j < E; j++) ffn_norm[j] /= s[j];
+        for (int k = 4; k < 6; k++) IQ_FOLD_COLS(k, E);
+        iq_div_cols(sc->h, N, E, s);
+        rows[4] = iq_strided_rows(sc->h, N, E, want, &nr[4]);
+        rows[5] = rows[4];
+        nr[5] = nr[4];
+        /* down */
+        iq_seqcal_stage1(sc, IN_DOWN, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        assay_awq_absmean(sc->act, N, F, xmean);
+        iq_lin_loss c = {be, sc->act, NS, F, n_out + 6, 1, NULL, {NULL, NULL, NULL}};
+        c.y = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
+        c.y_ref[0] = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
+        iq_mm(be, c.y_ref[0], w[6], E, F, c.x, NS);
+        const float *ws[1] = {w[6]};
+        st = assay_awq_search_scale_fn(xmean, F, ws, n_out + 6, 1, p, o->awq_grid, o->awq_duo, iq_lin_loss_fn, &c, s,
+                                       &alpha3[2]);
+        free(c.y);
+        free(c.y_ref[0]);
+    }
+    if (st == ASSAY_OK) {
+        for (int64_t r = 0; r < F; r++)
+            for (int64_t j = 0; j < E; j++) w[5][r * E + j] /= s[r];
+        IQ_FOLD_COLS(6, F);
+        iq_div_cols(sc->act, N, F, s);
+        rows[6] = iq_strided_rows(sc->act, N, F, want, &nr[6]);
+        /* the next layer's input, from the scaled full-precision weights (not yet clipped) */
+        iq_seqcal_stage1(sc, IN_COUNT, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        /* clipping, once every scale of the layer is in the weights (the reference's order) */
+        for (int k = 2; k < N_LINEARS; k++)
+            if (!skip_clip[k]) assay_awq_clip(w[k], n_out[k], n_in[k], rows[k], nr[k], p);
+    }
+#undef IQ_FOLD_COLS
+    for (int k = 0; k < N_LINEARS; k++)
+        if (k != 5) free(rows[k]);
+    free(s);
+    free(xmean);
+    return st;
+}
+
 void assay_intq_options_default(assay_intq_options *o, assay_intq_method method) {
     memset(o, 0, sizeof *o);
     o->method = method;
@@ -664,7 +817,8 @@ void assay_intq_options_default(assay_intq_options *o, assay_intq_method method)
     o->awq_tokens = 512;
     o->awq_grid = 20;
     o->sequential = 2;
-    o->awq_seqs = 8;
+    o->awq_seqs = 0;
+    o->awq_cached = 0;
     o->awq_block_loss = 1;
     o->awq_duo = 1;
     o->mse = 1;
@@ -693,6 +847,10 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
     ASSAY_ASSERT(cal.in);
     /* GPTQ's sequential modes calibrate inside the layer loop, each pass on the model as quantized so far */
     int seq_mode = o->method == ASSAY_INTQ_GPTQ ? o->sequential : 0;
+    /* AWQ on cached layer inputs (plain llama layers): every calibration token scores the scales, no engine pass */
+    int awq_cached = o->method == ASSAY_INTQ_AWQ && o->awq_cached && o->awq_block_loss && !o->seq_engine &&
+                     iq_attn_plain(cfg) && !cfg->scale_embeddings && iq_find(mf, "token_embd.weight", 0) &&
+                     iq_find(mf, "blk.%d.attn_norm.weight", 0) && iq_find(mf, "blk.%d.ffn_norm.weight", 0);
     if (o->method == ASSAY_INTQ_GPTQ || o->method == ASSAY_INTQ_AWQ) {
         st = assay_backend_cpu_open(&cal.be, o->threads);
         if (st != ASSAY_OK) {
@@ -724,7 +882,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
             int64_t total = o->calib_chunks * o->calib_seq_len;
             int64_t want = o->awq_tokens > 0 ? o->awq_tokens : 512;
             cal.stride = total / want > 1 ? total / want : 1;
-            if (!seq_mode) st = assay_calib_run(m, &text, o->calib_chunks, o->calib_seq_len, iq_hook, &cal, NULL, NULL);
+            if (!seq_mode && !awq_cached) st = assay_calib_run(m, &text, o->calib_chunks, o->calib_seq_len, iq_hook, &cal, NULL, NULL);
         }
         for (int64_t i = 0; i < L * IN_COUNT; i++)
             if (cal.in[i].gram && cal.in[i].n_buf) iq_gram_flush(&cal.in[i], cal.be);
@@ -813,7 +971,28 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
             p.act_order = o->method == ASSAY_INTQ_GPTQ && o->act_order;
             p.mse = o->method == ASSAY_INTQ_GPTQ && o->mse;
             gs_used = p.group_size;
-            if (o->method == ASSAY_INTQ_AWQ) {
+            if (o->method == ASSAY_INTQ_AWQ && awq_cached) {
+                if (l == 0) {
+                    int nth = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+                    iq_seqcal_init(&sc, be, cfg, nth > 64 ? 64 : nth, &text, o->calib_chunks, o->calib_seq_len,
+                                   val[IDX(iq_find(mf, "token_embd.weight", 0))]);
+                }
+                float *w[N_LINEARS];
+                int64_t no[N_LINEARS], ni[N_LINEARS];
+                char skip_clip[N_LINEARS];
+                for (int k = 0; k < N_LINEARS; k++) {
+                    w[k] = val[IDX(lin[k])];
+                    no[k] = lin[k]->ne[1];
+                    ni[k] = lin[k]->ne[0];
+                    /* q/k: their error is judged through q·k, AWQ does not clip them; ignored linears stay as they are */
+                    skip_clip[k] = k < 2 || IGNORED(lin[k]);
+                }
+                float alpha3[3] = {0, 0, 0};
+                st = iq_awq_layer_cached(&sc, o, &p, w, no, ni, val[IDX(attn_norm)], val[IDX(ffn_norm)], skip_clip,
+                                         alpha3);
+                if (rep && l < 64)
+                    for (int g = 0; g < 3; g++) rep->awq_alpha[l][g] = alpha3[g];
+            } else if (o->method == ASSAY_INTQ_AWQ) {
                 /* groups: (norm -> q,k,v), (norm -> gate,up), (up rows -> down); o_proj only clipped (GQA) */
                 for (int g = 0; g < 3 && st == ASSAY_OK; g++) {
                     int k0 = g == 0 ? 0 : g == 1 ? 4 : 6, nk = g == 0 ? 3 : g == 1 ? 2 : 1;
@@ -956,7 +1135,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                 }
                 assay_int4_result_free(&r);
             }
-            if (sc.x && st == ASSAY_OK) {
+            if (sc.x && st == ASSAY_OK && o->method == ASSAY_INTQ_GPTQ) {
                 /* the next layer's input from this layer with its quantized weights (per-layer mode: the stages so
                  * far ran with the full-precision ones) */
                 if (seq_mode == 1) sc.done = IN_QKV;

@@ -12,6 +12,8 @@
    w_mean the mean over the rows of both linears of |w| / max|w| of its g128 group, clamp 1e-4, normalised by
    sqrt(max*min), a in {0, 1/20, ..., 19/20}, each linear fake-quantized with AWQ's pseudo_quantize_tensor,
    loss = squared error of the two linears' outputs) and requires the C search to pick the same a and s.
+   The same for llm-compressor's grid (AWQModifier with duo_scaling=True: the identity s = 1 first, then duo
+   scaling at a = i/18, i = 0..18, 1.0 included), on these inputs and on inputs without outlier channels.
    gptq_mse: the same with the group parameters from gptq quant.py's mse search (ranges shrunk by 1 - i/100,
    i < 80, least sum |Q(x) - x|^2.4).
 4. Requires AWQ's final quantizer (awq_range: per-group min/max not widened to contain 0, as AutoAWQ's
@@ -159,6 +161,26 @@ def awq_duo_search(x, ws, gs, n_grid=20):
     return best_a, best_s
 
 
+def awq_lc_search(x, ws, gs, n_grid=20):
+    """llm-compressor AWQModifier._compute_best_scale's grid with duo_scaling=True: (0.0, no duo) first, then
+    ratio = i / (n_grid - 2) with duo for i in 0 .. n_grid - 2; returns (-1 for the identity, else the ratio), s"""
+    x = x.astype(np.float64)
+    x_mean = np.abs(x).mean(axis=0)
+    wcat = np.concatenate(ws, axis=0).astype(np.float64)
+    g = np.abs(wcat).reshape(-1, gs)
+    w_mean = (g / (g.max(axis=1, keepdims=True) + 1e-6)).reshape(wcat.shape).mean(axis=0)
+    ref = [x @ w.T.astype(np.float64) for w in ws]
+    grid = [(0.0, False)] + [(i / (n_grid - 2), True) for i in range(n_grid - 1)]
+    best, best_a, best_s = np.inf, None, None
+    for a, duo in grid:
+        s = np.maximum(x_mean ** a / (w_mean ** (1 - a) + 1e-4), 1e-4) if duo else np.maximum(x_mean ** a, 1e-4)
+        s = s / np.sqrt(s.max() * s.min())
+        loss = sum(((x @ (awq_pseudo_quant(w * s, gs) / s).T - r) ** 2).sum() for w, r in zip(ws, ref))
+        if loss < best:
+            best, best_a, best_s = loss, (a if duo else -1.0), s
+    return best_a, best_s
+
+
 def attention_reference(x, wq, wk, wv, wo, n_seq, n_head, n_kv, hd, theta=10000.0):
     x = x.astype(np.float64)
     T = x.shape[0] // n_seq
@@ -217,6 +239,13 @@ def main():
     print(f"awq duo search: alpha {a_c:.2f} (numpy AutoAWQ {a_ref:.2f}), s max rel diff {rel:.2g}")
     if abs(a_c - a_ref) > 1e-6 or rel > 1e-4:
         fails.append(f"awq duo search: alpha {a_c} / s differ from the numpy AutoAWQ search ({a_ref}, rel {rel:.3g})")
+    for key, x, k in (("lc", t["x"], 0), ("lcf", t["lcf.x"], 1)):
+        a_ref, s_ref = awq_lc_search(x, [t["w"], t["w2"]], gs)
+        a_c = float(t["lc.alpha"][k])
+        rel = float(np.max(np.abs(t[key + ".s"] - s_ref) / s_ref))
+        print(f"awq llm-compressor grid ({key}): alpha {a_c:.3f} (numpy {a_ref:.3f}; -1 = identity), s max rel diff {rel:.2g}")
+        if abs(a_c - a_ref) > 1e-6 or rel > 1e-4:
+            fails.append(f"awq llm-compressor grid ({key}): alpha {a_c} / s differ from numpy ({a_ref}, rel {rel:.3g})")
     # AWQ's final quantizer on one-sided groups (group 64): AutoAWQ pseudo_quantize_tensor with the scale held
     # in fp16 like the checkpoint, f32 arithmetic
     g = t["awqr.w"].reshape(-1, 64).astype(np.float32)

@@ -117,10 +117,41 @@ def check_same(dirs, fails):
                 fails.append(f"same: {p}: weight error {ea:.4f} vs {eb:.4f} between the two calibration routes")
 
 
+def check_same_awq(dirs, fails):
+    """two AWQ checkpoints of the same model and settings whose activations came by two routes: the engine's
+    forward pass over the full-precision model (hooks on the linears' inputs) and assay's own layer-by-layer
+    computation on the cached residual stream (from the scaled full-precision weights, which equal
+    the model's). Every scale search scores the same tokens, so the scales folded into the norms and the
+    dequantized weights must agree (float rounding apart: a grid point can flip on a near tie, so a few linears
+    may differ; layer 0, whose inputs are the embeddings in both routes, must agree everywhere)."""
+    a, b = (read_dir(d) for d in dirs.split(","))
+    n_lin, n_same = 0, 0
+    for name in sorted(a):
+        if name.endswith("layernorm.weight"):
+            ra = rel(a[name][1], b[name][1])
+            if name.startswith("model.layers.0.") and ra > 1e-2:
+                fails.append(f"sameawq: {name} (folded AWQ scales) differs by {ra:.3g} between the two routes")
+        if not name.endswith(".qweight"):
+            continue
+        p = name[:-len(".qweight")]
+        wa, wb = unpack_awq(a, p, 128), unpack_awq(b, p, 128)
+        sa = np.abs(wa).max()
+        frac = float(np.mean(np.abs(wa - wb) <= 1e-3 * sa))
+        n_lin += 1
+        n_same += frac >= 0.99
+        if p.startswith("model.layers.0.") and frac < 0.99:
+            fails.append(f"sameawq: {p}: only {100 * frac:.2f}% of the weights agree between the two routes")
+    print(f"sameawq: {n_same} of {n_lin} linears agree on >= 99% of their weights between the two routes")
+    if n_lin == 0 or n_same < 0.85 * n_lin:
+        fails.append(f"sameawq: only {n_same} of {n_lin} linears agree between the two routes")
+
+
 def check(kind, d, src, fails):
     if kind == "same":
         os.environ["ASSAY_HOUSE_DIR"] = SOURCE_DIR
         return check_same(d, fails)
+    if kind == "sameawq":
+        return check_same_awq(d, fails)
     cfg = json.load(open(os.path.join(d, "config.json")))
     qc = cfg.get("quantization_config", {})
     t = read_dir(d)

@@ -184,6 +184,17 @@ int main(void) {
     CHECK_OK(assay_awq_search_scale_fn(xmean, NIN, ws2, nouts2, 2, &p, 20, 1, two_lin_loss, &tl, s_duo, &alpha_duo));
     float alpha_arr[1] = {alpha_duo};
     printf("AWQ duo search over two linears: alpha %.2f\n", alpha_duo);
+    /* llm-compressor's grid (duo 2: the identity, then duo scaling at i / 18, 1.0 included) on the same data and on
+     * inputs without outlier channels (xf), where the identity can win */
+    static float s_lc[NIN], s_lcf[NIN], xf[NTOK * NIN], xmeanf[NIN];
+    for (int i = 0; i < NTOK * NIN; i++) xf[i] = gauss();
+    assay_awq_absmean(xf, NTOK, NIN, xmeanf);
+    float alpha_lc[2] = {-2, -2};
+    CHECK_OK(assay_awq_search_scale_fn(xmean, NIN, ws2, nouts2, 2, &p, 20, 2, two_lin_loss, &tl, s_lc, &alpha_lc[0]));
+    two_lin tlf = {xf, {w, w2}};
+    CHECK_OK(assay_awq_search_scale_fn(xmeanf, NIN, ws2, nouts2, 2, &p, 20, 2, two_lin_loss, &tlf, s_lcf, &alpha_lc[1]));
+    printf("AWQ llm-compressor grid: alpha %.3f (outlier channels), %.3f (flat inputs; -1 = identity)\n", alpha_lc[0],
+           alpha_lc[1]);
 
     /* the attention block AWQ scores q/k/v scales on: 2 sequences of 12 tokens, 4 query heads over 2 KV heads */
     enum { AE = 32, AH = 4, AKV = 2, AHD = 8, AT = 12, AS = 2 };
@@ -253,6 +264,10 @@ int main(void) {
     add(wr, "attn.y", "F32", AS * AT, AE, ay, sizeof ay);
     add(wr, "duo.s", "F32", NIN, 0, s_duo, sizeof s_duo);
     add(wr, "duo.alpha", "F32", 1, 0, alpha_arr, sizeof alpha_arr);
+    add(wr, "lc.s", "F32", NIN, 0, s_lc, sizeof s_lc);
+    add(wr, "lcf.s", "F32", NIN, 0, s_lcf, sizeof s_lcf);
+    add(wr, "lcf.x", "F32", NTOK, NIN, xf, sizeof xf);
+    add(wr, "lc.alpha", "F32", 2, 0, alpha_lc, sizeof alpha_lc);
     add_packed(wr, "rtn", &rtn, 0);
     add_packed(wr, "gptq", &gptq, 0);
     add_packed(wr, "gptq_act", &gact, 0);
