@@ -9,8 +9,9 @@
  * (as AWQ's reference does); with awq_cached, AWQ instead computes them layer by layer on the cached residual
  * stream of every calibration token (iq_awq_layer_cached), so its scale search can score all of them. GPTQ by
  * default calibrates layer by layer on the model as quantized so far, like the reference's sequential driver with
- * --true-sequential: one truncated pass per distinct input (q/k/v -> o -> gate/up -> down), the already-quantized linears swapped into the engine (assay_model_set_weight_f32), so every
- * Hessian sees the error of everything before it. AWQ scores each scale candidate on the output AutoAWQ inspects:
+ * --true-sequential: one truncated pass per distinct input (q/k/v -> o -> gate/up -> down), the already-quantized
+ * linears swapped into the engine (assay_model_set_weight_f32), so every Hessian sees the error of everything
+ * before it. AWQ scores each scale candidate on the output AutoAWQ inspects:
  * the whole attention block (o_proj included) for q/k/v, the MLP block for gate/up, down_proj's output for down.
  * Scales that AWQ and SmoothQuant fold into the previous operation go into the RMSNorm weights
  * (input_layernorm for q/k/v, post_attention_layernorm for gate/up) and, for AWQ's down_proj, into up_proj's
