@@ -17,7 +17,8 @@ static void print_schemes(void) {
 
 int assay_cmd_quantize(int argc, char **argv) {
     const char *out = NULL, *scheme = NULL, *calib = NULL, *rotate = NULL, *ignore = NULL, *kv = NULL, *imatrix = NULL;
-    int64_t samples = 128, seq_len = 512, group = 0, threads = 0, seed = 0;
+    const char *awq_route = NULL, *awq_grid = NULL;
+    int64_t samples = 128, seq_len = 512, group = 0, threads = 0, seed = 0, awq_seqs = -1;
     double alpha = 0.5;
     int force = 0, quant_lm_head = 0;
     const cli_option opts[] = {
@@ -33,6 +34,10 @@ int assay_cmd_quantize(int argc, char **argv) {
         {NULL, "--kv-cache-scheme", CLI_STRING, &kv, "S", "calibrate KV-cache scales: fp8"},
         {NULL, "--imatrix", CLI_STRING, &imatrix, "FILE", "importance matrix (GGUF and int4 schemes)"},
         {NULL, "--alpha", CLI_FLOAT, &alpha, "A", "SmoothQuant migration strength (default 0.5)"},
+        {NULL, "--awq-route", CLI_STRING, &awq_route, "R",
+         "int4-awq driver: hooks (default) or cached (layer by layer on every calibration token)"},
+        {NULL, "--awq-seqs", CLI_INT, &awq_seqs, "N", "int4-awq: sequences the scales are scored on (0: all)"},
+        {NULL, "--awq-grid", CLI_STRING, &awq_grid, "G", "int4-awq scale grid: autoawq (default) or llm-compressor"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {NULL, "--seed", CLI_INT, &seed, "N", "seed for calibration sampling and rotations (default 0)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "replace an existing output"},
@@ -65,6 +70,11 @@ int assay_cmd_quantize(int argc, char **argv) {
         return cli_usage_error(&spec, "--calib-samples, --calib-seq-len, --group-size and --threads must be positive");
     }
 
+    if (awq_seqs < -1) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--awq-seqs must be >= 0 (0: every calibration sequence)");
+    }
+
     assay_quantize_options opt;
     assay_quantize_options_init(&opt);
     opt.calib_path = calib;
@@ -75,6 +85,9 @@ int assay_cmd_quantize(int argc, char **argv) {
     opt.kv_cache_scheme = kv;
     opt.imatrix_path = imatrix;
     opt.smoothquant_alpha = alpha;
+    opt.awq_route = awq_route;
+    opt.awq_seqs = awq_seqs;
+    opt.awq_grid = awq_grid;
     opt.keep_lm_head = !quant_lm_head;
     opt.force = force;
     opt.threads = (int)threads;

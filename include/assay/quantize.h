@@ -47,6 +47,12 @@ typedef struct assay_quantize_options {
     const char *kv_cache_scheme; /* --kv-cache-scheme: NULL or "fp8" */
     const char *imatrix_path;    /* --imatrix: importance matrix for the GGUF / int4 schemes, or NULL */
     double smoothquant_alpha;    /* --alpha: SmoothQuant migration strength (default 0.5) */
+    const char *awq_route;       /* --awq-route (int4-awq): NULL or "hooks" (one engine pass keeping 512 rows per
+                                  * input: the default) or "cached" (layer by layer on every calibration token) */
+    int64_t awq_seqs;            /* --awq-seqs (int4-awq): calibration sequences the scales are scored on; -1 means
+                                  * the default (cached route: all; hooks route: 8 for the attention block) */
+    const char *awq_grid;        /* --awq-grid (int4-awq): NULL or "autoawq" (duo scaling at i/20: the default) or
+                                  * "llm-compressor" (identity, then duo scaling at i/18 up to 1.0) */
     int keep_lm_head;            /* 1 (default): output.weight / lm_head stays in its source dtype */
     int force;                   /* --force: replace an existing output */
     int threads;                 /* --threads: 0 = all cores */

@@ -42,6 +42,28 @@ assay_status assay_quantize_gguf(const assay_quantize_scheme *scheme, const assa
     return st;
 }
 
+/* AWQ's driver and scale grid (--awq-route / --awq-seqs / --awq-grid); an error when given for another scheme,
+ * so a typo'd experiment does not silently run the default. */
+static assay_status kq_awq_options(const assay_quantize_scheme *scheme, const assay_quantize_options *opt,
+                                   assay_intq_options *o) {
+    int given = opt->awq_route || opt->awq_grid || opt->awq_seqs >= 0;
+    if (!given) return ASSAY_OK;
+    if (o->method != ASSAY_INTQ_AWQ)
+        return assay_fail(ASSAY_ERR_ARG, "--awq-route, --awq-seqs and --awq-grid apply to int4-awq, not %s", scheme->name);
+    if (opt->awq_route) {
+        if (strcmp(opt->awq_route, "cached") == 0) o->awq_cached = 1;
+        else if (strcmp(opt->awq_route, "hooks") == 0) o->awq_cached = 0;
+        else return assay_fail(ASSAY_ERR_ARG, "unknown --awq-route '%s' (known: hooks, cached)", opt->awq_route);
+    }
+    if (opt->awq_grid) {
+        if (strcmp(opt->awq_grid, "llm-compressor") == 0) o->awq_duo = 2;
+        else if (strcmp(opt->awq_grid, "autoawq") == 0) o->awq_duo = 1;
+        else return assay_fail(ASSAY_ERR_ARG, "unknown --awq-grid '%s' (known: autoawq, llm-compressor)", opt->awq_grid);
+    }
+    if (opt->awq_seqs >= 0) o->awq_seqs = opt->awq_seqs;
+    return ASSAY_OK;
+}
+
 assay_status assay_quantize_int(const assay_quantize_scheme *scheme, const assay_model_file *mf,
                                 const assay_quantize_options *opt, const char *out_path) {
     if (opt->rotate) return assay_fail(ASSAY_ERR_UNSUPPORTED, "--rotate is not supported by %s", scheme->name);
@@ -57,8 +79,10 @@ assay_status assay_quantize_int(const assay_quantize_scheme *scheme, const assay
     if (opt->calib_seq_len > 0) o.calib_seq_len = opt->calib_seq_len;
     o.alpha = (float)opt->smoothquant_alpha;
     o.threads = opt->threads;
+    assay_status st = kq_awq_options(scheme, opt, &o);
+    if (st != ASSAY_OK) return st;
     assay_quantize_outdir d;
-    assay_status st = assay_quantize_outdir_begin(&d, out_path, opt->force);
+    st = assay_quantize_outdir_begin(&d, out_path, opt->force);
     if (st != ASSAY_OK) return st;
     st = assay_intq_quantize_model(assay_model_file_path(mf), d.temp_path, &o, NULL);
     if (st == ASSAY_OK) st = assay_quantize_copy_hf_extras(assay_model_file_path(mf), d.temp_path);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# test_quantize_awq_options.sh — int4-awq's driver and grid options are checked before any work starts: a wrong
+# value or an AWQ option on another scheme is an error with a message, and nothing is written.
+set -u
+. "$(dirname "$0")/expect.sh"
+H="$ASSAY_SHARED/models/house"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+expect 0 "--awq-route R" -- "$ASSAY_BIN" quantize --help
+expect 1 "apply to int4-awq, not int4-rtn" -- "$ASSAY_BIN" quantize "$H" -o "$T/a" --scheme int4-rtn --awq-route cached
+expect 1 "unknown --awq-route 'fast'" -- "$ASSAY_BIN" quantize "$H" -o "$T/b" --scheme int4-awq --awq-route fast
+expect 1 "unknown --awq-grid 'x'" -- "$ASSAY_BIN" quantize "$H" -o "$T/c" --scheme int4-awq --awq-grid x
+expect 2 "--awq-seqs must be >= 0" -- "$ASSAY_BIN" quantize "$H" -o "$T/d" --scheme int4-awq --awq-seqs -3
+if [ -n "$(ls -A "$T")" ]; then echo "FAIL: a refused run left files: $(ls -A "$T")"; fail=$((fail+1)); fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
