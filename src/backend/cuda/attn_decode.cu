@@ -849,24 +849,11 @@ struct TmaCfg {
 };
 int tma_ctas_per_sm(int) { return 2; }
 
-PFN_cuTensorMapEncodeTiled_v12000 decode_encode_fn() {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-    if (!fn) {
-        void *ptr = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
-                cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)ptr;
-    }
-    return fn;
-}
-
 // 2-D map over a cache viewed as rows of `inner` elements: box = box0 x box1, the given swizzle. The row count is
 // not known here (the cache size is not an argument): the map claims 2^31 rows and the block table keeps every
 // coordinate inside the caller's allocation.
 int decode_map(CUtensorMap *m, const void *base, int es, int inner, int box0, int box1, CUtensorMapSwizzle sw) {
-    PFN_cuTensorMapEncodeTiled_v12000 enc = decode_encode_fn();
+    PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
     if (!enc) return assay_cuda_fail("attn_decode: cuTensorMapEncodeTiled is not available");
     cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)1 << 31};
     cuuint64_t strides[1] = {(cuuint64_t)inner * es};

@@ -414,22 +414,9 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 #endif
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-    if (!fn) {
-        void *ptr = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
-                cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)ptr;
-    }
-    return fn;
-}
-
 // 3-D map over a packed [tokens][heads][d] bf16 tensor; box = 64 of d x 1 head x `rows` tokens, 128-byte swizzle.
 int make_map(CUtensorMap *m, const void *base, int d, int heads, int tokens, int rows) {
-    PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+    PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
     if (!enc) return assay_cuda_fail("attn_prefill: cuTensorMapEncodeTiled is not available");
     cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)heads, (cuuint64_t)(tokens > 0 ? tokens : 1)};
     cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)heads * d * 2};
@@ -804,7 +791,7 @@ __global__ void transpose_scales(const float *s, const int32_t *cu, const int32_
 
 int make_map_u8(CUtensorMap *m, const void *base, const cuuint64_t *dims, const cuuint64_t *strides,
                 const cuuint32_t *box) {
-    PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+    PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
     if (!enc) return assay_cuda_fail("attn_prefill_fp8: cuTensorMapEncodeTiled is not available");
     cuuint32_t estr[3] = {1, 1, 1};
     CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,

@@ -1,5 +1,7 @@
 // Shared device helpers for the assay CUDA kernels: mma.sync wrappers, cp.async, error reporting.
 #pragma once
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,6 +14,9 @@
 
 // Records a message for assay_cuda_last_error(); returns -1 so callers can `return cuda_fail(...)`.
 int assay_cuda_fail(const char *fmt, ...);
+
+// cuTensorMapEncodeTiled (TMA descriptors), looked up once from the driver; nullptr when the driver lacks it.
+PFN_cuTensorMapEncodeTiled_v12000 assay_cuda_tensor_map_encoder();
 
 #define ASSAY_CUDA_TRY(expr)                                                                 \
     do {                                                                                     \
