@@ -107,10 +107,29 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
     int32_t total_q, total_k, vt_stride; /* vt_stride >= cu_seqlens_vt[batch], multiple of 32 */
     float scale;
     int32_t causal;
-    int32_t variant;            /* 0 = default (= 2); lab only: 1 = ping-pong consumer warpgroups, 2 = without */
+    int32_t variant;            /* 0 = default (= 4); lab only: 1 = version 1 with ping-pong consumer warpgroups,
+                                   2 = version 1 without, 3 = version 2 (P V overlapped with the softmax, O
+                                   rescaled only when a row maximum grows by > 0.8 in log2 units), 4 = 3 with
+                                   ping-pong, 5 = 3 with the row sums on the tensor core, 6 = 5 with ping-pong.
+                                   With k_block_scale: 0, 3-6 and the lab variants 7-18 (4 or 6 with part of
+                                   the exponentials on the FMA pipe, a later warpgroup vote, exponentials
+                                   started with the previous tile's maxima, a rescale threshold of 2.8) and the
+                                   timing probes 20-22 (wrong results on purpose); see attn_prefill_sm90.cu. */
+    const float *k_block_scale; /* NULL: K scales per token (k_scale_t). Else K codes carry one scale per (kv head,
+                                   128-key tile of a sequence) (assay_cuda_fp8_quant_k_blocks), [n_heads_kv]
+                                   [vt_stride / 32], the tile starting at V^T column c at index c / 32; k_scale_t
+                                   is then unused */
 } assay_cuda_attn_prefill_fp8_sm90_args;
 
 int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp8_sm90_args *a, assay_cuda_stream stream);
+/* K bf16 [total_k][n_heads_kv][d] -> e4m3 codes [total_k][n_heads_kv][d], rotated like assay_cuda_fp8_quant_rows
+ * when signs is not NULL, with one scale per (kv head, 128-key block of a sequence) = block amax / 448:
+ * block i of sequence b -> block_scale[hk * (vt_stride / 32) + (cu_seqlens_vt[b] + 128 i) / 32] (the layout
+ * assay_cuda_attn_prefill_fp8_sm90 reads as k_block_scale). d = 128. */
+int assay_cuda_fp8_quant_k_blocks(const void *k_bf16, const int32_t *cu_seqlens_k, const int32_t *cu_seqlens_vt,
+                                  int32_t batch, int32_t max_seqlen_k, int32_t n_heads_kv, int32_t d,
+                                  const int8_t *signs, uint8_t *out, float *block_scale, int32_t vt_stride,
+                                  assay_cuda_stream stream);
 /* V bf16 [total_k][n_heads_kv][d] -> vt e4m3 [n_heads_kv][d][vt_stride], sequence b's tokens at columns
  * cu_seqlens_vt[b] .. (each 32-key block in the attention kernel's fragment order; other columns zero), and
  * v_scale[n_heads_kv][d] = max over tokens |v| / 448. d = 128; amax_ws: n_heads_kv * d words of workspace. */

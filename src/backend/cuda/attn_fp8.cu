@@ -15,9 +15,8 @@ namespace {
 
 constexpr int FBR = 64, FBC = 64, FNW = 4;
 
-// One warp per (row, head): optional sign flip + fast Walsh-Hadamard transform in registers (lane holds
-// E = d/32 consecutive values; strides below E stay in the thread, larger ones pair lanes by shuffles), then
-// amax -> scale -> e4m3.
+// One warp per (row, head): optional sign flip + fast Walsh-Hadamard transform in registers
+// (hadamard_rotate_lane: lane holds E = d/32 consecutive values), then amax -> scale -> e4m3.
 template <int D>
 __global__ void quant_rows_fp8(const __nv_bfloat16 *x, long rows, const int8_t *signs, uint8_t *out, float *scale) {
     constexpr int E = D / 32;
@@ -27,31 +26,7 @@ __global__ void quant_rows_fp8(const __nv_bfloat16 *x, long rows, const int8_t *
     float v[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) v[e] = __bfloat162float(x[row * D + lane * E + e]);
-    if (signs) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) v[e] *= (float)signs[lane * E + e];
-#pragma unroll
-        for (int h = 1; h < E; h <<= 1)
-#pragma unroll
-            for (int e = 0; e < E; ++e)
-                if (!(e & h)) {
-                    float a = v[e], b = v[e + h];
-                    v[e] = a + b;
-                    v[e + h] = a - b;
-                }
-#pragma unroll
-        for (int lm = 1; lm < 32; lm <<= 1) {
-            const bool upper = lane & lm;
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-                float o = __shfl_xor_sync(0xffffffffu, v[e], lm);
-                v[e] = upper ? o - v[e] : v[e] + o;
-            }
-        }
-        const float norm = rsqrtf((float)D);
-#pragma unroll
-        for (int e = 0; e < E; ++e) v[e] *= norm;
-    }
+    if (signs) hadamard_rotate_lane<E>(v, signs, lane);
     float mx = 0.f;
 #pragma unroll
     for (int e = 0; e < E; ++e) mx = fmaxf(mx, fabsf(v[e]));

@@ -101,6 +101,19 @@ __device__ __forceinline__ void wgmma_rs_e4m3_n128(float *d, const uint32_t *a, 
 }
 
 
+// D[64 x 136] += A[64 x 32] * B[32 x 136], A (e4m3 quads) in registers, B in shared memory (K-major). The 8 extra
+// B rows are all ones (version 2 with the row sum on the tensor core): columns 128..135 of D get the row sums of A.
+__device__ __forceinline__ void wgmma_rs_e4m3_n136(float *d, const uint32_t *a, uint64_t db) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#else
+    __trap();
+#endif
+}
+
 __device__ __forceinline__ void wgmma_fence() {
 #ifdef ASSAY_SM90A
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -470,9 +483,9 @@ int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cuda
 // moving bytes between lanes, V^T stores the keys of each 32-key block in the order that makes the positions of
 // lane t's quads hold exactly its keys (position 4t + u <-> key 8(u >> 1) + 2t + (u & 1), the same + 16), so a
 // lane packs its own four P values into each A register. The K scales of a tile are loaded while the GEMMs
-// run; the V channel scales apply once, at the end. Default: the consumer warpgroups do not ping-pong (lab
-// variant 2; one run measured it 6% faster, the final run h200-gpu4 equal); lab variant 1 has the ping-pong of
-// bf16 variant 4.
+// run; the V channel scales apply once, at the end. Lab variant 2 = this kernel without ping-pong, 1 = with the
+// ping-pong of bf16 variant 4. The default is version 2 (fa_wgmma_fp8_v2 below, lab variant 4), 1.34x faster
+// with per-block K scales (runs h200-gpu6-fp8pf1..3).
 struct Fp8WgParams {
     __nv_bfloat16 *o;
     const float *q_scale, *k_scale_t, *v_scale;  // [total_q][hq], [hkv][vt_stride], [hkv][128]
@@ -480,6 +493,9 @@ struct Fp8WgParams {
     int batch, hq, hkv, vt_stride;
     float scale_log2;
     int causal;
+    const float *k_blk;  // version 2 with per-block K scales: [hkv][kblk_stride], tile of column c at c / 32
+    int kblk_stride;
+    uint32_t zero;       // 0 (opaque to the compiler; see fa_wgmma_fp8_v2)
 };
 
 constexpr int F8_D = 128;
@@ -736,6 +752,480 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 #endif
 }
 
+// ---- FP8 version 2 (lab variants 3 and 4 = 3 with ping-pong): the P V GEMM really overlaps the softmax -------
+// In versions 1/2 ptxas schedules the wait for P_{j-1} V_{j-1} (wgmma.wait_group 0) at the top of the softmax's
+// basic block, before the row maxima (seen in the SASS: WARPGROUP.DEPBAR.LE gsb0, 0x0 ahead of every MUFU.EX2
+// of the loop), and gives the dead P registers of that GEMM to softmax temporaries, so a warpgroup's softmax
+// never runs under its own P V. Here the wait for P V is gone from the common path:
+// - P is double-buffered (pa0 / pa1, the loop unrolled by two): tile j's P is written while P_{j-1} V_{j-1}
+//   still reads the other buffer, whose registers stay live through the softmax (a cheap XOR into `keep`,
+//   which the epilogue reads) so that the register allocator cannot hand them to temporaries.
+// - The wait<1> after issuing S_j and P_{j-1} V_{j-1} also retires P_{j-2} V_{j-2} (groups complete in order),
+//   which frees that V stage; 3 stages keep the loads two tiles ahead.
+// - O is rescaled only when a row maximum grows by more than RESCALE_TAU (log2 units) anywhere in the
+//   warpgroup (a bar.red vote: wgmma.wait_group must be executed by the whole warpgroup); only then does the
+//   warpgroup wait for P_{j-1} V_{j-1}. Below the threshold the stale maximum stays: P <= 2^(8 + tau) = 446 <
+//   448, still inside e4m3's range, and the row sum uses the same stale maximum, so the result is unchanged.
+// KBLOCK: K carries one scale per (kv head, 128-key tile) (assay_cuda_fp8_quant_k_blocks) instead of one per
+// token: the scale is uniform over the tile's columns, so it joins the per-row factor (q scale * softmax scale)
+// and the row maximum is taken on the raw S; 64 multiplies per thread and tile less, and no scale copies.
+// TCSUM (lab variants 5, 6 = 5 with ping-pong): the row sums come from the tensor core: P V is m64n136k32 with 8
+// rows of ones (e4m3 0x38) after each V^T stage in shared memory, so O's columns 128..135 accumulate the sums of
+// the e4m3 P that the numerator used (64 adds per thread and tile less; rescaled with O).
+constexpr int F8B_STAGES = 3;
+constexpr float F8_RESCALE_TAU = 0.8f;
+constexpr int F8B_VSTRIDE = F8_TILE + 1024;  // a V^T stage + 8 rows of e4m3 ones after it (TCSUM)
+constexpr int F8B_SMEM = F8_TILE * (1 + F8B_STAGES) + F8B_VSTRIDE * F8B_STAGES + F8B_STAGES * BN * 4 + 128 + 1024;
+
+// Lab modes of version 2 (bit mask): POLY4 / POLY2 compute 1/4 / 1/2 of the exponentials with a polynomial on
+// the FMA pipe instead of MUFU (the MUFU unit does 16 exp2 per clock per SM: 1024 cycles per 128 x 128 tile, as
+// long as the tensor work of the tile), LATEVOTE moves the warpgroup vote behind the exponentials. DIAG_* are
+// timing probes that compute wrong results (never validated): no exponentials, no softmax at all, no loads
+// after the first stages.
+// TAU28: P = 2^(x - m + 6) with the rescale threshold tau = 2.8 instead of 2^(x - m + 8) and 0.8: P still
+// <= 2^8.8 < 448, O is rescaled far less often on flat score distributions (simulated on N(0, 1) Q, K at d 128:
+// a warpgroup rescales in 6% of the tiles instead of 68%), P loses 2 more binades at the bottom (weights below
+// 2^-15.5 of the row maximum round to zero instead of below 2^-17.5).
+// SPEC (with TCSUM only): the exponentials of tile j start at once with the running maxima of tile j - 1 and are
+// packed straight into P, while the row maxima of the tile are reduced beside them; only when a maximum grows by
+// more than RESCALE_TAU somewhere in the warp does the warp redo its P with the new maxima (S is still intact:
+// P never overwrites it). Takes the max reduction off the path from S to the exponentials.
+enum {
+    F8M_POLY4 = 1, F8M_POLY2 = 2, F8M_LATEVOTE = 4, F8M_DIAG_NOEXP = 8, F8M_DIAG_NOSOFTMAX = 16, F8M_DIAG_NOLOAD = 32,
+    F8M_SPEC = 64, F8M_TAU28 = 128
+};
+
+// 2^x on the FMA pipe: x = n + f (n = round(x), |f| <= 1/2), 2^f by a degree-2 fit (max relative error 1.7e-3,
+// far below e4m3's 2^-4 rounding), n added to the exponent bits. x is clamped at -125 (also -inf: the result,
+// ~2e-38, rounds to e4m3 zero like exp2(-inf)).
+__device__ __forceinline__ float poly_exp2(float x) {
+    x = fmaxf(x, -125.f);
+    const float t = x + 12582912.f;  // 1.5 * 2^23: round(x) lands in the low mantissa bits
+    const float f = x - (t - 12582912.f);
+    const float p = fmaf(fmaf(0.23842891f, f, 0.703448f), f, 1.00044314f);
+    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
+// OR of pred over the 128 threads of a warpgroup (named barrier `id`; every thread of the warpgroup must call it).
+__device__ __forceinline__ bool warpgroup_any(bool pred, int id) {
+    uint32_t r;
+    asm volatile(
+        "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, 128, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+        : "=r"(r)
+        : "r"((uint32_t)pred), "r"(id)
+        : "memory");
+    return r != 0;
+}
+
+template <bool PINGPONG, bool KBLOCK, bool TCSUM, int MODE = 0>
+__global__ void __launch_bounds__(NTHREADS, 1)
+    fa_wgmma_fp8_v2(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
+                    const __grid_constant__ CUtensorMap tmv, Fp8WgParams p) {
+#ifdef ASSAY_SM90A
+    constexpr int S = F8B_STAGES;
+    constexpr float TAU = (MODE & F8M_TAU28) ? 2.8f : F8_RESCALE_TAU;
+    constexpr float POFF = (MODE & F8M_TAU28) ? 6.f : 8.f;  // P = 2^(x - m + POFF) <= 2^(POFF + TAU) < 448
+    constexpr int ON = TCSUM ? 68 : F8_D / 2;  // O accumulators per thread (+ 4 row-sum columns)
+    constexpr int VST = TCSUM ? F8B_VSTRIDE : F8_TILE;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = sm, *Ks = sm + F8_TILE, *Vs = sm + F8_TILE * (1 + S);
+    float *KSs = reinterpret_cast<float *>(sm + F8_TILE * (1 + S) + VST * S);  // [stage][BN] K scales (per token)
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + F8_TILE * (1 + S) + VST * S + S * BN * 4);
+    uint64_t *qfull = bars, *kfull = bars + 1, *vfull = kfull + S, *kempty = vfull + S, *vempty = kempty + S;
+
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int mblk = gridDim.x - 1 - blockIdx.x;
+    const int q0 = p.cu_q[b], Lq = p.cu_q[b + 1] - q0;
+    const int k0 = p.cu_k[b], Lk = p.cu_k[b + 1] - k0;
+    if (mblk * BM >= Lq) return;
+    const int vt0 = p.cu_vt[b];
+    const int hk = h / (p.hq / p.hkv);
+    const int diag = Lk - Lq;
+    const int n_total = (Lk + BN - 1) / BN;
+    int n_max = n_total;
+    if (p.causal) {
+        int x = (mblk + 1) * BM + diag;
+        n_max = x <= 0 ? 0 : min(n_total, (x + BN - 1) / BN);
+    }
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+
+    if (tid == 0) {
+        mbar_init(qfull, 1);
+        for (int s = 0; s < S; ++s) {
+            mbar_init(kfull + s, 1);
+            mbar_init(vfull + s, 1);
+            mbar_init(kempty + s, 8);
+            mbar_init(vempty + s, 8);
+        }
+        mbar_fence_init();
+    }
+    if (TCSUM) {  // the ones rows after each V^T stage, written once; the tensor cores read them (async proxy)
+        for (int i = tid; i < S * 256; i += NTHREADS)
+            reinterpret_cast<uint32_t *>(Vs + (i >> 8) * VST + F8_TILE)[i & 255] = 0x38383838u;
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tid == 0 && n_max > 0) {
+            mbar_arrive_expect_tx(qfull, F8_TILE);
+            tma_load_3d(Qs, &tmq, 0, h, q0 + mblk * BM, qfull);
+            for (int j = 0; j < ((MODE & F8M_DIAG_NOLOAD) ? min(n_max, S) : n_max); ++j) {
+                const int s = j % S;
+                const uint32_t ph = (j / S) & 1;
+                if (j >= S) mbar_wait(kempty + s, ph ^ 1);
+                if (KBLOCK) {
+                    mbar_arrive_expect_tx(kfull + s, F8_TILE);
+                    tma_load_3d(Ks + s * F8_TILE, &tmk, 0, hk, k0 + j * BN, kfull + s);
+                } else {
+                    const int kcol = vt0 + j * BN, nsc = min(BN, p.vt_stride - kcol);
+                    mbar_arrive_expect_tx(kfull + s, F8_TILE + nsc * 4);
+                    tma_load_3d(Ks + s * F8_TILE, &tmk, 0, hk, k0 + j * BN, kfull + s);
+                    bulk_g2s(KSs + s * BN, p.k_scale_t + (size_t)hk * p.vt_stride + kcol, nsc * 4, kfull + s);
+                }
+                if (j >= S) mbar_wait(vempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(vfull + s, F8_TILE);
+                tma_load_3d(Vs + s * VST, &tmv, vt0 + j * BN, 0, hk, vfull + s);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int cw = wg - 1, wiw = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int row0 = mblk * BM + cw * 64 + wiw * 16 + g;
+    int turns_left = n_max + 1;
+    auto turn_begin = [&]() {
+        if (PINGPONG) named_sync(1 + cw);
+    };
+    auto turn_end = [&]() {
+        --turns_left;
+        if (PINGPONG && !(cw == 1 && turns_left == 0)) named_arrive(2 - cw);
+    };
+    if (PINGPONG && cw == 1 && n_max > 0) named_arrive(1);
+
+    float qf[2];  // per-row factor: q scale * softmax scale * log2(e)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        qf[r] = (row < Lq ? p.q_scale[(size_t)(q0 + row) * p.hq + h] : 1.f) * p.scale_log2;
+    }
+    const float *kblk = KBLOCK ? p.k_blk + (size_t)hk * p.kblk_stride + vt0 / 32 : nullptr;
+    float ksv[BN / 4];  // per-token path: K scales of this lane's columns
+    auto load_kscales = [&](int st) {
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+            const float2 v = *reinterpret_cast<const float2 *>(KSs + st * BN + i * 8 + 2 * t);
+            ksv[2 * i] = v.x;
+            ksv[2 * i + 1] = v.y;
+        }
+    };
+
+    float o[ON];
+    float s[BN / 2];
+    uint32_t pa0[BN / 32][4], pa1[BN / 32][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // m: running maxima, scaled (log2 units)
+    uint32_t keep = 0;
+#pragma unroll
+    for (int i = 0; i < ON; ++i) o[i] = 0.f;
+    const unsigned char *Qw = Qs + cw * 64 * 128;
+
+    auto issue_qk = [&](int st) {
+        const unsigned char *Kt = Ks + st * F8_TILE;
+#pragma unroll
+        for (int kk = 0; kk < F8_D / 32; ++kk)
+            wgmma_ss_e4m3_n128(s, sw128_desc(Qw + kk * 32, 16, 1024), sw128_desc(Kt + kk * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int st, uint32_t (*pa)[4]) {
+        const unsigned char *Vt = Vs + st * VST;
+#pragma unroll
+        for (int kc = 0; kc < BN / 32; ++kc) {
+            if (TCSUM) wgmma_rs_e4m3_n136(o, pa[kc], sw128_desc(Vt + kc * 32, 16, 1024));
+            else wgmma_rs_e4m3_n128(o, pa[kc], sw128_desc(Vt + kc * 32, 16, 1024));
+        }
+        wgmma_commit();
+    };
+    // Masks, row maxima, P = 2^(x - max + 8) in place, row sums; returns the O rescale factors of the two rows.
+    auto softmax = [&](int j, float kb, float *alpha) {
+        const bool need_mask = (j + 1) * BN > Lk || (p.causal && (j + 1) * BN - 1 > mblk * BM + diag);
+        if (!KBLOCK) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) {
+                s[4 * i + 0] *= ksv[2 * i];
+                s[4 * i + 1] *= ksv[2 * i + 1];
+                s[4 * i + 2] *= ksv[2 * i];
+                s[4 * i + 3] *= ksv[2 * i + 1];
+            }
+        }
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * BN + i * 8 + 2 * t + (e & 1);
+                    const int row = row0 + (e >> 1) * 8;
+                    if (col >= Lk || (p.causal && col > row + diag)) s[4 * i + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float rf = KBLOCK ? qf[r] * kb : qf[r];  // > 0
+            if (MODE & F8M_DIAG_NOSOFTMAX) {
+#pragma unroll
+                for (int i = 0; i < BN / 4; ++i) s[2 * i + r] *= rf;  // wrong on purpose: timing probe
+                alpha[r] = 1.f;
+                continue;
+            }
+            float mq[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) mq[i & 3] = fmaxf(mq[i & 3], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            float mx = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
+            mx = warp_max_quad(mx);
+            const float mxs = mx * rf;                      // -inf stays -inf
+            const float mnew = mxs > m[r] + TAU ? mxs : m[r];
+            alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
+            const float off = POFF - (mnew == -INFINITY ? 0.f : mnew);  // P in (0, 2^(POFF + tau)]
+            float sq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) {
+                // POLY4: the second element of every second pair (16 of 64 per thread); POLY2: every second element
+                const bool poly1 = ((MODE & F8M_POLY4) && (i & 1)) || (MODE & F8M_POLY2);
+                const float x0 = fmaf(s[4 * i + 2 * r], rf, off), x1 = fmaf(s[4 * i + 2 * r + 1], rf, off);
+                const float p0 = (MODE & F8M_DIAG_NOEXP) ? fmaf(x0, 0.f, 1.f) : fast_exp2(x0);
+                const float p1 = (MODE & F8M_DIAG_NOEXP) ? fmaf(x1, 0.f, 1.f) : poly1 ? poly_exp2(x1) : fast_exp2(x1);
+                s[4 * i + 2 * r] = p0;
+                s[4 * i + 2 * r + 1] = p1;
+                if (!TCSUM) sq[i & 3] += p0 + p1;
+            }
+            if (!TCSUM) l[r] = l[r] * alpha[r] + ((sq[0] + sq[1]) + (sq[2] + sq[3]));
+            m[r] = mnew;
+        }
+    };
+    auto convert_p = [&](uint32_t (*pa)[4]) {
+#pragma unroll
+        for (int kc = 0; kc < BN / 32; ++kc)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int i = 4 * kc + 2 * hh;
+                    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]),
+                                                                 __NV_SATFINITE, __NV_E4M3);
+                    const uint32_t hi = __nv_cvt_float2_to_fp8x2(
+                        make_float2(s[4 * i + 4 + 2 * r], s[4 * i + 4 + 2 * r + 1]), __NV_SATFINITE, __NV_E4M3);
+                    pa[kc][2 * hh + r] = lo | (hi << 16);
+                }
+    };
+    // SPEC softmax (TCSUM): masks, then P = 2^(S rf - m + 8) with the running maxima m packed into pa, the tile's
+    // maxima beside it; the warp redoes P when a maximum moved by more than tau. Returns the O rescale factors.
+    auto exp_pack = [&](uint32_t (*pa)[4], const float *rf, const float *off) {
+#pragma unroll
+        for (int kc = 0; kc < BN / 32; ++kc)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int i = 4 * kc + 2 * hh;
+                    float x[4] = {fmaf(s[4 * i + 2 * r], rf[r], off[r]), fmaf(s[4 * i + 2 * r + 1], rf[r], off[r]),
+                                  fmaf(s[4 * i + 4 + 2 * r], rf[r], off[r]), fmaf(s[4 * i + 4 + 2 * r + 1], rf[r], off[r])};
+                    float e[4];
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        const bool poly = ((MODE & F8M_POLY4) && u == 3) || ((MODE & F8M_POLY2) && (u & 1));
+                        e[u] = poly ? poly_exp2(x[u]) : fast_exp2(x[u]);
+                    }
+                    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(e[0], e[1]), __NV_SATFINITE, __NV_E4M3);
+                    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(e[2], e[3]), __NV_SATFINITE, __NV_E4M3);
+                    pa[kc][2 * hh + r] = lo | (hi << 16);
+                }
+    };
+    auto softmax_spec = [&](int j, float kb, float *alpha, uint32_t (*pa)[4]) {
+        const bool need_mask = (j + 1) * BN > Lk || (p.causal && (j + 1) * BN - 1 > mblk * BM + diag);
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * BN + i * 8 + 2 * t + (e & 1);
+                    const int row = row0 + (e >> 1) * 8;
+                    if (col >= Lk || (p.causal && col > row + diag)) s[4 * i + e] = -INFINITY;
+                }
+        }
+        float rf[2], off[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            rf[r] = KBLOCK ? qf[r] * kb : qf[r];
+            off[r] = POFF - (m[r] == -INFINITY ? 0.f : m[r]);
+        }
+        exp_pack(pa, rf, off);
+        bool slow = false;
+        float mxs[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mq[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) mq[i & 3] = fmaxf(mq[i & 3], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mxs[r] = warp_max_quad(fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]))) * rf[r];
+            slow |= mxs[r] > m[r] + TAU;  // also the first valid tile of a row (m = -inf)
+            alpha[r] = 1.f;
+        }
+        if (__any_sync(0xffffffffu, slow)) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const float mnew = mxs[r] > m[r] + TAU ? mxs[r] : m[r];
+                alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
+                off[r] = POFF - (mnew == -INFINITY ? 0.f : mnew);
+                m[r] = mnew;
+            }
+            exp_pack(pa, rf, off);
+        }
+    };
+    // One tile j >= 1: issue S_j and P_{j-1} V_{j-1} (P in pp), softmax of S_j under the GEMM, P_j into pc.
+    auto step = [&](int j, uint32_t (*pc)[4], uint32_t (*pp)[4]) {
+        const int st = j % S, sp = (j - 1) % S;
+        const float kb = KBLOCK ? __ldg(kblk + j * (BN / 32)) : 1.f;
+        if (!(MODE & F8M_DIAG_NOLOAD) || j < S) mbar_wait(kfull + st, (j / S) & 1);
+        if (!(MODE & F8M_DIAG_NOLOAD) || j - 1 < S) mbar_wait(vfull + sp, ((j - 1) / S) & 1);
+        wgmma_fence();
+        turn_begin();
+        issue_qk(st);
+        issue_pv(sp, pp);
+        turn_end();
+        if (!KBLOCK) load_kscales(st);
+        wgmma_wait<1>();  // S_j done, and P_{j-2} V_{j-2} (an older group)
+        reg_fence<BN / 2>(s);
+        __syncwarp();
+        if (lane == 0) {
+            mbar_arrive(kempty + st);
+            if (j >= 2) mbar_arrive(vempty + (j - 2) % S);
+        }
+        float alpha[2];
+        if (MODE & F8M_SPEC) softmax_spec(j, kb, alpha, pc);
+        else softmax(j, kb, alpha);
+#pragma unroll
+        for (int kc = 0; kc < BN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
+        // LATEVOTE: the vote also reads the row sums, so it cannot be scheduled before the exponentials
+        const bool late = (MODE & F8M_LATEVOTE) && !TCSUM && l[1] < 0.f;  // never true
+        if (warpgroup_any(alpha[0] != 1.f || alpha[1] != 1.f || late, 3 + cw)) {
+            wgmma_wait<0>();  // P_{j-1} V_{j-1} done
+            reg_fence<ON>(o);
+#pragma unroll
+            for (int i = 0; i < ON / 4; ++i) {
+                o[4 * i + 0] *= alpha[0];
+                o[4 * i + 1] *= alpha[0];
+                o[4 * i + 2] *= alpha[1];
+                o[4 * i + 3] *= alpha[1];
+            }
+        }
+        if (!(MODE & F8M_SPEC)) convert_p(pc);
+    };
+
+    if (n_max > 0) {
+        mbar_wait(qfull, 0);
+        mbar_wait(kfull, 0);
+        const float kb0 = KBLOCK ? __ldg(kblk) : 1.f;
+        wgmma_fence();
+        turn_begin();
+        issue_qk(0);
+        turn_end();
+        if (!KBLOCK) load_kscales(0);
+        wgmma_wait<0>();
+        reg_fence<BN / 2>(s);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(kempty);
+        float alpha0[2];
+        if (MODE & F8M_SPEC) softmax_spec(0, kb0, alpha0, pa0);
+        else {
+            softmax(0, kb0, alpha0);
+            convert_p(pa0);
+        }
+        int j = 1;
+        for (; j + 1 < n_max; j += 2) {
+            step(j, pa1, pa0);
+            step(j + 1, pa0, pa1);
+        }
+        if (j < n_max) step(j, pa1, pa0);
+        const int last = n_max - 1, sl = last % S;
+        if (!(MODE & F8M_DIAG_NOLOAD) || last < S) mbar_wait(vfull + sl, (last / S) & 1);
+        wgmma_fence();
+        turn_begin();
+        if (last & 1) issue_pv(sl, pa1);
+        else issue_pv(sl, pa0);
+        turn_end();
+        wgmma_wait<0>();
+        reg_fence<ON>(o);
+    }
+
+    const float *vsc = p.v_scale + (size_t)hk * F8_D;
+    keep &= p.zero;  // 0: only keeps the P registers of the GEMM in flight alive (see above)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float lsum = TCSUM ? o[F8_D / 2 + 2 * r] : warp_sum_quad(l[r]);  // TCSUM: column 128 + 2t
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const int row = row0 + r * 8;
+        if (row >= Lq + (int)keep) continue;
+        __nv_bfloat16 *dst = p.o + ((size_t)(q0 + row) * p.hq + h) * F8_D;
+#pragma unroll
+        for (int i = 0; i < F8_D / 8; ++i) {
+            const int c = i * 8 + 2 * t;
+            *reinterpret_cast<uint32_t *>(dst + c) =
+                pack_bf16(o[4 * i + 2 * r] * inv * __ldg(vsc + c), o[4 * i + 2 * r + 1] * inv * __ldg(vsc + c + 1));
+        }
+    }
+#else
+    __trap();
+#endif
+}
+
+// K bf16 [tokens][hkv][128] -> e4m3 codes (Hadamard-rotated when signs) with one scale per (kv head, 128-key
+// block of a sequence): block i of sequence b -> block_scale[hk][(cu_vt[b] + 128 i) / 32]. One CTA (8 warps)
+// per (block, kv head, sequence); warp w rotates rows w, w + 8, ... in registers, then the block's amax.
+__global__ void __launch_bounds__(256) k_quant_blocks(const __nv_bfloat16 *k, const int32_t *cu_k,
+                                                      const int32_t *cu_vt, int hkv, const int8_t *signs,
+                                                      uint8_t *out, float *bscale, int bs_stride) {
+    __shared__ float wmax[8];
+    const int hk = blockIdx.y, b = blockIdx.z;
+    const int len = cu_k[b + 1] - cu_k[b], r0 = blockIdx.x * 128;
+    if (r0 >= len) return;
+    const int n = min(128, len - r0), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float v[16][4];
+    float mx = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        const int row = warp + 8 * i;
+        if (row < n) {  // warp-uniform
+            const uint2 w = *reinterpret_cast<const uint2 *>(k + ((size_t)(cu_k[b] + r0 + row) * hkv + hk) * 128 + lane * 4);
+            const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w.x));
+            const float2 c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w.y));
+            v[i][0] = a.x; v[i][1] = a.y; v[i][2] = c.x; v[i][3] = c.y;
+            if (signs) hadamard_rotate_lane<4>(v[i], signs, lane);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mx = fmaxf(mx, fabsf(v[i][e]));
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) wmax[warp] = mx;
+    __syncthreads();
+    float amax = 0.f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) amax = fmaxf(amax, wmax[w]);
+    const float inv = amax > 0.f ? 448.f / amax : 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        const int row = warp + 8 * i;
+        if (row < n) {
+            const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[i][0] * inv, v[i][1] * inv), __NV_SATFINITE, __NV_E4M3);
+            const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[i][2] * inv, v[i][3] * inv), __NV_SATFINITE, __NV_E4M3);
+            *reinterpret_cast<uint32_t *>(out + ((size_t)(cu_k[b] + r0 + row) * hkv + hk) * 128 + lane * 4) = lo | (hi << 16);
+        }
+    }
+    if (threadIdx.x == 0) bscale[(size_t)hk * bs_stride + (cu_vt[b] + r0) / 32] = amax > 0.f ? amax / 448.f : 1.f;
+}
+
 // V (bf16 [tokens][hkv][d]) -> per-(head, channel) absolute maxima (as float bits; amax must start at 0).
 __global__ void v_amax(const __nv_bfloat16 *v, int64_t n, int hd, unsigned int *amax) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n / 2; i += (int64_t)gridDim.x * blockDim.x) {
@@ -854,7 +1344,7 @@ extern "C" int assay_cuda_transpose_scales(const float *s, const int32_t *cu_seq
 
 extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp8_sm90_args *a,
                                                 assay_cuda_stream stream) {
-    if (!a || !a->q || !a->k || !a->vt || !a->q_scale || !a->k_scale_t || !a->v_scale || !a->o || !a->cu_seqlens_q ||
+    if (!a || !a->q || !a->k || !a->vt || !a->q_scale || (!a->k_scale_t && !a->k_block_scale) || !a->v_scale || !a->o || !a->cu_seqlens_q ||
         !a->cu_seqlens_k || !a->cu_seqlens_vt)
         return assay_cuda_fail("attn_prefill_fp8_sm90: null pointer argument");
     if (a->head_dim != 128 || a->batch <= 0 || a->n_heads_q <= 0 || a->n_heads_kv <= 0 ||
@@ -862,6 +1352,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 22);
+    if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
+        (lab_kblk && !a->k_block_scale))
+        return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-22)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -894,9 +1389,61 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     p.vt_stride = a->vt_stride;
     p.scale_log2 = a->scale * 1.4426950408889634f;
     p.causal = a->causal;
+    p.k_blk = a->k_block_scale;
+    p.kblk_stride = a->vt_stride / 32;
+    p.zero = 0;
     dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
-    if (a->variant != 1) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, (cudaStream_t)stream>>>(mq, mk, mv, p);
-    else fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, (cudaStream_t)stream>>>(mq, mk, mv, p);
+    cudaStream_t st = (cudaStream_t)stream;
+    const int v = a->variant == 0 ? 4 : a->variant;  // default: version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
+    if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
+    else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
+    else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
+        auto kern = v == 7    ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY4>
+                    : v == 8  ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY2>
+                    : v == 9  ? fa_wgmma_fp8_v2<true, true, false, F8M_LATEVOTE>
+                    : v == 10 ? fa_wgmma_fp8_v2<true, true, true, F8M_POLY4>
+                    : v == 11 ? fa_wgmma_fp8_v2<true, true, true, F8M_POLY2>
+                    : v == 12 ? fa_wgmma_fp8_v2<true, true, true, F8M_SPEC>
+                    : v == 13 ? fa_wgmma_fp8_v2<true, true, true, F8M_SPEC | F8M_POLY4>
+                    : v == 14 ? fa_wgmma_fp8_v2<true, true, true, F8M_SPEC | F8M_POLY2>
+                    : v == 15 ? fa_wgmma_fp8_v2<false, true, true, F8M_SPEC | F8M_POLY4>
+                    : v == 16 ? fa_wgmma_fp8_v2<true, true, false, F8M_TAU28>
+                    : v == 17 ? fa_wgmma_fp8_v2<true, true, true, F8M_SPEC | F8M_TAU28>
+                    : v == 18 ? fa_wgmma_fp8_v2<true, true, true, F8M_TAU28>
+                    : v == 20 ? fa_wgmma_fp8_v2<true, true, false, F8M_DIAG_NOEXP>
+                    : v == 21 ? fa_wgmma_fp8_v2<true, true, false, F8M_DIAG_NOSOFTMAX>
+                              : fa_wgmma_fp8_v2<true, true, false, F8M_DIAG_NOLOAD>;
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, F8B_SMEM));
+        kern<<<grid, NTHREADS, F8B_SMEM, st>>>(mq, mk, mv, p);
+    } else {
+        const bool pp = v == 4 || v == 6, tc = v >= 5;
+        auto kern = a->k_block_scale ? (pp ? (tc ? fa_wgmma_fp8_v2<true, true, true> : fa_wgmma_fp8_v2<true, true, false>)
+                                           : (tc ? fa_wgmma_fp8_v2<false, true, true> : fa_wgmma_fp8_v2<false, true, false>))
+                                     : (pp ? (tc ? fa_wgmma_fp8_v2<true, false, true> : fa_wgmma_fp8_v2<true, false, false>)
+                                           : (tc ? fa_wgmma_fp8_v2<false, false, true> : fa_wgmma_fp8_v2<false, false, false>));
+        static bool configured2[2][2][2] = {};
+        bool &cf = configured2[a->k_block_scale != nullptr][pp][tc];
+        if (!cf) {
+            ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, F8B_SMEM));
+            cf = true;
+        }
+        kern<<<grid, NTHREADS, F8B_SMEM, st>>>(mq, mk, mv, p);
+    }
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+extern "C" int assay_cuda_fp8_quant_k_blocks(const void *k_bf16, const int32_t *cu_seqlens_k,
+                                             const int32_t *cu_seqlens_vt, int32_t batch, int32_t max_seqlen_k,
+                                             int32_t n_heads_kv, int32_t d, const int8_t *signs, uint8_t *out,
+                                             float *block_scale, int32_t vt_stride, assay_cuda_stream stream) {
+    if (!k_bf16 || !cu_seqlens_k || !cu_seqlens_vt || !out || !block_scale)
+        return assay_cuda_fail("fp8_quant_k_blocks: null pointer argument");
+    if (d != 128 || batch <= 0 || max_seqlen_k <= 0 || n_heads_kv <= 0 || vt_stride <= 0 || vt_stride % 32)
+        return assay_cuda_fail("fp8_quant_k_blocks: bad shape (d %d, stride %d)", d, vt_stride);
+    k_quant_blocks<<<dim3((max_seqlen_k + 127) / 128, n_heads_kv, batch), 256, 0, (cudaStream_t)stream>>>(
+        (const __nv_bfloat16 *)k_bf16, cu_seqlens_k, cu_seqlens_vt, n_heads_kv, signs, out, block_scale,
+        vt_stride / 32);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }

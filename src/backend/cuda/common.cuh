@@ -132,6 +132,36 @@ __device__ __forceinline__ float warp_sum_quad(float v) {
     return v;
 }
 
+// Randomized Hadamard rotation of one row of D = 32 * E values held by a warp (lane l holds values l*E .. l*E+E-1):
+// v <- (v * signs) H / sqrt(D), H the Sylvester Hadamard matrix. Strides below E stay in the thread; larger ones
+// pair lanes by shuffles. Q and K rows rotated with the same signs keep Q K^T exactly.
+template <int E>
+__device__ __forceinline__ void hadamard_rotate_lane(float *v, const int8_t *signs, int lane) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] *= (float)signs[lane * E + e];
+#pragma unroll
+    for (int h = 1; h < E; h <<= 1)
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+            if (!(e & h)) {
+                float a = v[e], b = v[e + h];
+                v[e] = a + b;
+                v[e + h] = a - b;
+            }
+#pragma unroll
+    for (int lm = 1; lm < 32; lm <<= 1) {
+        const bool upper = lane & lm;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            float o = __shfl_xor_sync(0xffffffffu, v[e], lm);
+            v[e] = upper ? o - v[e] : v[e] + o;
+        }
+    }
+    const float norm = rsqrtf((float)(32 * E));
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] *= norm;
+}
+
 // ---- Hopper asynchronous copies (sm_90+): bulk copies global -> shared that complete on an mbarrier ----------
 // The producer thread arms the barrier with the bytes it will receive (arrive + expect_tx), then issues the
 // copies; consumers wait on the barrier's phase parity. On older targets these compile to a trap: callers
