@@ -2,6 +2,7 @@
  * with poisoned outputs, then times it at the benchmark shapes. Writes one JSON array of records.
  *
  *   kernel_check [--json out.json] [--quick] [--only prefill|decode|gemm|gemm_lt|quant|fp8attn]
+ *   (environment ASSAY_LAB_GEMM_VARIANTS="int4:9,28" limits the gemm section, see gemm_variant_selected)
  *
  * Exit status 1 when any validation fails. Timing: median over repeats of back-to-back launches between CUDA
  * events, weights rotated over several copies so that the L2 cache does not serve them. */
@@ -500,7 +501,7 @@ static void section_decode_bench(lab_out *o) {
 typedef struct gemm_ctx {
     int m, n, k, copies, which; /* which: 0 fp8, 1 int4 */
     void *dx, *dy;
-    uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 */
+    uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -510,11 +511,31 @@ static void gemm_fn(void *ctx, int it) {
     int c = it % g->copies;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(g->dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else KCALL(assay_cuda_gemm_int4g128(g->dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+}
+
+/* ASSAY_LAB_GEMM_VARIANTS="int4:0,9,22" (or "fp8:..." / "0,9,22" for both) limits the gemm section to the
+ * listed versions of that weight type (the default, 0, always runs) and skips the other type's cases; unset: all. */
+static int gemm_variant_selected(int which, int variant) {
+    const char *f = getenv("ASSAY_LAB_GEMM_VARIANTS");
+    if (!f || !*f) return 1;
+    if (!strncmp(f, "int4:", 5)) { if (which != 1) return 0; f += 5; }
+    else if (!strncmp(f, "fp8:", 4)) { if (which != 0) return 0; f += 4; }
+    if (variant == 0) return 1;
+    for (const char *s = f; *s;) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s) break;
+        if (v == variant) return 1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
 }
 
 /* One GEMM case: builds weights, validates (all outputs, or sampled columns for big shapes), optionally times. */
 static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
+    if (!gemm_variant_selected(which, 0)) return;
     size_t nx = (size_t)m * k;
     uint16_t *x = malloc(nx * 2);
     fill_bf16(x, nx, 1.0);
@@ -545,8 +566,9 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (g.copies > 8) g.copies = 8;
     uint8_t *packed = NULL;
     if (which == 1) { packed = malloc(wbytes); assay_cuda_int4_pack(w, n, k, packed); }
-    uint8_t *packed8 = NULL; /* fp8 weights in the v5 layout */
+    uint8_t *packed8 = NULL; /* fp8 weights in the v5 layout; int4 weights in the wgmma layout (v26-27) */
     if (which == 0 && n % 128 == 0 && k % 256 == 0) { packed8 = malloc(wbytes); assay_cuda_fp8w_pack(w, n, k, packed8); }
+    if (which == 1 && n % 128 == 0 && k % 512 == 0) { packed8 = malloc(wbytes); assay_cuda_int4_pack_wg(w, n, k, packed8); }
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
         g.dwp[c] = packed8 ? lab_upload(packed8, wbytes) : NULL;
@@ -557,18 +579,23 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     g.dy = lab_dmalloc((size_t)m * n * 2);
     uint16_t *y = malloc((size_t)m * n * 2);
     /* the default first (0 = automatic, see gemm_decode.cu), the others recorded with a _vN suffix; 7, 12, 15, 18
-     * and 21 are the load-only diagnostics of 6, 10, 8, 17 and 20 (timed, not validated) */
-    static const int variants[21] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21};
+     * 21, 24 and 27 are the load-only diagnostics of 6, 10, 8, 17, 20, 22 and 26 (timed, not validated) */
+    static const int variants[28] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
+                                     25, 26, 27, 28, 29};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    for (int vi = 0; vi < 21; ++vi) {
+    for (int vi = 0; vi < 28; ++vi) {
     int variant = variants[vi];
-    const int loadonly = variant == 7 || variant == 12 || variant == 15 || variant == 18 || variant == 21;
-    if (variant >= 20 && which == 1) continue; /* 20-21 differ from 8 and 15 only for fp8 */
+    const int loadonly = variant == 7 || variant == 12 || variant == 15 || variant == 18 || variant == 21 || variant == 24 || variant == 27;
+    if ((variant == 20 || variant == 21) && which == 1) continue; /* 20-21 differ from 8 and 15 only for fp8 */
+    if (variant >= 22 && which == 0) continue; /* 22-29: int4 only */
+    if ((variant == 26 || variant == 27) && !packed8) continue;
+    if (!gemm_variant_selected(which, variant)) continue;
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
     if (loadonly && !bench) continue;
     if (variant == 13 && which == 0) continue; /* 13 differs from 9 only for int4 */
-    for (int c = 0; c < g.copies; ++c) g.dwp[c] = variant >= 5 || variant == 0 ? saved_wp[c] : NULL;
+    for (int c = 0; c < g.copies; ++c)
+        g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);

@@ -1,6 +1,9 @@
 /* Lab-only switches of the CUDA backend (dev/cuda uses them to time kernel versions side by side). */
 #ifndef ASSAY_CUDA_LAB_H
 #define ASSAY_CUDA_LAB_H
+#include <stdint.h>
+
+#include "assay/cuda_kernels.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -14,8 +17,23 @@ extern "C" {
  * (diagnostic); 13 = 9 with int4 dequantized to bf16 (X used as stored); 14 = 8 releasing the next GEMM at
  * entry; 15 = 8 without the arithmetic (diagnostic); 16 = removed (10 with 16 warps, slower: NOTES.md);
  * 17 / 19 = 256 output channels per CTA in 4-CTA clusters, 8 / 16 warps, 18 = 17 without the arithmetic;
- * 20 = 8 with a fifth fp8 stage, 21 = 20 without the arithmetic. See gemm_decode.cu. */
+ * 20 = 8 with a fifth fp8 stage, 21 = 20 without the arithmetic; int4 only: 22 = wgmma with the dequantized
+ * weights as the register A operand (X permuted into the fragment order with 4-byte cp.async), 24 = 22 without
+ * the arithmetic, 25 = 22 with 4 accumulator chains per group, 26 / 27 = 25 / its load-only form on weights
+ * packed by assay_cuda_int4_pack_wg (X copied as stored; entry assay_cuda_gemm_int4g128_wg below), 28 / 29 =
+ * mma.sync with the weights as the A operand (16 rows) and the tokens as n8 B tiles, 8 / 16 warps (28 is the
+ * int4 default since run h200-gpu6-int4w3); 23 = removed (22 with 16 warps: equal to 22, spilled). See
+ * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
+
+/* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to
+ * measure its load floor): weights q[n][k] (values 0..15, one per byte) packed per 16-row tile and 128-column
+ * group into 1024 bytes in which lane (g, t) finds, per k16 step, one word holding its wgmma A fragment (layout
+ * in cuda_pack.c); out has n*k/2 bytes. The GEMM takes the scales and shapes of assay_cuda_gemm_int4g128 with
+ * K % 512 == 0, N % 128 == 0, m <= 16, compute capability 9.x. */
+void assay_cuda_int4_pack_wg(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
+int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                                void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 /* Decode attention: 0 = automatic (default: 4 for bf16, 3 for 8-bit caches); 1 = block-table entry read when a
  * tile is issued, 2 = read one tile ahead, 3 = transposed
  * kernel (tokens as mma rows, heads as columns; default for group sizes <= 8), 4 = the transposed kernel with 4

@@ -1,5 +1,6 @@
 /* Host-side weight packing for the CUDA decode GEMMs (plain C11, no CUDA runtime needed). */
 #include "assay/cuda_kernels.h"
+#include "cuda_lab.h"
 
 /* Layout (see gemm_decode.cu): for each 8-row tile nt and 128-column group gr, a 512-byte block at
  * (nt * (k/128) + gr) * 512. Lane (g, t) = 4g + t owns bytes [16*lane, 16*lane + 16): row nt*8 + g, columns
@@ -45,4 +46,34 @@ void assay_cuda_fp8w_pack(const uint8_t *w, int32_t n, int32_t k, uint8_t *out) 
                     for (int i = 0; i < 16; ++i) blk[lane * 16 + i] = src[i];
                 }
             }
+}
+
+/* Layout (gemm_decode_tma.cu, v26): for each 16-row tile rt and 128-column group gr, 1024 bytes at
+ * (rt * (k/128) + gr) * 1024: two halves of 512 bytes (k16 steps 0-3 and 4-7 of the group), in which lane
+ * (g, t) = 4g + t owns bytes [16*lane, 16*lane + 16), word j being step q = 4 * half + j. The word holds the
+ * lane's wgmma A fragment of that step: register i = 0..3 is (row g, columns 2t, 2t+1), (row g + 8, the same),
+ * (row g, columns 2t + 8, 2t + 9), (row g + 8, the same), its first value in nibble i and its second in nibble
+ * i + 4 (so (word >> 4i) holds the pair at bits 0-3 and 16-19). Columns are relative to gr*128 + 16q. */
+void assay_cuda_int4_pack_wg(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    int32_t ngroup = k / 128;
+    for (int32_t rt = 0; rt < n / 16; ++rt)
+        for (int32_t gr = 0; gr < ngroup; ++gr) {
+            uint8_t *blk = out + ((size_t)rt * ngroup + gr) * 1024;
+            for (int step = 0; step < 8; ++step)
+                for (int lane = 0; lane < 32; ++lane) {
+                    int g = lane >> 2, t = lane & 3;
+                    uint32_t word = 0;
+                    for (int i = 0; i < 4; ++i) {
+                        size_t row = (size_t)rt * 16 + g + 8 * (i & 1);
+                        size_t col = (size_t)gr * 128 + 16 * step + 2 * t + 8 * (i >> 1);
+                        word |= (uint32_t)(q[row * k + col] & 15) << (4 * i);
+                        word |= (uint32_t)(q[row * k + col + 1] & 15) << (4 * (i + 4));
+                    }
+                    uint8_t *dst = blk + (step >> 2) * 512 + lane * 16 + 4 * (step & 3);
+                    dst[0] = (uint8_t)word;
+                    dst[1] = (uint8_t)(word >> 8);
+                    dst[2] = (uint8_t)(word >> 16);
+                    dst[3] = (uint8_t)(word >> 24);
+                }
+        }
 }

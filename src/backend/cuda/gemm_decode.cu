@@ -9,6 +9,7 @@
 // 16-byte vectors too. Weights convert to f16 exactly (e4m3) or as (q - 8) * scale (int4; the Marlin
 // magic-number trick: OR the nibble into the mantissa of 1024.0 and subtract).
 #include "common.cuh"
+#include "cuda_lab.h"
 
 namespace {
 
@@ -422,12 +423,14 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 // arithmetic (lab diagnostic, writes no output); 8-13: programmatic dependent launch and smaller stages
 // (cuda_lab.h, gemm_decode_tma.cu). 0 = automatic (default), from the measurements in
 // dev/cuda/NOTES.md (runs h200-gpu5-gemm*): row-major fp8 -> 3; packed fp8 -> 8 (programmatic dependent launch)
-// when n / 128 <= the SM count (one wave of 128-column tiles), else 10 (two CTAs per SM); int4 -> 9 (8 + PDL)
-// on sm_90 when n % 128 == 0, k % 512 == 0 and n / 128 <= the SM count, else 3. Row-major fp8 weights can use
+// when n / 128 <= the SM count (one wave of 128-column tiles), else 10 (two CTAs per SM); int4 -> 28 (v9's
+// pipeline with the weights as the mma A operand; run h200-gpu6-int4w3) on sm_90 when n % 128 == 0, k % 512 == 0
+// and n / 128 <= the SM count, else 3. Row-major fp8 weights can use
 // 1-4 only (5 and up -> 3); packed fp8 weights use 5 and up (assay_cuda_gemm_fp8w_packed).
 static int g_gemm_variant = 0;
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
-                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream);
+                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream,
+                        bool wgpack = false);
 extern "C" void assay_cuda_lab_set_gemm_variant(int v) { g_gemm_variant = v; }
 
 extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float *w_scale, void *y, int32_t m,
@@ -504,9 +507,9 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
                                k);
     cudaStream_t s = (cudaStream_t)stream;
     int ver = g_gemm_variant;
-    if (ver == 0) {
+    if (ver == 0) {  // 28 (9 before run h200-gpu6-int4w3) when the 128-column tiles fit one wave, else 3
         int sms = assay_cuda_sm_count();
-        ver = n / 128 <= (sms > 0 ? sms : 132) ? 9 : 3;
+        ver = n / 128 <= (sms > 0 ? sms : 132) ? 28 : 3;
     }
     if (ver >= 4) {
         int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, s);
@@ -545,6 +548,19 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
     else
         gemm_int4_kernel<false><<<n / BN, GW * 32, int4_smem<false>(), s>>>((const __nv_bfloat16 *)x, wp,
                                                                            (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+extern "C" int assay_cuda_gemm_int4g128_wg(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
+                                           int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
+    if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_wg: null pointer argument");
+    if (m < 1 || m > 16 || n % 128 || k % 512 || n <= 0 || k <= 0)
+        return assay_cuda_fail("gemm_int4g128_wg: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%512==0)", m, n, k);
+    int ver = g_gemm_variant == 27 ? 27 : 26;  // 27: the lab's load-only diagnostic
+    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, true);
+    if (rc < 0) return -1;
+    if (rc == 0) return assay_cuda_fail("gemm_int4g128_wg: needs a compute capability 9.x device (wgmma)");
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }

@@ -72,6 +72,9 @@ struct V4Params {
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
 };
 
+template <bool INT4, int NTH, int BN>
+__device__ __forceinline__ void v4_store_tot(float *tot, const V4Params &p, int n0, int split);
+
 // Sums the KSL K-slice warps of each output column group inside the CTA (warp w = group * KSL + slice), then
 // the S CTAs of the cluster through distributed shared memory; CTA rank r writes columns [r * 128 / S,
 // (r + 1) * 128 / S). Called by all threads after the stages are free.
@@ -96,6 +99,14 @@ __device__ __forceinline__ void v4_reduce_store(float (*acc)[4], const V4Params 
         for (int q = 0; q < KSL; ++q) s += wred[((h * KSL + q) * 16 + row) * CW + (c % CW)];
         tot[i] = s;
     }
+    v4_store_tot<INT4, NTH, BN>(tot, p, n0, split);
+}
+
+// Writes the CTA's column sums tot[16][BN] (complete in shared memory up to the barrier this starts with): directly
+// when K is not split, else added over the S CTAs of the cluster through distributed shared memory, CTA rank r
+// writing columns [r * BN / S, (r + 1) * BN / S). Called by all threads.
+template <bool INT4, int NTH, int BN>
+__device__ __forceinline__ void v4_store_tot(float *tot, const V4Params &p, int n0, int split) {
     if (p.splits == 1) {
         __syncthreads();
         for (int i = threadIdx.x; i < p.m * BN; i += NTH) {
@@ -336,7 +347,7 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 // depend on it), so a GEMM's ramp-up overlaps the tail of the kernel before it. BF16 (int4 only): the weights
 // dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
 template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
-          bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN>
+          bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false>
 __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     using C = V5Cfg<INT4, KC, BN>;
     constexpr int KSL = C::KSL, NTH = NW * 32, NTW = BN / 8 / (NW / KSL);
@@ -391,7 +402,61 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         }
         if (LOADONLY) continue;
         const uint8_t *stg = sm + (st % STAGES) * C::STAGE;
-        if (INT4) {
+        if (INT4 && WA) {
+            // v28/v29: weights as the A operand (16 rows: the warp's n8 tiles 2j and 2j + 1), tokens as the
+            // B operand (n8 tiles of tokens 0-7 and, when m > 8, 8-15), so that m <= 8 issues half the mma of
+            // v9. The fragment order is the one of gemm_int4_wg (lane (g, t) owns physical K columns [32t,
+            // 32t + 32) of the group, step (w, s) takes the pairs at shifts 8s and 8s + 4 of word w), and the
+            // lane's B registers for that step are its X pairs 4w + 2s and 4w + 2s + 1, as stored (bf16).
+            constexpr int RT = NTW / 2;
+            uint32_t xa[16], xb[16];
+            const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const uint4 v = *reinterpret_cast<const uint4 *>(xr + 16 * h);
+                xa[4 * h] = v.x; xa[4 * h + 1] = v.y; xa[4 * h + 2] = v.z; xa[4 * h + 3] = v.w;
+                if (M16) {
+                    const uint4 u = *reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h);
+                    xb[4 * h] = u.x; xb[4 * h + 1] = u.y; xb[4 * h + 2] = u.z; xb[4 * h + 3] = u.w;
+                }
+            }
+            uint4 wu[RT], wv2[RT];
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                wu[j] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + 2 * j) * (KC / 128) + ks) * 512 + lane * 16);
+                wv2[j] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + 2 * j + 1) * (KC / 128) + ks) * 512 + lane * 16);
+            }
+            float tmp[RT][2][4];
+#pragma unroll
+            for (int j = 0; j < RT; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) tmp[j][0][e] = tmp[j][1][e] = 0.f;
+#pragma unroll
+            for (int w = 0; w < 4; ++w)
+#pragma unroll
+                for (int s2 = 0; s2 < 2; ++s2)
+#pragma unroll
+                    for (int j = 0; j < RT; ++j) {
+                        const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
+                        const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
+                        const uint32_t a[4] = {int4_pair_bf16(u >> (8 * s2)), int4_pair_bf16(v >> (8 * s2)),
+                                               int4_pair_bf16(u >> (8 * s2 + 4)), int4_pair_bf16(v >> (8 * s2 + 4))};
+                        mma_bf16_16816(tmp[j][0], a, xa[4 * w + 2 * s2], xa[4 * w + 2 * s2 + 1]);
+                        if (M16) mma_bf16_16816(tmp[j][1], a, xb[4 * w + 2 * s2], xb[4 * w + 2 * s2 + 1]);
+                    }
+            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                const float sa = __half2float(sc[16 * j]), sb = __half2float(sc[16 * j + 8]);
+#pragma unroll
+                for (int tt = 0; tt < (M16 ? 2 : 1); ++tt) {  // acc[2j + tt]: rows (g, g + 8) x tokens 8tt + 2t + e
+                    acc[2 * j + tt][0] = fmaf(tmp[j][tt][0], sa, acc[2 * j + tt][0]);
+                    acc[2 * j + tt][1] = fmaf(tmp[j][tt][1], sa, acc[2 * j + tt][1]);
+                    acc[2 * j + tt][2] = fmaf(tmp[j][tt][2], sb, acc[2 * j + tt][2]);
+                    acc[2 * j + tt][3] = fmaf(tmp[j][tt][3], sb, acc[2 * j + tt][3]);
+                }
+            }
+        } else if (INT4) {
             uint32_t xa[16], xb[16];
             const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
             if (!BF16) {
@@ -475,10 +540,354 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     }
     cp_async_wait<0>();
     __syncthreads();
+    if (INT4 && WA) {
+        // acc[2j + tt][e]: row nh * NTW * 8 + 16j + g + 8 (e >> 1), token 8tt + 2t + (e & 1); K slice ks
+        float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
+        float *tot = wred + KSL * 16 * BN;            // [16][BN]
+#pragma unroll
+        for (int j = 0; j < NTW / 2; ++j)
+#pragma unroll
+            for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] = acc[2 * j + tt][e];
+        __syncthreads();
+        for (int i = threadIdx.x; i < 16 * BN; i += NTH) {
+            float s = 0.f;
+#pragma unroll
+            for (int q = 0; q < KSL; ++q) s += wred[q * 16 * BN + i];
+            tot[i] = s;
+        }
+        v4_store_tot<INT4, NTH, BN>(tot, p, n0, split);
+        return;
+    }
     v4_reduce_store<INT4, NTH, NW, KSL, BN>(acc, p, sm, n0, split);
 }
 
+// ---- v22 / v23 (int4 only): wgmma with the dequantized weights as the register A operand ----
+// Why (dev/cuda/NOTES.md, round 5): with mma.sync the int4 kernels are bound by per-SM arithmetic (v9 m16 21 us
+// against a 12.4 us load-only floor): every m16n8k16 takes 8 weight rows and needs the X fragments in registers.
+// Here a warpgroup dequantizes 64 weight rows x 16 K into the A registers of one wgmma m64nNk16 (N = 16 tokens,
+// 8 when m <= 8) whose B operand, X^T, the tensor cores read from shared memory themselves: no X fragments in
+// registers, one instruction per 64 x 16 weights, issued asynchronously while the warps dequantize the next
+// group. Same CTA tile (128 output channels), ring (4 stages of 512 K columns, 16-byte cp.async), split-K
+// cluster reduction and programmatic dependent launch as v9, and the same packed weights (cuda_pack.c), so it
+// is a drop-in version of assay_cuda_gemm_int4g128.
+//
+// Fragments. Thread (g, t) of warp j of a warpgroup holds rows r = 16 j + g and r + 8 of its 64 rows: lane (g, t)
+// of the packed n8 tiles 2 j and 2 j + 1, whose 16 bytes hold physical K columns [32 t, 32 t + 32) of the group;
+// word w holds columns 8 w .. 8 w + 7, the nibble pair at shift 4 i (bits 4i..4i+3 and 16+4i..) being columns
+// (2 i, 2 i + 1). k16 step q = 2 w + s of the group takes, as A registers {a0, a1, a2, a3} = {(r, k 2t..2t+1),
+// (r + 8, same), (r, k 2t+8..2t+9), (r + 8, same)}, the pairs at shifts 8 s and 8 s + 4 of word w of rows r and
+// r + 8. So logical column 8 h + 2 t + e of step q is physical column 32 t + 8 w + 4 s + 2 h + e of the group, and
+// the X slice is stored in that order (4-byte cp.async per column pair) in the 128-byte-swizzled K-major layout
+// wgmma reads: blocks of 64 logical columns, [16 tokens][128 bytes] each, 16-byte chunk c of token row n at
+// chunk c ^ (n & 7). Weights dequantize to bf16 (OR into the mantissa of 128.0, subtract 136: exact), so X is
+// used as stored. Per 128-group the 8 wgmma accumulate into a fresh fp32 tile that is scaled once per output
+// row into the running sums (no f16 multiply per weight); two such tiles alternate so that group i + 1 is
+// dequantized and issued before group i is waited for.
+// Measured (dev/cuda/NOTES.md, round 6): slower than mma.sync (v9, v28) at every shape, also with 16-byte X
+// copies (v26, lab packing); kept as lab versions 22 and 24-27 for their load floors and as the wgmma baseline.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ASSAY_GD_SM90A 1
+#endif
+
+constexpr int WG_KC = 512;     // K columns per stage (4 groups)
+constexpr int WG_STAGES = 4;
+struct WGCfg {
+    static constexpr int XBYTES = (WG_KC / 64) * 2048;          // 8 swizzled blocks of [16 tokens][128 B]
+    static constexpr int WOFF = XBYTES;                          // weights: 16 n8 tiles x 4 groups x 512 B
+    static constexpr int SOFF = WOFF + V4_BN * WG_KC / 2;        // group scales: [4][128] f16
+    static constexpr int STAGE = SOFF + (WG_KC / 128) * V4_BN * 2;
+    static constexpr size_t SMEM = (size_t)WG_STAGES * STAGE + 1024;  // + alignment of the ring to 1024 bytes
+    static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
+    static_assert(2 * 16 * V4_BN * 4 * 2 <= WG_STAGES * STAGE, "reduction buffers reuse the stages");
+};
+
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+
+// Descriptor of a K-major shared-memory operand in the 128-byte swizzle (8-row atoms of 1024 bytes; SBO = 1024).
+__device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+// D[64 x N] (+)= A[64 x 16] (bf16 pairs in registers) * B[16 x N] (bf16, K-major in shared memory); acc = 0
+// overwrites D.
+template <int N>
+__device__ __forceinline__ void wg_mma_rs(float *d, const uint32_t *a, uint64_t db, int acc) {
+#ifdef ASSAY_GD_SM90A
+    if (N == 16)
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
+            "%12, p, 1, 1, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+    else
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void wg_fence() {
+#ifdef ASSAY_GD_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#ifdef ASSAY_GD_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+#ifdef ASSAY_GD_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Keeps the compiler from moving reads of wgmma accumulators above the wait that makes them valid.
+template <int N>
+__device__ __forceinline__ void wg_reg_fence(float *r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+// cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// PART: 0 = all; 1 = weights and group scales (independent of the previous kernel); 2 = the X slice.
+// WGPACK: weights packed by assay_cuda_int4_pack_wg (X stored in natural column order, 16-byte copies); else
+// by assay_cuda_int4_pack (X permuted, 4-byte copies).
+template <int NTH, int PART, bool WGPACK>
+__device__ __forceinline__ void wg_load_stage(uint8_t *stg, const V4Params &p, int n0, int k0) {
+    const int tid = threadIdx.x;
+    if (PART != 2) {
+        // one run per n8 tile (16-row tile with WGPACK): its 4 groups of the stage, contiguous in memory
+        constexpr int TR = WGPACK ? 16 : 8, RUN = (WG_KC / 128) * 64 * TR;
+        const int ngroup = p.k / 128, gr0 = k0 / 128;
+#pragma unroll
+        for (int j = 0; j < V4_BN * WG_KC / 2 / 16 / NTH; ++j) {
+            const int c = tid + j * NTH, run = c / (RUN / 16), off = c % (RUN / 16);
+            cp_async16(stg + WGCfg::WOFF + run * RUN + off * 16,
+                       p.w + ((size_t)(n0 / TR + run) * ngroup + gr0) * (64 * TR) + off * 16, 16);
+        }
+        if (tid < (WG_KC / 128) * V4_BN * 2 / 16) {
+            const int gi = tid / (V4_BN * 2 / 16), off = tid % (V4_BN * 2 / 16);
+            cp_async16(stg + WGCfg::SOFF + gi * V4_BN * 2 + off * 16, p.gscale + (size_t)(gr0 + gi) * p.n + n0 + off * 8, 16);
+        }
+    }
+    if (PART != 1 && WGPACK) {  // 64 chunks of 8 columns per token row
+        for (int c = tid; c < p.m * 64; c += NTH) {
+            const int row = c >> 6, ch = c & 63;
+            cp_async16(stg + (ch >> 3) * 2048 + row * 128 + (((ch & 7) ^ (row & 7)) << 4),
+                       p.x + (size_t)row * p.k + k0 + ch * 8, 16);
+        }
+    }
+    if (PART != 1 && !WGPACK) {
+        // 256 column pairs per token row: c = (((gi * 4 + t) * 4 + w) * 2 + s) * 2 + h
+        for (int c = tid; c < p.m * 256; c += NTH) {
+            const int row = c >> 8, r = c & 255;
+            const int h = r & 1, s = (r >> 1) & 1, w = (r >> 2) & 3, t = (r >> 4) & 3, gi = r >> 6;
+            const int lc = gi * 128 + (2 * w + s) * 16 + 8 * h + 2 * t;  // logical column
+            const int byte = (lc & 63) * 2;
+            cp_async4(stg + (lc >> 6) * 2048 + row * 128 + ((((byte >> 4) ^ (row & 7))) << 4) + (byte & 15),
+                      p.x + (size_t)row * p.k + k0 + gi * 128 + 32 * t + 8 * w + 4 * s + 2 * h);
+        }
+    }
+}
+
+// NWG warpgroups: (NWG / 2) K slices of the stage's 4 groups x 2 halves of the 128 rows. LOADONLY (lab
+// diagnostic): the pipeline without the arithmetic. NCH: independent accumulator chains per group (step q
+// accumulates into chain q % NCH; the chains are added when the group is scaled): with N = 8 or 16 one wgmma
+// is short, and 8 of them into one accumulator run back to back at the wgmma latency (run h200-gpu6-int4w1).
+template <bool M16, int NWG, bool LOADONLY = false, int NCH = 1, bool WGPACK = false>
+__global__ void __launch_bounds__(NWG * 128, 1) gemm_int4_wg(V4Params p) {
+    constexpr int NTH = NWG * 128, KS = NWG / 2, GPW = 4 / KS, N = M16 ? 16 : 8, NA = N / 2;
+    constexpr int STAGES = WG_STAGES, STAGE = WGCfg::STAGE;
+    extern __shared__ uint8_t sm_raw[];
+    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wg = warp >> 2, wiw = warp & 3, rh = wg & 1, ksl = wg >> 1;
+    const int tile = 8 * rh + 2 * wiw;     // packed n8 tile of row r; tile + 1 holds row r + 8
+    const int rloc = 8 * tile + g;         // r, within the CTA's 128 rows
+    const int n0 = blockIdx.x * V4_BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / WG_KC;
+
+    float acc[NA], tmp[2][NCH][NA];
+#pragma unroll
+    for (int i = 0; i < NA; ++i) {
+        acc[i] = 0.f;
+#pragma unroll
+        for (int c = 0; c < NCH; ++c) tmp[0][c][i] = tmp[1][c][i] = 0.f;
+    }
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) wg_load_stage<NTH, 1, WGPACK>(sm + s * STAGE, p, n0, kbase + s * WG_KC);
+        cp_async_commit();
+    }
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) wg_load_stage<NTH, 2, WGPACK>(sm + s * STAGE, p, n0, kbase + s * WG_KC);
+        cp_async_commit();
+    }
+    if (nst <= STAGES - 1) pdl_launch_dependents();
+
+    // scales the finished group tile d (group gi of the stage at stg) into the running sums
+    auto apply = [&](float (*dc)[NA], const uint8_t *stg, int gi) {
+        const __half *sc = reinterpret_cast<const __half *>(stg + WGCfg::SOFF) + gi * V4_BN + rloc;
+        const float s0 = __half2float(sc[0]), s1 = __half2float(sc[8]);
+        float d[NA];
+#pragma unroll
+        for (int i = 0; i < NA; ++i) {
+            d[i] = dc[0][i];
+#pragma unroll
+            for (int c = 1; c < NCH; ++c) d[i] += dc[c][i];
+        }
+#pragma unroll
+        for (int j = 0; j < NA / 4; ++j) {
+            acc[4 * j + 0] = fmaf(d[4 * j + 0], s0, acc[4 * j + 0]);
+            acc[4 * j + 1] = fmaf(d[4 * j + 1], s0, acc[4 * j + 1]);
+            acc[4 * j + 2] = fmaf(d[4 * j + 2], s1, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(d[4 * j + 3], s1, acc[4 * j + 3]);
+        }
+    };
+
+    for (int st = 0; st < nst; ++st) {
+        cp_async_wait<STAGES - 2>();
+        wg_wait<0>();  // unconditional: the compiler cannot tell that nothing is in flight at st = 0
+        wg_reg_fence<NCH * NA>(&tmp[(GPW - 1) & 1][0][0]);
+        if (st > 0) {  // the last group of the previous stage: its wgmma read that stage, refilled after the barrier
+            apply(tmp[(GPW - 1) & 1], sm + ((st - 1) % STAGES) * STAGE, ksl * GPW + GPW - 1);
+        }
+        fence_proxy_async();
+        if (st == nst - STAGES + 1) pdl_launch_dependents();  // every load has been issued
+        __syncthreads();
+        {
+            const int nx = st + STAGES - 1;
+            if (nx < nst) wg_load_stage<NTH, 0, WGPACK>(sm + (nx % STAGES) * STAGE, p, n0, kbase + nx * WG_KC);
+            cp_async_commit();
+        }
+        if (LOADONLY) continue;
+        const uint8_t *stg = sm + (st % STAGES) * STAGE;
+        const uint32_t xs = smem_u32(stg);
+#pragma unroll
+        for (int j = 0; j < GPW; ++j) {
+            const int gi = ksl * GPW + j;
+            uint32_t a[8][4];
+            if (WGPACK) {
+                // 16-row tile tile / 2, group gi: two 512-byte halves of 4 k16 steps; word j of half h is step
+                // 4 h + j, its pair at shift 4 i the A register i
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(stg + WGCfg::WOFF + ((tile / 2) * 4 + gi) * 1024 +
+                                                                     h * 512 + lane * 16);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const uint32_t u = j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) a[4 * h + j][i] = int4_pair_bf16(u >> (4 * i));
+                    }
+                }
+            } else {
+                const uint4 v0 = *reinterpret_cast<const uint4 *>(stg + WGCfg::WOFF + (tile * 4 + gi) * 512 + lane * 16);
+                const uint4 v1 = *reinterpret_cast<const uint4 *>(stg + WGCfg::WOFF + ((tile + 1) * 4 + gi) * 512 + lane * 16);
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                    const uint32_t u = w == 0 ? v0.x : w == 1 ? v0.y : w == 2 ? v0.z : v0.w;
+                    const uint32_t v = w == 0 ? v1.x : w == 1 ? v1.y : w == 2 ? v1.z : v1.w;
+#pragma unroll
+                    for (int s = 0; s < 2; ++s) {
+                        a[2 * w + s][0] = int4_pair_bf16(u >> (8 * s));
+                        a[2 * w + s][1] = int4_pair_bf16(v >> (8 * s));
+                        a[2 * w + s][2] = int4_pair_bf16(u >> (8 * s + 4));
+                        a[2 * w + s][3] = int4_pair_bf16(v >> (8 * s + 4));
+                    }
+                }
+            }
+            float (*d)[NA] = tmp[j & 1];
+            wg_fence();
+#pragma unroll
+            for (int q = 0; q < 8; ++q)
+                wg_mma_rs<N>(d[q % NCH], a[q], wg_desc_sw128(xs + (gi * 2 + (q >> 2)) * 2048 + (q & 3) * 32), q >= NCH);
+            wg_commit();
+            if (j > 0) {
+                wg_wait<1>();
+                wg_reg_fence<NCH * NA>(&tmp[(j - 1) & 1][0][0]);
+                apply(tmp[(j - 1) & 1], stg, gi - 1);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    wg_wait<0>();
+    wg_reg_fence<NCH * NA>(&tmp[(GPW - 1) & 1][0][0]);
+    if (nst > 0) {
+        apply(tmp[(GPW - 1) & 1], sm + ((nst - 1) % STAGES) * STAGE, ksl * GPW + GPW - 1);
+    }
+    __syncthreads();
+    // accumulator (r, token 8 j + 2 t + e) = acc[4 j + e], row r + 8 = acc[4 j + 2 + e]
+    float *wred = reinterpret_cast<float *>(sm);  // [KS][16 tokens][128]
+#pragma unroll
+    for (int j = 0; j < NA / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            wred[(ksl * 16 + 8 * j + 2 * t + e) * V4_BN + rloc] = acc[4 * j + e];
+            wred[(ksl * 16 + 8 * j + 2 * t + e) * V4_BN + rloc + 8] = acc[4 * j + 2 + e];
+        }
+    float *tot = wred;
+    if (KS > 1) {
+        __syncthreads();
+        tot = wred + KS * 16 * V4_BN;
+        for (int i = threadIdx.x; i < 16 * V4_BN; i += NTH) {
+            float s = 0.f;
+#pragma unroll
+            for (int q = 0; q < KS; ++q) s += wred[q * 16 * V4_BN + i];
+            tot[i] = s;
+        }
+    }
+    v4_store_tot<true, NTH, V4_BN>(tot, p, n0, split);
+}
+
+template <bool M16, int NWG, bool LOADONLY = false, int NCH = 1, bool WGPACK = false>
+int launch_wg(const V4Params &p0, int splits, cudaStream_t stream) {
+    auto kern = gemm_int4_wg<M16, NWG, LOADONLY, NCH, WGPACK>;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WGCfg::SMEM));
+        configured = true;
+    }
+    V4Params p = p0;
+    p.splits = splits;
+    p.kper = p.k / splits;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
+    cfg.blockDim = dim3(NWG * 128, 1, 1);
+    cfg.dynamicSmemBytes = WGCfg::SMEM;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = splits;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 2;
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
+    return 0;
+}
+
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
+int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.x
 
 // The lab versions of the cp.async-ring kernel (see cuda_lab.h and dev/cuda/NOTES.md).
 template <bool INT4, int VER>
@@ -487,7 +896,8 @@ struct V5Ver {
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
-    static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || DEEP) ? 16 : 8;
+    static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 || DEEP) ? 16 : 8;
+    static constexpr bool WA = VER == 28 || VER == 29;  // int4: weights as the mma A operand
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21;
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
     static constexpr int KC = SMALL || WIDE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
@@ -504,7 +914,7 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = V5Ver<INT4, VER>;
     auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
                          : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
-                                        VC::BN>;
+                                        VC::BN, VC::WA>;
     const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
     static bool configured = false;
     if (!configured) {
@@ -539,12 +949,14 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
 // ver 4: bulk copies (row-major fp8 weights); 5 / 6: cp.async ring with 8 / 16 warps (fp8 weights packed by
 // assay_cuda_fp8w_pack); 7: ver 6 without the arithmetic (lab diagnostic: load time alone, output not written).
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
-                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream) {
+                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream, bool wgpack) {
     if (g_v4_ok < 0) {
         int dev = 0, major = 0;
         g_v4_ok = cudaGetDevice(&dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+        g_wg_ok = g_v4_ok && major == 9;
     }
+    if (wgpack != (ver == 26 || ver == 27)) return 0;  // weights in the other packing
     const int kc = ((ver >= 10 && ver <= 12) || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -589,6 +1001,28 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 19: rc = V45_LAUNCH(19); break;
     case 20: rc = V45_LAUNCH(20); break;
     case 21: rc = V45_LAUNCH(21); break;
+    case 22:
+    case 24:
+    case 25:
+        if (!int4 || !g_wg_ok || wgpack) return 0;
+        rc = ver == 22   ? (m > 8 ? launch_wg<true, 2>(p, splits, stream) : launch_wg<false, 2>(p, splits, stream))
+             : ver == 24 ? (m > 8 ? launch_wg<true, 2, true>(p, splits, stream) : launch_wg<false, 2, true>(p, splits, stream))
+                         : (m > 8 ? launch_wg<true, 2, false, 4>(p, splits, stream) : launch_wg<false, 2, false, 4>(p, splits, stream));
+        break;
+    case 28:
+        if (!int4) return 0;
+        rc = V45_LAUNCH(28);
+        break;
+    case 29:
+        if (!int4) return 0;
+        rc = V45_LAUNCH(29);
+        break;
+    case 26:
+    case 27:
+        if (!int4 || !g_wg_ok || !wgpack) return 0;
+        rc = ver == 26 ? (m > 8 ? launch_wg<true, 2, false, 4, true>(p, splits, stream) : launch_wg<false, 2, false, 4, true>(p, splits, stream))
+                       : (m > 8 ? launch_wg<true, 2, true, 4, true>(p, splits, stream) : launch_wg<false, 2, true, 4, true>(p, splits, stream));
+        break;
     default: return 0;  // not a version of this file: the caller falls back
     }
 #undef V45_LAUNCH
