@@ -17,8 +17,8 @@ static void print_schemes(void) {
 
 int assay_cmd_quantize(int argc, char **argv) {
     const char *out = NULL, *scheme = NULL, *calib = NULL, *rotate = NULL, *ignore = NULL, *kv = NULL, *imatrix = NULL;
-    const char *awq_route = NULL, *awq_grid = NULL;
-    int64_t samples = 128, seq_len = 512, group = 0, threads = 0, seed = 0, awq_seqs = -1;
+    const char *awq_route = NULL, *awq_grid = NULL, *awq_clip = NULL;
+    int64_t samples = 128, seq_len = 512, group = 0, threads = 0, seed = 0, awq_seqs = -1, awq_tokens = -1;
     double alpha = 0.5;
     int force = 0, quant_lm_head = 0;
     const cli_option opts[] = {
@@ -38,6 +38,10 @@ int assay_cmd_quantize(int argc, char **argv) {
          "int4-awq driver: hooks (default) or cached (layer by layer on every calibration token)"},
         {NULL, "--awq-seqs", CLI_INT, &awq_seqs, "N", "int4-awq: sequences the scales are scored on (0: all)"},
         {NULL, "--awq-grid", CLI_STRING, &awq_grid, "G", "int4-awq scale grid: autoawq (default) or llm-compressor"},
+        {NULL, "--awq-clip", CLI_STRING, &awq_clip, "C",
+         "int4-awq clipping: two-sided (default), all (AutoAWQ's ranges, q/k too) or autoawq (q/k not clipped)"},
+        {NULL, "--awq-tokens", CLI_INT, &awq_tokens, "N",
+         "int4-awq: rows per input for clipping and the MLP scale losses (default 4096)"},
         {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
         {NULL, "--seed", CLI_INT, &seed, "N", "seed for calibration sampling and rotations (default 0)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "replace an existing output"},
@@ -74,6 +78,10 @@ int assay_cmd_quantize(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--awq-seqs must be >= 0 (0: every calibration sequence)");
     }
+    if (awq_tokens == 0 || awq_tokens < -1) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "--awq-tokens must be at least 1");
+    }
 
     assay_quantize_options opt;
     assay_quantize_options_init(&opt);
@@ -88,6 +96,8 @@ int assay_cmd_quantize(int argc, char **argv) {
     opt.awq_route = awq_route;
     opt.awq_seqs = awq_seqs;
     opt.awq_grid = awq_grid;
+    opt.awq_clip = awq_clip;
+    opt.awq_tokens = awq_tokens;
     opt.keep_lm_head = !quant_lm_head;
     opt.force = force;
     opt.threads = (int)threads;

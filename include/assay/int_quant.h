@@ -36,6 +36,8 @@ typedef struct assay_int4_params {
     int mse;           /* GPTQ group parameters by gptq's quantizer mse search (shrunk ranges, |err|^2.4) */
     int awq_range;     /* RTN with AWQ's quantizer (pseudo_quantize_tensor): the group's min/max as they are, not
                           widened to contain 0, scale >= 1e-5; the ranges AWQ's clipping search assumed */
+    int awq_clip_two_sided; /* AWQ clipping: shrink the group's low and high ends independently (0: AutoAWQ's
+                          symmetric [−m, m]) */
 } assay_int4_params;
 
 assay_int4_params assay_int4_params_default(void);
@@ -89,8 +91,10 @@ typedef double (*assay_awq_loss_fn)(void *ctx, const float *const *w_q);
 assay_status assay_awq_search_scale_fn(const float *x_absmean, int64_t n_in, const float *const *w,
                                        const int64_t *n_out, int n_lin, const assay_int4_params *p, int n_grid, int duo,
                                        assay_awq_loss_fn loss, void *ctx, float *s, float *alpha);
-/* AWQ clipping: per output row and group, the max |w| shrunk by (1 − i/20), i = 0..9, that minimises the
- * group's output error on the rows x (already divided by s); W (already multiplied by s) is clamped in place. */
+/* AWQ clipping: per output row and group, the clamp range that minimises the group's output error on the rows x
+ * (already divided by s); W (already multiplied by s) is clamped in place. Candidates: AutoAWQ's [−m, m] with
+ * m = max |w| · (1 − i/20), i = 0..9; with p->awq_clip_two_sided, [min · (1 − b/20), max · (1 − a/20)] for
+ * a, b = 0..9 (asymmetric groups get their own ends). */
 void assay_awq_clip(float *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, const assay_int4_params *p);
 
 /* A llama self-attention block on f32 weights in HF row order ([out][in]), for AWQ's attention loss:

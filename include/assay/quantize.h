@@ -53,6 +53,11 @@ typedef struct assay_quantize_options {
                                   * the default (cached route: all; hooks route: 8 for the attention block) */
     const char *awq_grid;        /* --awq-grid (int4-awq): NULL or "autoawq" (duo scaling at i/20: the default) or
                                   * "llm-compressor" (identity, then duo scaling at i/18 up to 1.0) */
+    const char *awq_clip;        /* --awq-clip (int4-awq): NULL or "two-sided" (the default: every linear, the low and
+                                  * high ends of a group searched independently), "all" (AutoAWQ's ranges, q/k too) or
+                                  * "autoawq" (AutoAWQ's ranges, q/k not clipped) */
+    int64_t awq_tokens;          /* --awq-tokens (int4-awq): rows per input for the clipping search and the MLP scale
+                                  * losses; -1 means the default (4096) */
     int keep_lm_head;            /* 1 (default): output.weight / lm_head stays in its source dtype */
     int force;                   /* --force: replace an existing output */
     int threads;                 /* --threads: 0 = all cores */

@@ -24,6 +24,13 @@
 
 typedef enum assay_intq_method { ASSAY_INTQ_RTN, ASSAY_INTQ_GPTQ, ASSAY_INTQ_AWQ, ASSAY_INTQ_W8A8 } assay_intq_method;
 
+/* AWQ's clipping search: which linears it clips and which clamp ranges it tries (assay_awq_clip) */
+typedef enum assay_awq_clip_mode {
+    ASSAY_AWQ_CLIP_AUTOAWQ,   /* AutoAWQ: [−m, m] shrunk from max |w|; q/k not clipped (their error shows through q·k) */
+    ASSAY_AWQ_CLIP_ALL,       /* the same ranges, q/k clipped on their own output error too */
+    ASSAY_AWQ_CLIP_TWO_SIDED, /* every linear; the group's low and high ends shrunk independently */
+} assay_awq_clip_mode;
+
 typedef struct assay_intq_options {
     assay_intq_method method;
     int64_t group_size;     /* int4 groups along the input (default 128) */
@@ -34,7 +41,8 @@ typedef struct assay_intq_options {
     const char *calib_path; /* text file or directory; NULL: $ASSAY_SHARED/data/calibration */
     int64_t calib_chunks;   /* calibration chunks (32) */
     int64_t calib_seq_len;  /* tokens per chunk (512) */
-    int64_t awq_tokens;     /* rows AWQ keeps per input for its searches (512) */
+    int64_t awq_tokens;     /* rows AWQ keeps per input for the clipping search and the MLP / down_proj scale losses
+                               (4096; AutoAWQ's clipping uses 512) */
     int awq_grid;           /* AWQ scale grid points in [0, 1) (20) */
     int sequential;         /* GPTQ calibration: 0 one pass over the FP model, 1 one pass per layer on the model with
                                the earlier layers quantized (gptq.py), 2 one pass per distinct input, q/k/v -> o ->
@@ -45,6 +53,7 @@ typedef struct assay_intq_options {
                                awq_cached off, the attention-block loss keeps this many, 0 meaning 8) */
     int awq_block_loss;     /* AWQ scores scales on the attention / MLP block output (AutoAWQ), not per linear (1) */
     int awq_duo;            /* AutoAWQ's duo scaling (weights' magnitude too) in the scale grid (1) */
+    assay_awq_clip_mode awq_clip; /* (ASSAY_AWQ_CLIP_TWO_SIDED) */
     int awq_cached;         /* AWQ layer by layer on the cached residual stream of every calibration token (plain llama
                                layers; otherwise one engine pass keeping awq_tokens rows per input) (0) */
     int mse;                /* GPTQ group parameters from gptq's mse range search (quant.py Quantizer mse=True: ranges

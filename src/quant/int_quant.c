@@ -553,64 +553,123 @@ void assay_awq_absmean(const float *x, int64_t n_tok, int64_t n_in, float *out) 
     free(acc);
 }
 
+/* The clipping search scores a candidate by Σ_t (x_t,g · d)² over the input rows, d being the change the clip and
+ * the quantization make to one row's group. That equals dᵀ G_g d with the group's Gram matrix G_g = Σ_t x_t,g x_t,gᵀ,
+ * so each candidate costs gs² instead of n_tok·gs and the search can score thousands of rows. */
+typedef struct {
+    const float *x;
+    float *gram; /* [n_in / gs][gs][gs] */
+    int64_t n_tok, n_in, gs, g0, g1;
+} iq_group_gram_job;
+
+static void *iq_group_gram_worker(void *arg) {
+    iq_group_gram_job *j = arg;
+    int64_t gs = j->gs;
+    for (int64_t g = j->g0; g < j->g1; g++) {
+        float *G = j->gram + g * gs * gs;
+        memset(G, 0, sizeof(float) * (size_t)(gs * gs));
+        for (int64_t t = 0; t < j->n_tok; t++) {
+            const float *xg = j->x + t * j->n_in + g * gs;
+            for (int64_t a = 0; a < gs; a++) {
+                float xa = xg[a];
+                float *row = G + a * gs;
+                for (int64_t b = 0; b < gs; b++) row[b] += xa * xg[b];
+            }
+        }
+    }
+    return NULL;
+}
+
 typedef struct {
     float *w;
-    const float *x;
-    int64_t n_tok, n_in, gs, o0, o1;
-    int maxq;
+    const float *gram;
+    int64_t n_in, gs, o0, o1;
+    int maxq, two_sided;
 } iq_clip_job;
+
+/* dᵀ G d for a symmetric G, from its upper triangle (half the multiplies) */
+static double iq_quad_form(const float *G, const float *d, int64_t n) {
+    double e = 0;
+    for (int64_t r = 0; r < n; r++)
+        e += (double)d[r] * (G[r * n + r] * d[r] + 2 * iq_dot(G + r * n + r + 1, d + r + 1, n - r - 1));
+    return e;
+}
+
+#define IQ_CLIP_STEPS 10 /* shrink factors 1 − i/20, i = 0..9 (AutoAWQ: n_grid 20, max_shrink 0.5) */
 
 static void *iq_clip_worker(void *arg) {
     iq_clip_job *j = arg;
     int64_t gs = j->gs;
-    float *xg = assay_xmalloc(sizeof(float) * (size_t)(j->n_tok * gs));
-    float *org = assay_xmalloc(sizeof(float) * (size_t)j->n_tok);
-    float *wq = assay_xmalloc(sizeof(float) * (size_t)gs);
+    float *wq = assay_xmalloc(sizeof(float) * (size_t)gs), *d = assay_xmalloc(sizeof(float) * (size_t)gs);
     for (int64_t g = 0; g < j->n_in / gs; g++) {
-        for (int64_t t = 0; t < j->n_tok; t++) memcpy(xg + t * gs, j->x + t * j->n_in + g * gs, sizeof(float) * (size_t)gs);
+        const float *G = j->gram + g * gs * gs;
         for (int64_t o = j->o0; o < j->o1; o++) {
             float *wg = j->w + o * j->n_in + g * gs;
-            float amax = 0;
-            for (int64_t i = 0; i < gs; i++) amax = fabsf(wg[i]) > amax ? fabsf(wg[i]) : amax;
-            for (int64_t t = 0; t < j->n_tok; t++) org[t] = iq_dot(xg + t * gs, wg, gs);
-            double best = INFINITY;
-            float best_max = amax;
-            for (int step = 0; step < 10; step++) { /* shrink factors 1.00, 0.95, ..., 0.55 */
-                float mv = amax * (1 - step / 20.0f);
-                for (int64_t i = 0; i < gs; i++) wq[i] = wg[i] > mv ? mv : (wg[i] < -mv ? -mv : wg[i]);
-                iq_fake_quant_group(wq, gs, j->maxq);
-                double err = 0;
-                for (int64_t t = 0; t < j->n_tok; t++) {
-                    double e = iq_dot(xg + t * gs, wq, gs) - org[t];
-                    err += e * e;
-                }
-                if (err < best) {
-                    best = err;
-                    best_max = mv;
-                }
+            float mx = wg[0], mn = wg[0];
+            for (int64_t i = 1; i < gs; i++) {
+                mx = wg[i] > mx ? wg[i] : mx;
+                mn = wg[i] < mn ? wg[i] : mn;
             }
-            for (int64_t i = 0; i < gs; i++) wg[i] = wg[i] > best_max ? best_max : (wg[i] < -best_max ? -best_max : wg[i]);
+            float amax = fmaxf(mx, -mn);
+            double best = INFINITY;
+            float best_lo = mn, best_hi = mx;
+            /* symmetric (AutoAWQ): [−m, m] with m = max|w|·(1 − i/20); two-sided: the high end max·(1 − a/20) and
+             * the low end min·(1 − b/20) searched independently (an end on the wrong side of 0 is not moved).
+             * The first candidate is the unclipped group and ties keep the earlier (less clipped) candidate. */
+            int n_a = IQ_CLIP_STEPS, n_b = j->two_sided ? IQ_CLIP_STEPS : 1;
+            for (int a = 0; a < n_a; a++)
+                for (int b = 0; b < n_b; b++) {
+                    float lo, hi;
+                    if (j->two_sided) {
+                        if ((a && mx <= 0) || (b && mn >= 0)) continue;
+                        hi = mx > 0 ? mx * (1 - a / 20.0f) : mx;
+                        lo = mn < 0 ? mn * (1 - b / 20.0f) : mn;
+                    } else {
+                        hi = amax * (1 - a / 20.0f);
+                        lo = -hi;
+                    }
+                    for (int64_t i = 0; i < gs; i++) wq[i] = wg[i] > hi ? hi : (wg[i] < lo ? lo : wg[i]);
+                    iq_fake_quant_group(wq, gs, j->maxq);
+                    for (int64_t i = 0; i < gs; i++) d[i] = wq[i] - wg[i];
+                    double err = iq_quad_form(G, d, gs);
+                    if (err < best) {
+                        best = err;
+                        best_lo = lo;
+                        best_hi = hi;
+                    }
+                }
+            for (int64_t i = 0; i < gs; i++) wg[i] = wg[i] > best_hi ? best_hi : (wg[i] < best_lo ? best_lo : wg[i]);
         }
     }
-    free(xg);
-    free(org);
     free(wq);
+    free(d);
     return NULL;
 }
 
 void assay_awq_clip(float *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, const assay_int4_params *p) {
-    int64_t gs = p->group_size <= 0 ? n_in : p->group_size;
+    int64_t gs = p->group_size <= 0 ? n_in : p->group_size, n_groups = n_in / gs;
     ASSAY_ASSERT(n_in % gs == 0);
+    float *gram = assay_xmalloc(sizeof(float) * (size_t)(n_groups * gs * gs));
     int nt = iq_threads();
+    pthread_t th[64];
+    int ng = nt > n_groups ? (int)n_groups : nt;
+    iq_group_gram_job gj[64];
+    for (int k = 0; k < ng; k++) {
+        gj[k] = (iq_group_gram_job){x, gram, n_tok, n_in, gs, n_groups * k / ng, n_groups * (k + 1) / ng};
+        if (k) pthread_create(&th[k], NULL, iq_group_gram_worker, &gj[k]);
+    }
+    iq_group_gram_worker(&gj[0]);
+    for (int k = 1; k < ng; k++) pthread_join(th[k], NULL);
     if (nt > n_out) nt = (int)n_out;
     iq_clip_job jobs[64];
-    pthread_t th[64];
     for (int k = 0; k < nt; k++) {
-        jobs[k] = (iq_clip_job){w, x, n_tok, n_in, gs, n_out * k / nt, n_out * (k + 1) / nt, (1 << p->bits) - 1};
+        jobs[k] = (iq_clip_job){w, gram, n_in, gs, n_out * k / nt, n_out * (k + 1) / nt, (1 << p->bits) - 1,
+                                p->awq_clip_two_sided};
         if (k) pthread_create(&th[k], NULL, iq_clip_worker, &jobs[k]);
     }
     iq_clip_worker(&jobs[0]);
     for (int k = 1; k < nt; k++) pthread_join(th[k], NULL);
+    free(gram);
 }
 
 /* ---- llama attention block in f32 (AWQ's attention loss) ---------------------------------------------- */

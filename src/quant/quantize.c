@@ -86,6 +86,7 @@ void assay_quantize_options_init(assay_quantize_options *opt) {
     opt->calib_seq_len = 512;
     opt->smoothquant_alpha = 0.5;
     opt->awq_seqs = -1;
+    opt->awq_tokens = -1;
     opt->keep_lm_head = 1;
 }
 

@@ -737,7 +737,9 @@ static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options 
         for (int64_t j = 0; j < E; j++) attn_norm[j] /= s[j];
         for (int k = 0; k < 3; k++) IQ_FOLD_COLS(k, E);
         iq_div_cols(sc->h, N, E, s);
-        rows[2] = iq_strided_rows(sc->h, N, E, want, &nr[2]); /* v; q and k are not clipped */
+        rows[2] = iq_strided_rows(sc->h, N, E, want, &nr[2]);
+        rows[0] = rows[1] = rows[2]; /* q, k and v share their input */
+        nr[0] = nr[1] = nr[2];
         /* o_proj's input */
         iq_seqcal_stage1(sc, IN_O, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
         rows[3] = iq_strided_rows(sc->att, N, sc->qd, want, &nr[3]);
@@ -795,11 +797,11 @@ static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options 
         /* the next layer's input, from the scaled full-precision weights (not yet clipped) */
         iq_seqcal_stage1(sc, IN_COUNT, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
         /* clipping, once every scale of the layer is in the weights (the reference's order) */
-        for (int k = 2; k < N_LINEARS; k++)
+        for (int k = 0; k < N_LINEARS; k++)
             if (!skip_clip[k]) assay_awq_clip(w[k], n_out[k], n_in[k], rows[k], nr[k], p);
     }
 #undef IQ_FOLD_COLS
-    for (int k = 0; k < N_LINEARS; k++)
+    for (int k = 2; k < N_LINEARS; k++) /* rows[0..1] are rows[2], rows[5] is rows[4] */
         if (k != 5) free(rows[k]);
     free(s);
     free(xmean);
@@ -815,7 +817,8 @@ void assay_intq_options_default(assay_intq_options *o, assay_intq_method method)
     o->alpha = 0.5f;
     o->calib_chunks = 32;
     o->calib_seq_len = 512;
-    o->awq_tokens = 512;
+    o->awq_tokens = 4096;
+    o->awq_clip = ASSAY_AWQ_CLIP_TWO_SIDED;
     o->awq_grid = 20;
     o->sequential = 2;
     o->awq_seqs = 0;
@@ -971,6 +974,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
             p.damp = o->damp > 0 ? o->damp : 0.01;
             p.act_order = o->method == ASSAY_INTQ_GPTQ && o->act_order;
             p.mse = o->method == ASSAY_INTQ_GPTQ && o->mse;
+            p.awq_clip_two_sided = o->awq_clip == ASSAY_AWQ_CLIP_TWO_SIDED;
             gs_used = p.group_size;
             if (o->method == ASSAY_INTQ_AWQ && awq_cached) {
                 if (l == 0) {
@@ -985,8 +989,8 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     w[k] = val[IDX(lin[k])];
                     no[k] = lin[k]->ne[1];
                     ni[k] = lin[k]->ne[0];
-                    /* q/k: their error is judged through q·k, AWQ does not clip them; ignored linears stay as they are */
-                    skip_clip[k] = k < 2 || IGNORED(lin[k]);
+                    /* AutoAWQ does not clip q/k (their error is judged through q·k); ignored linears stay as they are */
+                    skip_clip[k] = (k < 2 && o->awq_clip == ASSAY_AWQ_CLIP_AUTOAWQ) || IGNORED(lin[k]);
                 }
                 float alpha3[3] = {0, 0, 0};
                 st = iq_awq_layer_cached(&sc, o, &p, w, no, ni, val[IDX(attn_norm)], val[IDX(ffn_norm)], skip_clip,
@@ -1031,10 +1035,11 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     }
                     free(s);
                 }
-                /* clipping (not for q/k: their error is judged through q·k, AWQ skips them) */
-                for (int k = 2; k < N_LINEARS && st == ASSAY_OK; k++) {
+                /* clipping (q/k only outside ASSAY_AWQ_CLIP_AUTOAWQ: AutoAWQ judges their error through q·k and
+                 * skips them; on the house model clipping them on their own output error lowers the PPL) */
+                for (int k = o->awq_clip == ASSAY_AWQ_CLIP_AUTOAWQ ? 2 : 0; k < N_LINEARS && st == ASSAY_OK; k++) {
                     iq_input *in = &cal.in[l * IN_COUNT + kLinearInput[k]];
-                    if (!in->n_sample) continue;
+                    if (!in->n_sample || IGNORED(lin[k])) continue;
                     assay_awq_clip(val[IDX(lin[k])], lin[k]->ne[1], lin[k]->ne[0], in->sample, in->n_sample, &p);
                 }
             }

@@ -42,14 +42,26 @@ assay_status assay_quantize_gguf(const assay_quantize_scheme *scheme, const assa
     return st;
 }
 
-/* AWQ's driver and scale grid (--awq-route / --awq-seqs / --awq-grid); an error when given for another scheme,
- * so a typo'd experiment does not silently run the default. */
+/* AWQ's driver, scale grid and clipping (--awq-route / --awq-seqs / --awq-grid / --awq-clip / --awq-tokens); an
+ * error when given for another scheme, so a typo'd experiment does not silently run the default. */
 static assay_status kq_awq_options(const assay_quantize_scheme *scheme, const assay_quantize_options *opt,
                                    assay_intq_options *o) {
-    int given = opt->awq_route || opt->awq_grid || opt->awq_seqs >= 0;
+    int given = opt->awq_route || opt->awq_grid || opt->awq_seqs >= 0 || opt->awq_clip || opt->awq_tokens >= 0;
     if (!given) return ASSAY_OK;
     if (o->method != ASSAY_INTQ_AWQ)
-        return assay_fail(ASSAY_ERR_ARG, "--awq-route, --awq-seqs and --awq-grid apply to int4-awq, not %s", scheme->name);
+        return assay_fail(ASSAY_ERR_ARG, "the --awq-* options apply to int4-awq, not %s", scheme->name);
+    static const struct {
+        const char *name;
+        assay_awq_clip_mode mode;
+    } clip_modes[] = {{"two-sided", ASSAY_AWQ_CLIP_TWO_SIDED}, {"all", ASSAY_AWQ_CLIP_ALL}, {"autoawq", ASSAY_AWQ_CLIP_AUTOAWQ}};
+    if (opt->awq_clip) {
+        size_t i = 0, n = sizeof clip_modes / sizeof clip_modes[0];
+        while (i < n && strcmp(opt->awq_clip, clip_modes[i].name) != 0) i++;
+        if (i == n) return assay_fail(ASSAY_ERR_ARG, "unknown --awq-clip '%s' (known: two-sided, all, autoawq)", opt->awq_clip);
+        o->awq_clip = clip_modes[i].mode;
+    }
+    if (opt->awq_tokens == 0) return assay_fail(ASSAY_ERR_ARG, "--awq-tokens must be at least 1");
+    if (opt->awq_tokens > 0) o->awq_tokens = opt->awq_tokens;
     if (opt->awq_route) {
         if (strcmp(opt->awq_route, "cached") == 0) o->awq_cached = 1;
         else if (strcmp(opt->awq_route, "hooks") == 0) o->awq_cached = 0;

@@ -18,7 +18,13 @@
    i < 80, least sum |Q(x) - x|^2.4).
 4. Requires AWQ's final quantizer (awq_range: per-group min/max not widened to contain 0, as AutoAWQ's
    pseudo_quantize_tensor) on groups that lie on one side of 0.
-5. Recomputes the llama attention block AWQ's q/k/v search scores (HF LlamaAttention in numpy: rotate_half RoPE
+5. Reruns AWQ's clipping search (AutoAWQ _compute_best_clip: per output row and g64 group, clamp to [-m, m] with
+   m = max|w| (1 - i/20), i = 0..9, fake-quantize, error = sum over the tokens of the group's partial output change
+   squared, first minimum wins) and the two-sided variant (ends max (1 - a/20) and min (1 - b/20) searched
+   independently), scoring every candidate token by token, and requires the C search (which scores through the
+   group's Gram matrix) to pick the same clamp in at least 98% of the groups and never one whose error is more
+   than 1e-4 (relative) above the best.
+6. Recomputes the llama attention block AWQ's q/k/v search scores (HF LlamaAttention in numpy: rotate_half RoPE
    with base 10000 at positions 0..T-1 per sequence, grouped KV heads repeated, causal softmax(q k^T / sqrt(d)), o_proj)
    and requires the C block's output within 1e-4 relative to its largest value.
 Exit code 0 = pass.
@@ -143,6 +149,55 @@ def awq_pseudo_quant(w, gs, maxq=15):
     return q.reshape(shp)
 
 
+def awq_fake_quant_f32(g, maxq=15):
+    """AWQ's pseudo-quantization of the rows of g in f32 with the scale rounded to fp16 (as the C search does)"""
+    mx, mn = g.max(axis=1, keepdims=True), g.min(axis=1, keepdims=True)
+    sc = (np.maximum(mx - mn, np.float32(1e-5)) / np.float32(maxq)).astype(np.float16).astype(np.float32)
+    z = np.clip(np.round(-mn / sc), 0, maxq)
+    return ((np.clip(np.round(g / sc) + z, 0, maxq) - z) * sc).astype(np.float32)
+
+
+def clip_check(w, x, out, gs, two_sided):
+    """number of groups where out matches the reference's choice, and the worst relative excess error of out's"""
+    n_out, n_in = w.shape
+    n_g = n_in // gs
+    W = w.reshape(n_out, n_g, gs).astype(np.float32)
+    X = x.reshape(-1, n_g, gs).astype(np.float64)
+    O = out.reshape(n_out, n_g, gs)
+    org = np.einsum("tgi,ogi->ogt", X, W.astype(np.float64))
+    mx, mn = W.max(axis=2), W.min(axis=2)
+    amax = np.maximum(mx, -mn)
+    cands = []
+    for a in range(10):
+        fa = np.float32(1) - np.float32(a) / np.float32(20)
+        for b in range(10 if two_sided else 1):
+            fb = np.float32(1) - np.float32(b) / np.float32(20)
+            if two_sided:
+                hi = np.where(mx > 0, mx * fa, mx).astype(np.float32)
+                lo = np.where(mn < 0, mn * fb, mn).astype(np.float32)
+                valid = ~(((a > 0) & (mx <= 0)) | ((b > 0) & (mn >= 0)))
+            else:
+                hi = (amax * fa).astype(np.float32)
+                lo = -hi
+                valid = np.ones_like(hi, bool)
+            cw = np.clip(W, lo[..., None], hi[..., None])
+            q = awq_fake_quant_f32(cw.reshape(-1, gs)).reshape(W.shape)
+            err = ((np.einsum("tgi,ogi->ogt", X, q.astype(np.float64)) - org) ** 2).sum(axis=2)
+            cands.append((np.where(valid, err, np.inf), cw))
+    errs = np.stack([e for e, _ in cands])           # [cand, out, group]
+    best = errs.min(axis=0)
+    first = errs.argmin(axis=0)                     # first minimum, like the C loop
+    ref_w = np.stack([c for _, c in cands])[first, np.arange(n_out)[:, None], np.arange(n_g)[None, :]]
+    same = np.all(ref_w == O, axis=2)
+    # the error of the clamp C chose: the candidate whose clamped group equals C's
+    worst = 0.0
+    for o, g in zip(*np.nonzero(~same)):
+        match = [errs[k, o, g] for k, (_, cw) in enumerate(cands) if np.array_equal(cw[o, g], O[o, g])]
+        excess = (min(match) - best[o, g]) / max(best[o, g], 1e-30) if match else np.inf
+        worst = max(worst, excess)
+    return int(same.sum()), same.size, worst
+
+
 def awq_duo_search(x, ws, gs, n_grid=20):
     x = x.astype(np.float64)
     x_mean = np.abs(x).mean(axis=0)
@@ -257,6 +312,14 @@ def main():
     print(f"awq quantizer: {bad} of {ref.size} values differ from AutoAWQ's pseudo_quantize_tensor")
     if bad:
         fails.append(f"awq quantizer: {bad} values differ from AutoAWQ's pseudo_quantize_tensor")
+    for key, two in (("clip.sym", False), ("clip.two", True)):
+        same, n, worst = clip_check(t["clip.w"], t["clip.x"], t[key], gs, two)
+        print(f"awq clipping ({'two-sided' if two else 'AutoAWQ'}): {same} of {n} groups pick the numpy search's clamp; "
+              f"worst excess error of the others {worst:.2g}")
+        if same < 0.98 * n or worst > 1e-4:
+            fails.append(f"awq clipping ({key}): {same} of {n} groups agree, worst excess error {worst:.3g}")
+    if np.array_equal(t["clip.sym"], t["clip.two"]):
+        fails.append("awq clipping: the two-sided search changed nothing against the symmetric one")
     ya = attention_reference(t["attn.x"], t["attn.wq"], t["attn.wk"], t["attn.wv"], t["attn.wo"], 2, 4, 2, 8)
     err = float(np.abs(ya - t["attn.y"]).max() / np.abs(ya).max())
     print(f"attention block: max |C - numpy| / max |y| = {err:.2g}")

@@ -154,6 +154,13 @@ int main(void) {
         for (int i = 0; i < NIN; i++) wa[o * NIN + i] = w[o * NIN + i] * s[i];
     for (int t = 0; t < NTOK; t++)
         for (int i = 0; i < NIN; i++) xa[t * NIN + i] = x[t * NIN + i] / s[i];
+    /* the clipping search in both modes, for the oracle: AutoAWQ's [−m, m] and the two-sided ranges */
+    static float clip_in[NOUT * NIN], clip_two[NOUT * NIN];
+    memcpy(clip_in, wa, sizeof clip_in);
+    memcpy(clip_two, wa, sizeof clip_two);
+    p.awq_clip_two_sided = 1;
+    assay_awq_clip(clip_two, NOUT, NIN, xa, NTOK, &p);
+    p.awq_clip_two_sided = 0;
     assay_awq_clip(wa, NOUT, NIN, xa, NTOK, &p);
     CHECK_OK(assay_int4_rtn(wa, NOUT, NIN, &p, &r));
     assay_int4_dequantize(&r, awq.deq);
@@ -275,6 +282,10 @@ int main(void) {
     add_packed(wr, "awq", &awq, 1);
     add(wr, "awqr.w", "F32", 16, 128, wr8, sizeof wr8);
     add(wr, "awqr.deq", "F32", 16, 128, wr8q, sizeof wr8q);
+    add(wr, "clip.w", "F32", NOUT, NIN, clip_in, sizeof clip_in);
+    add(wr, "clip.x", "F32", NTOK, NIN, xa, sizeof xa);
+    add(wr, "clip.sym", "F32", NOUT, NIN, wa, sizeof wa);
+    add(wr, "clip.two", "F32", NOUT, NIN, clip_two, sizeof clip_two);
     CHECK_OK(assay_safetensors_writer_write(wr, path, 1));
     assay_safetensors_writer_free(wr);
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/py/int_quant_oracle.py' '%s' %d", py, src, path, GS);

@@ -32,7 +32,7 @@ int main(void) {
         o.calib_chunks = 2;
         o.calib_seq_len = 128;
         o.threads = 2;
-        o.awq_tokens = 128; /* a lighter AWQ search than the default (512 rows, 20 grid points) keeps CI short */
+        o.awq_tokens = 128; /* a lighter AWQ search than the default (4096 rows, 20 grid points) keeps CI short */
         o.awq_grid = 10;
         if (i >= 4) {
             o.awq_cached = i == 4;
