@@ -3,9 +3,9 @@
  *
  * Calibration chunks are spread evenly over the whole calibration corpus (assay_calib_text_spread), not taken from
  * its first file. What each method gathers per decoder layer: GPTQ the input Gram matrices (one per distinct
- * input: q/k/v share one, gate/up share one), AWQ mean |x| over every token, a strided subsample of the input rows
- * (MLP loss, clipping) and the first whole sequences of the q/k/v input (attention loss), SmoothQuant the
- * per-channel max |x|. AWQ and SmoothQuant take every layer's inputs from the full-precision model in one pass
+ * input: q/k/v share one, gate/up share one), AWQ mean |x| over every token, awq_tokens strided input rows (MLP
+ * loss, clipping) and the first whole sequences of the q/k/v input (attention loss), SmoothQuant the per-channel
+ * max |x|. AWQ and SmoothQuant take every layer's inputs from the full-precision model in one pass
  * (as AWQ's reference does); with awq_cached, AWQ instead computes them layer by layer on the cached residual
  * stream of every calibration token (iq_awq_layer_cached), so its scale search can score all of them. GPTQ by
  * default calibrates layer by layer on the model as quantized so far, like the reference's sequential driver with
@@ -693,7 +693,7 @@ static float *iq_strided_rows(const float *x, int64_t n, int64_t n_in, int64_t w
  * (the attention block with o_proj for q/k/v, the MLP block for gate/up, down_proj's own output for down), each
  * stage's input computed from the one before with the scaled full-precision weights (scaling is exact there: these
  * are the full-precision model's activations, divided by the scales), and only after every scale of the layer is
- * folded in, the clipping search on 512 strided rows of each linear's (scaled) input. w[7]: the layer's linears
+ * folded in, the clipping search on o->awq_tokens strided rows of each linear's (scaled) input. w[7]: the layer's linears
  * (HF [out][in] f32) modified in place; attn_norm / ffn_norm take 1/s of q/k/v and gate/up, up_proj's rows 1/s of
  * down. Scoring uses the first o->awq_seqs sequences (<= 0: all). o_proj is only clipped: its v_proj pair is
  * skipped under GQA, and for llama this path takes the reference's three other groups. On return sc->x holds the
