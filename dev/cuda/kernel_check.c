@@ -502,6 +502,7 @@ typedef struct gemm_ctx {
     int m, n, k, copies, which; /* which: 0 fp8, 1 int4 */
     void *dx, *dy;
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
+    uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -511,6 +512,7 @@ static void gemm_fn(void *ctx, int it) {
     int c = it % g->copies;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(g->dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(g->dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else KCALL(assay_cuda_gemm_int4g128(g->dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
 }
@@ -569,9 +571,13 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     uint8_t *packed8 = NULL; /* fp8 weights in the v5 layout; int4 weights in the wgmma layout (v26-27) */
     if (which == 0 && n % 128 == 0 && k % 256 == 0) { packed8 = malloc(wbytes); assay_cuda_fp8w_pack(w, n, k, packed8); }
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packed8 = malloc(wbytes); assay_cuda_int4_pack_wg(w, n, k, packed8); }
+    uint8_t *packwa = NULL; /* int4 weights for variants 30, 32, 33 */
+    if (which == 1 && n % 128 == 0 && k % 512 == 0) { packwa = malloc(wbytes); assay_cuda_int4_pack_wa(w, n, k, packwa); }
+    uint8_t *saved_wa[8] = {0};
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
         g.dwp[c] = packed8 ? lab_upload(packed8, wbytes) : NULL;
+        saved_wa[c] = packwa ? lab_upload(packwa, wbytes) : NULL;
         g.dscale[c] = lab_upload(scale, sizeof(float) * n);
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
@@ -580,22 +586,27 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     uint16_t *y = malloc((size_t)m * n * 2);
     /* the default first (0 = automatic, see gemm_decode.cu), the others recorded with a _vN suffix; 7, 12, 15, 18
      * 21, 24 and 27 are the load-only diagnostics of 6, 10, 8, 17, 20, 22 and 26 (timed, not validated) */
-    static const int variants[28] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
-                                     25, 26, 27, 28, 29};
+    static const int variants[36] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
+                                     25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    for (int vi = 0; vi < 28; ++vi) {
+    for (int vi = 0; vi < 36; ++vi) {
     int variant = variants[vi];
     const int loadonly = variant == 7 || variant == 12 || variant == 15 || variant == 18 || variant == 21 || variant == 24 || variant == 27;
     if ((variant == 20 || variant == 21) && which == 1) continue; /* 20-21 differ from 8 and 15 only for fp8 */
-    if (variant >= 22 && which == 0) continue; /* 22-29: int4 only */
+    if (((variant >= 22 && variant <= 33) || variant == 36) && which == 0) continue; /* 22-33, 36: int4 only */
+    if ((variant == 34 || variant == 35 || variant == 37) && which == 1) continue;   /* 34, 35, 37: fp8 only */
+    if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant)) continue;
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
     if (loadonly && !bench) continue;
     if (variant == 13 && which == 0) continue; /* 13 differs from 9 only for int4 */
     for (int c = 0; c < g.copies; ++c)
+    {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
+        g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
+    }
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);
@@ -629,9 +640,9 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     }
     }
     assay_cuda_lab_set_gemm_variant(0);
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dy);
-    free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(y);
+    free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(y);
 }
 
 static void section_gemm(lab_out *o) {

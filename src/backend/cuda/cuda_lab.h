@@ -22,7 +22,12 @@ extern "C" {
  * the arithmetic, 25 = 22 with 4 accumulator chains per group, 26 / 27 = 25 / its load-only form on weights
  * packed by assay_cuda_int4_pack_wg (X copied as stored; entry assay_cuda_gemm_int4g128_wg below), 28 / 29 =
  * mma.sync with the weights as the A operand (16 rows) and the tokens as n8 B tiles, 8 / 16 warps (28 is the
- * int4 default since run h200-gpu6-int4w3); 23 = removed (22 with 16 warps: equal to 22, spilled). See
+ * int4 default since run h200-gpu6-int4w3); 23 = removed (22 with 16 warps: equal to 22, spilled); 30 = 28 on
+ * weights packed by assay_cuda_int4_pack_wa with the f16 magic-number dequantization (entry
+ * assay_cuda_gemm_int4g128_wa), 31 / 32 = 28 / 30 with stages of 256 K columns and two CTAs per SM, 33 = 30 with
+ * 16 warps (31 is the int4 default when the 128-column tiles need more than one wave); 36 = 31 with the K split
+ * chosen for two CTAs per SM; fp8 only: 34 / 35 = 8 / 10 with the weights as the A operand and the tokens as n8
+ * B tiles, 37 = 35 with the K split chosen for two CTAs per SM. See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
@@ -33,6 +38,12 @@ void assay_cuda_lab_set_gemm_variant(int v);
  * K % 512 == 0, N % 128 == 0, m <= 16, compute capability 9.x. */
 void assay_cuda_int4_pack_wg(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                                void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+/* Lab-only INT4 layout for versions 30 / 32 / 33 (v28's kernel with the f16 magic-number dequantization): the
+ * blocks of assay_cuda_int4_pack with the nibbles of each 16-row pair of 8-row tiles regrouped so that one word
+ * is one k16 step's mma A fragment (layout in cuda_pack.c); same shapes and scales as the _wg entry, sm_90. */
+void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
+int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 /* Decode attention: 0 = automatic (default: 4 for bf16, 3 for 8-bit caches); 1 = block-table entry read when a
  * tile is issued, 2 = read one tile ahead, 3 = transposed

@@ -77,3 +77,39 @@ void assay_cuda_int4_pack_wg(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
                 }
         }
 }
+
+/* Layout (gemm_decode_tma.cu, v30 / v32 / v33): the blocks of assay_cuda_int4_pack (512 bytes at
+ * (nt * (k/128) + gr) * 512, 16 bytes per lane), with the nibbles of each pair of 8-row tiles (2 rt, 2 rt + 1)
+ * regrouped so that one 32-bit word holds the whole mma.sync A fragment (16 rows x 16 K) of one k16 step, in the
+ * K order of the default kernel's X registers (lane t owns physical columns 32t .. 32t + 31 of the group).
+ * Word j of lane (g, t) in tile 2 rt + h is step q = 4h + j = 2w + s; its register i = 0..3 is row
+ * rt*16 + g + 8 * (i & 1), physical columns c, c + 1 with c = gr*128 + 32t + 8w + 4s + 2 * (i >> 1); the value of
+ * column c sits in nibble i and that of c + 1 in nibble i + 4. So (word & 0x000F000F) and (word & 0x00F000F0)
+ * are registers 0 and 1 as f16 mantissa bits (1024 + q and 1024 + 16 q after OR-ing 0x6400), and word >> 8
+ * gives registers 2 and 3 the same way. */
+void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    int32_t ngroup = k / 128;
+    for (int32_t rt = 0; rt < n / 16; ++rt)
+        for (int32_t gr = 0; gr < ngroup; ++gr)
+            for (int h = 0; h < 2; ++h) {
+                uint8_t *blk = out + ((size_t)(2 * rt + h) * ngroup + gr) * 512;
+                for (int lane = 0; lane < 32; ++lane) {
+                    int g = lane >> 2, t = lane & 3;
+                    for (int j = 0; j < 4; ++j) {
+                        int step = 4 * h + j, w = step >> 1, s = step & 1;
+                        uint32_t word = 0;
+                        for (int i = 0; i < 4; ++i) {
+                            size_t row = (size_t)rt * 16 + g + 8 * (i & 1);
+                            size_t col = (size_t)gr * 128 + 32 * t + 8 * w + 4 * s + 2 * (i >> 1);
+                            word |= (uint32_t)(q[row * k + col] & 15) << (4 * i);
+                            word |= (uint32_t)(q[row * k + col + 1] & 15) << (4 * (i + 4));
+                        }
+                        uint8_t *dst = blk + lane * 16 + 4 * j;
+                        dst[0] = (uint8_t)word;
+                        dst[1] = (uint8_t)(word >> 8);
+                        dst[2] = (uint8_t)(word >> 16);
+                        dst[3] = (uint8_t)(word >> 24);
+                    }
+                }
+            }
+}

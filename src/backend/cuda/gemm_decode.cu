@@ -425,12 +425,13 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 // dev/cuda/NOTES.md (runs h200-gpu5-gemm*): row-major fp8 -> 3; packed fp8 -> 8 (programmatic dependent launch)
 // when n / 128 <= the SM count (one wave of 128-column tiles), else 10 (two CTAs per SM); int4 -> 28 (v9's
 // pipeline with the weights as the mma A operand; run h200-gpu6-int4w3) on sm_90 when n % 128 == 0, k % 512 == 0
-// and n / 128 <= the SM count, else 3. Row-major fp8 weights can use
+// and n / 128 <= the SM count, else 31 (28's arithmetic, two CTAs per SM; run h200-gpu6-gemm2-1) when n % 128 == 0
+// and k % 256 == 0, else 3. Row-major fp8 weights can use
 // 1-4 only (5 and up -> 3); packed fp8 weights use 5 and up (assay_cuda_gemm_fp8w_packed).
 static int g_gemm_variant = 0;
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
                         const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream,
-                        bool wgpack = false);
+                        int pack = 0);
 extern "C" void assay_cuda_lab_set_gemm_variant(int v) { g_gemm_variant = v; }
 
 extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float *w_scale, void *y, int32_t m,
@@ -507,9 +508,10 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
                                k);
     cudaStream_t s = (cudaStream_t)stream;
     int ver = g_gemm_variant;
-    if (ver == 0) {  // 28 (9 before run h200-gpu6-int4w3) when the 128-column tiles fit one wave, else 3
+    if (ver == 0) {  // 28 (9 before run h200-gpu6-int4w3) when the 128-column tiles fit one wave, else 31 (two
+                     // CTAs per SM; 3 before run h200-gpu6-gemm2-1; 3 also when k % 256 != 0, below)
         int sms = assay_cuda_sm_count();
-        ver = n / 128 <= (sms > 0 ? sms : 132) ? 28 : 3;
+        ver = n / 128 <= (sms > 0 ? sms : 132) ? 28 : 31;
     }
     if (ver >= 4) {
         int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, s);
@@ -558,9 +560,22 @@ extern "C" int assay_cuda_gemm_int4g128_wg(const void *x, const uint8_t *wp, con
     if (m < 1 || m > 16 || n % 128 || k % 512 || n <= 0 || k <= 0)
         return assay_cuda_fail("gemm_int4g128_wg: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%512==0)", m, n, k);
     int ver = g_gemm_variant == 27 ? 27 : 26;  // 27: the lab's load-only diagnostic
-    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, true);
+    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 1);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_wg: needs a compute capability 9.x device (wgmma)");
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+extern "C" int assay_cuda_gemm_int4g128_wa(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
+                                           int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
+    if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_wa: null pointer argument");
+    if (m < 1 || m > 16 || n % 128 || k % 512 || n <= 0 || k <= 0)
+        return assay_cuda_fail("gemm_int4g128_wa: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%512==0)", m, n, k);
+    int ver = g_gemm_variant == 32 || g_gemm_variant == 33 ? g_gemm_variant : 30;
+    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 2);
+    if (rc < 0) return -1;
+    if (rc == 0) return assay_cuda_fail("gemm_int4g128_wa: needs a compute capability 9.0 device");
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }

@@ -347,7 +347,8 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 // depend on it), so a GEMM's ramp-up overlaps the tail of the kernel before it. BF16 (int4 only): the weights
 // dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
 template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
-          bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false>
+          bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false,
+          bool FM = false>
 __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     using C = V5Cfg<INT4, KC, BN>;
     constexpr int KSL = C::KSL, NTH = NW * 32, NTW = BN / 8 / (NW / KSL);
@@ -402,7 +403,67 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         }
         if (LOADONLY) continue;
         const uint8_t *stg = sm + (st % STAGES) * C::STAGE;
-        if (INT4 && WA) {
+        if (INT4 && WA && FM) {
+            // v30 / v32 / v33: v28 on weights packed by assay_cuda_int4_pack_wa, where one word is the whole A
+            // fragment of a k16 step: registers 0 / 2 (row g) are the low nibbles of word / word >> 8 and
+            // registers 1 / 3 (row g + 8) the high ones, so OR-ing them into f16 1024.0 gives 1024 + q (row g)
+            // and 1024 + 16 q (row g + 8) exactly: 1 shift + 4 LOP3 per 8 weights instead of v28's 11 ALU
+            // instructions. The offsets are removed once per group: a fifth mma per step with the constant A
+            // rows -1032 (row g) / -1152 (row g + 8) = -(1024 + 8) / -(1024 + 16 * 8) sums the same f16 X, and
+            // the factor 16 of row g + 8 goes into its group scale. X is converted to f16 once per stage (the
+            // B operand, shared by the warp's RT row tiles).
+            constexpr int RT = NTW / 2;
+            const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
+            uint4 wu[RT], wv2[RT];
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                wu[j] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + 2 * j) * (KC / 128) + ks) * 512 + lane * 16);
+                wv2[j] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + 2 * j + 1) * (KC / 128) + ks) * 512 + lane * 16);
+            }
+            float tmp[RT][2][4], corr[2][4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                corr[0][e] = corr[1][e] = 0.f;
+#pragma unroll
+                for (int j = 0; j < RT; ++j) tmp[j][0][e] = tmp[j][1][e] = 0.f;
+            }
+            const uint32_t ca[4] = {0xE408E408u, 0xE480E480u, 0xE408E408u, 0xE480E480u};  // -1032, -1152 (f16)
+            uint32_t xa[4], xb[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {  // k16 step q = 2w + s of the group
+                if ((q & 1) == 0) {  // X columns 32t + 8w .. + 7 (16 bytes) serve steps 2w and 2w + 1
+                    cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * q), xa);
+                    if (M16) cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 8 * q), xb);
+                }
+                const uint32_t b0 = xa[2 * (q & 1)], b1 = xa[2 * (q & 1) + 1];
+                const uint32_t c0 = xb[2 * (q & 1)], c1 = xb[2 * (q & 1) + 1];
+                mma_f16_16816(corr[0], ca, b0, b1);
+                if (M16) mma_f16_16816(corr[1], ca, c0, c1);
+#pragma unroll
+                for (int j = 0; j < RT; ++j) {
+                    const uint4 &src = q < 4 ? wu[j] : wv2[j];
+                    const int c = q & 3;
+                    const uint32_t word = c == 0 ? src.x : c == 1 ? src.y : c == 2 ? src.z : src.w;
+                    const uint32_t hw = word >> 8;
+                    const uint32_t a[4] = {(word & 0x000F000Fu) | 0x64006400u, (word & 0x00F000F0u) | 0x64006400u,
+                                           (hw & 0x000F000Fu) | 0x64006400u, (hw & 0x00F000F0u) | 0x64006400u};
+                    mma_f16_16816(tmp[j][0], a, b0, b1);
+                    if (M16) mma_f16_16816(tmp[j][1], a, c0, c1);
+                }
+            }
+            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                const float sa = __half2float(sc[16 * j]), sb = __half2float(sc[16 * j + 8]) * 0.0625f;
+#pragma unroll
+                for (int tt = 0; tt < (M16 ? 2 : 1); ++tt) {
+                    acc[2 * j + tt][0] = fmaf(tmp[j][tt][0] + corr[tt][0], sa, acc[2 * j + tt][0]);
+                    acc[2 * j + tt][1] = fmaf(tmp[j][tt][1] + corr[tt][1], sa, acc[2 * j + tt][1]);
+                    acc[2 * j + tt][2] = fmaf(tmp[j][tt][2] + corr[tt][2], sb, acc[2 * j + tt][2]);
+                    acc[2 * j + tt][3] = fmaf(tmp[j][tt][3] + corr[tt][3], sb, acc[2 * j + tt][3]);
+                }
+            }
+        } else if (INT4 && WA) {
             // v28/v29: weights as the A operand (16 rows: the warp's n8 tiles 2j and 2j + 1), tokens as the
             // B operand (n8 tiles of tokens 0-7 and, when m > 8, 8-15), so that m <= 8 issues half the mma of
             // v9. The fragment order is the one of gemm_int4_wg (lane (g, t) owns physical K columns [32t,
@@ -510,6 +571,38 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                 acc[nt][2] = fmaf(tmp[nt][2], s2.x, acc[nt][2]);
                 acc[nt][3] = fmaf(tmp[nt][3], s2.y, acc[nt][3]);
             }
+        } else if (WA) {
+            // v34 / v35 (fp8): the weights as the A operand (16 rows: n8 tiles 2j and 2j + 1, whose word i gives
+            // registers (0, 2) and (1, 3)), the tokens as n8 B tiles (X fragments as in v8), so that m <= 8
+            // issues half the mma of v8; the same conversions.
+            constexpr int RT = NTW / 2;
+            uint32_t xa[8], xb[8];
+            const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 64 + 16 * t) * 2;
+            cvt_x8(*reinterpret_cast<const uint4 *>(xr), xa);
+            cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16), xa + 4);
+            if (M16) {
+                cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP), xb);
+                cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16), xb + 4);
+            }
+            uint4 wv[NTW];
+#pragma unroll
+            for (int nt = 0; nt < NTW; ++nt) {
+                const int tile = nh * NTW + nt;
+                wv[nt] = *reinterpret_cast<const uint4 *>(stg + (tile >> 4) * (KSL * 8192) + (ks * 16 + (tile & 15)) * 512 + lane * 16);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < RT; ++j) {
+                    const uint4 &u4 = wv[2 * j], &v4 = wv[2 * j + 1];
+                    const uint32_t u = i == 0 ? u4.x : i == 1 ? u4.y : i == 2 ? u4.z : u4.w;
+                    const uint32_t v = i == 0 ? v4.x : i == 1 ? v4.y : i == 2 ? v4.z : v4.w;
+                    uint32_t a[4];
+                    byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(u, a[0], a[2]);
+                    byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(v, a[1], a[3]);
+                    mma_f16_16816(acc[2 * j], a, xa[2 * i], xa[2 * i + 1]);
+                    if (M16) mma_f16_16816(acc[2 * j + 1], a, xb[2 * i], xb[2 * i + 1]);
+                }
         } else {
             uint32_t xa[8], xb[8];
             const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 64 + 16 * t) * 2;
@@ -540,7 +633,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     }
     cp_async_wait<0>();
     __syncthreads();
-    if (INT4 && WA) {
+    if (WA) {
         // acc[2j + tt][e]: row nh * NTW * 8 + 16j + g + 8 (e >> 1), token 8tt + 2t + (e & 1); K slice ks
         float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
         float *tot = wred + KSL * 16 * BN;            // [16][BN]
@@ -892,12 +985,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 // The lab versions of the cp.async-ring kernel (see cuda_lab.h and dev/cuda/NOTES.md).
 template <bool INT4, int VER>
 struct V5Ver {
-    static constexpr bool SMALL = VER >= 10 && VER <= 12;  // stages small enough for two CTAs per SM
+    static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34);  // 2 CTAs/SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
-    static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 || DEEP) ? 16 : 8;
-    static constexpr bool WA = VER == 28 || VER == 29;  // int4: weights as the mma A operand
+    static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
+                               VER == 33 || VER == 34 || DEEP) ? 16 : 8;
+    static constexpr bool WA = (VER >= 28 && VER <= 37);  // weights as the mma A operand
+    static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21;
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
     static constexpr int KC = SMALL || WIDE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
@@ -914,7 +1009,7 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = V5Ver<INT4, VER>;
     auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
                          : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
-                                        VC::BN, VC::WA>;
+                                        VC::BN, VC::WA, VC::FM>;
     const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
     static bool configured = false;
     if (!configured) {
@@ -949,20 +1044,24 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
 // ver 4: bulk copies (row-major fp8 weights); 5 / 6: cp.async ring with 8 / 16 warps (fp8 weights packed by
 // assay_cuda_fp8w_pack); 7: ver 6 without the arithmetic (lab diagnostic: load time alone, output not written).
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
-                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream, bool wgpack) {
+                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream, int pack) {
     if (g_v4_ok < 0) {
         int dev = 0, major = 0;
         g_v4_ok = cudaGetDevice(&dev) == cudaSuccess &&
                   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
         g_wg_ok = g_v4_ok && major == 9;
     }
-    if (wgpack != (ver == 26 || ver == 27)) return 0;  // weights in the other packing
-    const int kc = ((ver >= 10 && ver <= 12) || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
+    // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33)
+    if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
+    const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34);
+    const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
-    // K splits (cluster size): the one whose CTA count best fills the SMs (one CTA each); ties to fewer.
+    // K splits (cluster size): the one whose CTA count best fills the SMs (one CTA each; 36 / 37: two CTAs each,
+    // so that one-wave shapes also run 4 warps per scheduler); ties to fewer.
     int sms = assay_cuda_sm_count();
     if (sms <= 0) sms = 132;
+    if (ver == 36 || ver == 37) sms *= 2;
     const int tiles = n / bn;
     int splits = 1;
     double best = 0;
@@ -1004,7 +1103,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 22:
     case 24:
     case 25:
-        if (!int4 || !g_wg_ok || wgpack) return 0;
+        if (!int4 || !g_wg_ok || pack) return 0;
         rc = ver == 22   ? (m > 8 ? launch_wg<true, 2>(p, splits, stream) : launch_wg<false, 2>(p, splits, stream))
              : ver == 24 ? (m > 8 ? launch_wg<true, 2, true>(p, splits, stream) : launch_wg<false, 2, true>(p, splits, stream))
                          : (m > 8 ? launch_wg<true, 2, false, 4>(p, splits, stream) : launch_wg<false, 2, false, 4>(p, splits, stream));
@@ -1017,9 +1116,17 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
         if (!int4) return 0;
         rc = V45_LAUNCH(29);
         break;
+    case 30: if (!int4) return 0; rc = V45_LAUNCH(30); break;
+    case 31: if (!int4) return 0; rc = V45_LAUNCH(31); break;
+    case 32: if (!int4) return 0; rc = V45_LAUNCH(32); break;
+    case 33: if (!int4) return 0; rc = V45_LAUNCH(33); break;
+    case 34: if (int4) return 0; rc = V45_LAUNCH(34); break;
+    case 35: if (int4) return 0; rc = V45_LAUNCH(35); break;
+    case 36: if (!int4) return 0; rc = V45_LAUNCH(36); break;
+    case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
     case 26:
     case 27:
-        if (!int4 || !g_wg_ok || !wgpack) return 0;
+        if (!int4 || !g_wg_ok || pack != 1) return 0;
         rc = ver == 26 ? (m > 8 ? launch_wg<true, 2, false, 4, true>(p, splits, stream) : launch_wg<false, 2, false, 4, true>(p, splits, stream))
                        : (m > 8 ? launch_wg<true, 2, true, 4, true>(p, splits, stream) : launch_wg<false, 2, true, 4, true>(p, splits, stream));
         break;
