@@ -149,8 +149,10 @@ static void prefill_bench_fn(void *ctx, int it) {
 }
 
 /* 1, 2: FlashAttention-2 style mma.sync kernels; 3: Hopper wgmma/TMA kernel (attn_prefill_sm90.cu); 4: 3 with
- * ping-pong scheduling of the two consumer warpgroups. */
-#define PREFILL_VERSIONS 4
+ * ping-pong scheduling of the two consumer warpgroups; 5, 6: version 5 (fa_wgmma_v5: P double-buffered, no wait
+ * for P V in the common path, O rescaled on a warpgroup vote), 6 = 5 with ping-pong; 7, 8: 3, 4 with the P
+ * registers of the GEMM in flight kept live through the softmax (nothing else changed). */
+#define PREFILL_VERSIONS 8
 static void section_prefill(lab_out *o) {
     /* Correctness: varlen batches, GQA, causal (also Lk > Lq: bottom-right alignment) and not. */
     prefill_case cases[] = {
@@ -191,6 +193,14 @@ static void section_prefill(lab_out *o) {
                 char name[64];
                 snprintf(name, sizeof name, "attn_prefill_v%d", v);
                 lab_bench(o, name, shape, us, flops, 0);
+            }
+            /* second timing pass of the Hopper versions ("_rep": the run-to-run spread next to their differences) */
+            for (int v = 3; v <= PREFILL_VERSIONS; ++v) {
+                prefill_bench_ctx ctx = {&c, &p, v};
+                double us = lab_time_us(prefill_bench_fn, &ctx, 3, 7);
+                char name[64];
+                snprintf(name, sizeof name, "attn_prefill_v%d_rep", v);
+                lab_bench(o, name, shape, us, 4.0 * 4 * 32 * 4096.0 * 4096.0 * c.d * (causal ? 0.5 : 1.0), 0);
             }
         }
         prefill_free(&p);
@@ -804,6 +814,20 @@ static void fp8_sm90_prepare_blk(fp8_ctx *f, int hadamard) {
                                         hadamard ? f->dsigns : NULL, f->kb8, f->kbs, f->vt_stride, NULL));
 }
 static int g_fp8_sm90_variant = 0, g_fp8_sm90_blk = 0;
+/* ASSAY_LAB_FP8_VARIANTS="0,4,23" limits the lab variants of the sm90 FP8 kernel that the fp8attn section validates
+   and times (both K scalings); unset = all. */
+static int fp8_variant_selected(int v) {
+    const char *f = getenv("ASSAY_LAB_FP8_VARIANTS");
+    if (!f || !*f) return 1;
+    for (const char *q = f; *q;) {
+        char *end;
+        long x = strtol(q, &end, 10);
+        if (end == q) break;
+        if (x == v) return 1;
+        q = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
 static void fp8_sm90_run(fp8_ctx *f) {
     assay_cuda_attn_prefill_fp8_sm90_args a;
     memset(&a, 0, sizeof a);
@@ -944,7 +968,8 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
             } else {
                 fp8_sm90_prepare(&f, 1);
             }
-            for (int v = 3; v <= (blk ? 18 : 6); ++v) {
+            for (int v = 3; v <= (blk ? 24 : 6); ++v) {
+                if ((v >= 19 && v <= 22) || !fp8_variant_selected(v)) continue; /* 20-22: timing probes */
                 g_fp8_sm90_variant = v;
                 CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
                 fp8_sm90_run(&f);
@@ -1002,10 +1027,11 @@ static void section_fp8_attn(lab_out *o) {
             static const int vs[][2] = {{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {3, 1}, {4, 1}, {5, 1},
                                         {6, 1}, {7, 1}, {8, 1}, {9, 1}, {10, 1}, {11, 1}, {12, 1}, {13, 1},
                                         {14, 1}, {15, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {20, 1}, {21, 1},
-                                        {22, 1}};
+                                        {22, 1}, {23, 1}, {24, 1}};
             for (int rep = 0; rep < 2; ++rep)
                 for (size_t k = 0; k < sizeof vs / sizeof vs[0]; ++k) {
                     const int v = vs[k][0], blk = vs[k][1];
+                    if (!fp8_variant_selected(v)) continue;
                     if (blk) fp8_sm90_prepare_blk(&f, 1);
                     else fp8_sm90_prepare(&f, 1);
                     g_fp8_sm90_variant = v; g_fp8_sm90_blk = blk;
@@ -1013,7 +1039,7 @@ static void section_fp8_attn(lab_out *o) {
                     fp8_sm90_run(&f);
                     char nm[64];
                     snprintf(nm, sizeof nm, "attn_prefill_fp8_sm90_v%d%s%s", v, blk ? "_kblk" : "", rep ? "_rep" : "");
-                    if (v < 20) { /* 20-22: timing probes with wrong results on purpose, never validated */
+                    if (v < 20 || v > 22) { /* 20-22: timing probes with wrong results on purpose, never validated */
                         lab_err ev = fp8_error(&c, &p, f.dout, 48);
                         lab_validate(o, nm, shape, &ev, 0.2);
                     }
@@ -1036,7 +1062,7 @@ static void section_fp8_attn(lab_out *o) {
         prefill_case c2 = {4, 32, 32, 128, 0, {4096, 4096, 4096, 4096}, {4096, 4096, 4096, 4096}};
         prefill_data p2;
         prefill_alloc(&p2, &c2);
-        static const int vr[][2] = {{2, 0}, {4, 0}, {4, 1}, {6, 1}, {12, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}};
+        static const int vr[][2] = {{2, 0}, {4, 0}, {4, 1}, {6, 1}, {12, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {23, 1}};
         for (int causal = 0; causal <= 1; ++causal) {
             c2.causal = causal;
             char shape[96];
@@ -1045,6 +1071,7 @@ static void section_fp8_attn(lab_out *o) {
             fp8_alloc(&f, &c2, &p2);
             for (size_t k = 0; k < sizeof vr / sizeof vr[0]; ++k) {
                 const int v = vr[k][0], blk = vr[k][1];
+                if (!fp8_variant_selected(v)) continue;
                 if (blk) fp8_sm90_prepare_blk(&f, 1);
                 else fp8_sm90_prepare(&f, 1);
                 g_fp8_sm90_variant = v; g_fp8_sm90_blk = blk;

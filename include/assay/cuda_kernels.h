@@ -62,8 +62,11 @@ typedef struct assay_cuda_attn_prefill_args {
     int32_t batch, max_seqlen_q, n_heads_q, n_heads_kv, head_dim; /* head_dim 64 or 128 */
     float scale;                /* softmax scale, usually 1/sqrt(head_dim) */
     int32_t causal;
-    int32_t variant;            /* 0 = default; lab only: 1 = 64-row tiles, 2 = 128-row tiles, 3 = Hopper (wgmma),
-                                   4 = 3 with ping-pong consumer warpgroups */
+    int32_t variant;            /* 0 = default (4 on compute capability 9.0, else 2); lab only: 1 = 64-row tiles,
+                                   2 = 128-row tiles, 3 = Hopper (wgmma), 4 = 3 with ping-pong consumer warpgroups,
+                                   5 / 6 = version 5 (P double-buffered, no P V wait in the common path) without /
+                                   with ping-pong, 7 / 8 = 3 / 4 with the in-flight P registers kept live; see
+                                   attn_prefill_sm90.cu */
     int32_t total_q, total_k;   /* cu_seqlens_q[batch], cu_seqlens_k[batch] (the Hopper kernel's TMA maps need the
                                    token counts on the host); 0 = read them back from the device (synchronizes) */
 } assay_cuda_attn_prefill_args;
@@ -113,8 +116,9 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
                                    ping-pong, 5 = 3 with the row sums on the tensor core, 6 = 5 with ping-pong.
                                    With k_block_scale: 0, 3-6 and the lab variants 7-18 (4 or 6 with part of
                                    the exponentials on the FMA pipe, a later warpgroup vote, exponentials
-                                   started with the previous tile's maxima, a rescale threshold of 2.8) and the
-                                   timing probes 20-22 (wrong results on purpose); see attn_prefill_sm90.cu. */
+                                   started with the previous tile's maxima, a rescale threshold of 2.8), the
+                                   timing probes 20-22 (wrong results on purpose) and 23-24 (4 / 3 with f16x2
+                                   exponentials); see attn_prefill_sm90.cu. */
     const float *k_block_scale; /* NULL: K scales per token (k_scale_t). Else K codes carry one scale per (kv head,
                                    128-key tile of a sequence) (assay_cuda_fp8_quant_k_blocks), [n_heads_kv]
                                    [vt_stride / 32], the tile starting at V^T column c at index c / 32; k_scale_t

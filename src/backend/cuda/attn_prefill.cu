@@ -254,7 +254,7 @@ int launch_prefill(const assay_cuda_attn_prefill_args *a, cudaStream_t stream) {
 }  // namespace
 
 // attn_prefill_sm90.cu: the Hopper kernel (wgmma, TMA, warp specialization), sm_90a only.
-int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, int pingpong,
+int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, int variant,
                                  cudaStream_t stream);
 
 // True when the current device is compute capability 9.0 (the sm_90a code in this library runs there only).
@@ -276,7 +276,7 @@ extern "C" int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, as
     if (a->max_seqlen_q == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     int variant = a->variant ? a->variant : (prefill_sm90_ok() && (a->head_dim == 64 || a->head_dim == 128) ? 4 : 2);
-    if (variant == 3 || variant == 4) {
+    if (variant >= 3 && variant <= 8) {
         int32_t tq = a->total_q, tk = a->total_k;
         if (tq <= 0 || tk <= 0) {
             ASSAY_CUDA_TRY(cudaMemcpyAsync(&tq, a->cu_seqlens_q + a->batch, 4, cudaMemcpyDeviceToHost, s));
@@ -284,7 +284,7 @@ extern "C" int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, as
             ASSAY_CUDA_TRY(cudaStreamSynchronize(s));
         }
         if (!prefill_sm90_ok()) return assay_cuda_fail("attn_prefill: variant %d needs compute capability 9.0", variant);
-        return assay_cuda_attn_prefill_sm90(a, tq, tk, variant == 4, s);
+        return assay_cuda_attn_prefill_sm90(a, tq, tk, variant, s);
     }
     if (a->head_dim == 128) return variant == 1 ? launch_prefill<128, 1, 4>(a, s) : launch_prefill<128, 2, 4>(a, s);
     if (a->head_dim == 64) return variant == 1 ? launch_prefill<64, 1, 4>(a, s) : launch_prefill<64, 2, 4>(a, s);

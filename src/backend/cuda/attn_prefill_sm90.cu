@@ -166,6 +166,7 @@ struct WgParams {
     int batch, hq, hkv;
     float scale_log2, scale;
     int causal;
+    uint32_t zero;  // 0 (opaque to the compiler; see fa_wgmma_v5)
 };
 
 template <int D>
@@ -191,7 +192,10 @@ __device__ __forceinline__ float fast_exp2(float x) {
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
-template <int D, bool PINGPONG>
+// KEEP (lab variants 7, 8 = 3, 4 with it): the P registers of the P V GEMM in flight stay live through the
+// softmax (XOR into a value the epilogue reads), so ptxas cannot hoist the wait for that GEMM above the softmax
+// to reuse them; everything else as in 3 / 4 (single P buffer, wait<0> after the softmax, 2 stages).
+template <int D, bool PINGPONG, bool KEEP = false>
 __global__ void __launch_bounds__(NTHREADS, 1)
     fa_wgmma(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
              const __grid_constant__ CUtensorMap tmv, WgParams p) {
@@ -282,6 +286,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
     float s[BN / 2];
     uint32_t pa[BN / 16][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t keep = 0;
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
 
@@ -382,6 +387,10 @@ __global__ void __launch_bounds__(NTHREADS, 1)
             reg_fence<BN / 2>(s);
             if (lane == 0) mbar_arrive(kempty + st);
             softmax(j, alpha);
+            if (KEEP) {
+#pragma unroll
+                for (int kc = 0; kc < BN / 16; ++kc) keep ^= pa[kc][0] ^ pa[kc][1] ^ pa[kc][2] ^ pa[kc][3];
+            }
             wgmma_wait<0>();
             reg_fence<D / 2>(o);
             if (lane == 0) mbar_arrive(vempty + sp);
@@ -409,12 +418,13 @@ __global__ void __launch_bounds__(NTHREADS, 1)
     }
 
     const int total_q = p.cu_q[p.batch];
+    keep &= p.zero;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const float lsum = warp_sum_quad(l[r]);
         const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
         const int row = row0 + r * 8;
-        if (row >= Lq) continue;
+        if (row >= Lq + (int)keep) continue;
         __nv_bfloat16 *dst = p.o + ((size_t)(q0 + row) * p.hq + h) * D;
 #pragma unroll
         for (int i = 0; i < D / 8; ++i)
@@ -442,12 +452,12 @@ int make_map(CUtensorMap *m, const void *base, int d, int heads, int tokens, int
     return 0;
 }
 
-template <int D, bool PP>
+template <int D, bool PP, bool KEEP = false>
 int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cudaStream_t stream) {
     constexpr int smem = Smem<D>::BYTES;
     static bool configured = false;
     if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma<D, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma<D, PP, KEEP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = true;
     }
     CUtensorMap mq, mk, mv;
@@ -465,8 +475,9 @@ int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cuda
     p.scale = a->scale;
     p.scale_log2 = a->scale * 1.4426950408889634f;
     p.causal = a->causal;
+    p.zero = 0;
     dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
-    fa_wgmma<D, PP><<<grid, NTHREADS, smem, stream>>>(mq, mk, mv, p);
+    fa_wgmma<D, PP, KEEP><<<grid, NTHREADS, smem, stream>>>(mq, mk, mv, p);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }
@@ -792,8 +803,42 @@ constexpr int F8B_SMEM = F8_TILE * (1 + F8B_STAGES) + F8B_VSTRIDE * F8B_STAGES +
 // P never overwrites it). Takes the max reduction off the path from S to the exponentials.
 enum {
     F8M_POLY4 = 1, F8M_POLY2 = 2, F8M_LATEVOTE = 4, F8M_DIAG_NOEXP = 8, F8M_DIAG_NOSOFTMAX = 16, F8M_DIAG_NOLOAD = 32,
-    F8M_SPEC = 64, F8M_TAU28 = 128
+    F8M_SPEC = 64, F8M_TAU28 = 128, F8M_H2 = 256
 };
+// H2 (lab variants 23, 24 = 23 without ping-pong; not with TCSUM or SPEC): packed half-precision exponentials.
+// x = S rf + off stays an fp32 FFMA (raw e4m3 scores can exceed f16's range), then each pair becomes one f16x2
+// (cvt.rn.f16x2.f32), one ex2.approx.f16x2 computes both exponentials, the pair goes to e4m3 with
+// cvt.rn.satfinite.e4m3x2.f16x2, and the row sum adds f16x2 pairs (HADD2) over 8 pairs per accumulator before
+// widening to fp32 (each half <= 8 x 2^8.8 = 3.6e3, where f16 spacing is 2: ~2^-11 relative per add). x in f16
+// has 11 significant bits: |x| <= 16 (the range that survives e4m3, whose smallest subnormal is 2^-9) is held
+// to 2^-7, i.e. 0.5% relative error in P before e4m3's 2^-4 rounding. The row maxima and sums stay fp32.
+// Measured (h200-gpu6-attn2-1): the same error as variant 4, but 11% slower: on sm_90 ptxas emits two MUFU.EX2
+// per ex2.approx.f16x2 (264 in both kernels) plus unpacking, so the softmax stream grows instead of shrinking.
+__device__ __forceinline__ uint32_t h2_exp2_pair(float x0, float x1) {  // x0 -> low half
+    uint32_t h = 0, e = 0;
+#ifdef ASSAY_SM90A
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(x1), "f"(x0));
+    asm("ex2.approx.f16x2 %0, %1;" : "=r"(e) : "r"(h));
+#endif
+    return e;
+}
+__device__ __forceinline__ uint32_t h2_add(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ float2 h2_widen(uint32_t a) {
+    float2 r;
+    asm("{\n.reg .f16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}" : "=f"(r.x), "=f"(r.y) : "r"(a));
+    return r;
+}
+__device__ __forceinline__ uint32_t h2_to_e4m3x2(uint32_t e) {  // low half -> low byte
+    uint16_t q = 0;
+#ifdef ASSAY_SM90A
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(q) : "r"(e));
+#endif
+    return q;
+}
 
 // 2^x on the FMA pipe: x = n + f (n = round(x), |f| <= 1/2), 2^f by a degree-2 fit (max relative error 1.7e-3,
 // far below e4m3's 2^-4 rounding), n added to the exponent bits. x is clamped at -125 (also -inf: the result,
@@ -950,7 +995,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
         wgmma_commit();
     };
     // Masks, row maxima, P = 2^(x - max + 8) in place, row sums; returns the O rescale factors of the two rows.
-    auto softmax = [&](int j, float kb, float *alpha) {
+    auto softmax = [&](int j, float kb, float *alpha, uint32_t (*pc)[4]) {
         const bool need_mask = (j + 1) * BN > Lk || (p.causal && (j + 1) * BN - 1 > mblk * BM + diag);
         if (!KBLOCK) {
 #pragma unroll
@@ -989,6 +1034,21 @@ __global__ void __launch_bounds__(NTHREADS, 1)
             const float mnew = mxs > m[r] + TAU ? mxs : m[r];
             alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
             const float off = POFF - (mnew == -INFINITY ? 0.f : mnew);  // P in (0, 2^(POFF + tau)]
+            if (MODE & F8M_H2) {
+                uint32_t acc[2], prev = 0;
+#pragma unroll
+                for (int i = 0; i < BN / 8; ++i) {
+                    const uint32_t e = h2_exp2_pair(fmaf(s[4 * i + 2 * r], rf, off), fmaf(s[4 * i + 2 * r + 1], rf, off));
+                    // P straight into the A fragment (convert_p's layout): pairs i - 1, i of row r share a register
+                    if (i & 1) pc[i >> 2][(i >> 1 & 1) * 2 + r] = h2_to_e4m3x2(prev) | (h2_to_e4m3x2(e) << 16);
+                    prev = e;
+                    acc[i & 1] = i < 2 ? e : h2_add(acc[i & 1], e);
+                }
+                const float2 a0 = h2_widen(acc[0]), a1 = h2_widen(acc[1]);
+                l[r] = l[r] * alpha[r] + ((a0.x + a0.y) + (a1.x + a1.y));
+                m[r] = mnew;
+                continue;
+            }
             float sq[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i) {
@@ -1105,7 +1165,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
         }
         float alpha[2];
         if (MODE & F8M_SPEC) softmax_spec(j, kb, alpha, pc);
-        else softmax(j, kb, alpha);
+        else softmax(j, kb, alpha, pc);
 #pragma unroll
         for (int kc = 0; kc < BN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
         // LATEVOTE: the vote also reads the row sums, so it cannot be scheduled before the exponentials
@@ -1121,7 +1181,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
                 o[4 * i + 3] *= alpha[1];
             }
         }
-        if (!(MODE & F8M_SPEC)) convert_p(pc);
+        if (!(MODE & (F8M_SPEC | F8M_H2))) convert_p(pc);  // H2: the softmax wrote P
     };
 
     if (n_max > 0) {
@@ -1140,8 +1200,8 @@ __global__ void __launch_bounds__(NTHREADS, 1)
         float alpha0[2];
         if (MODE & F8M_SPEC) softmax_spec(0, kb0, alpha0, pa0);
         else {
-            softmax(0, kb0, alpha0);
-            convert_p(pa0);
+            softmax(0, kb0, alpha0, pa0);
+            if (!(MODE & F8M_H2)) convert_p(pa0);
         }
         int j = 1;
         for (; j + 1 < n_max; j += 2) {
@@ -1179,6 +1239,304 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 #else
     __trap();
 #endif
+}
+
+// ---- bf16 version 5 (lab variants 5 and 6 = 5 with ping-pong): FP8 version 2's fix applied to the bf16 kernel --
+// The SASS of v3/v4 has the same hoisted wait as FP8 version 1 (WARPGROUP.DEPBAR.LE gsb0, 0x0 for P_{j-1} V_{j-1}
+// at the top of the softmax, the P registers reused by softmax temporaries). As in fa_wgmma_fp8_v2:
+// - P double-buffered (pa0 / pa1, loop unrolled by two), the buffer that the GEMM in flight reads kept live
+//   through the softmax (XOR into `keep`, read by the epilogue), so ptxas has no reason to wait for that GEMM;
+// - the wait<1> after issuing S_j and P_{j-1} V_{j-1} retires P_{j-2} V_{j-2}, which frees its V stage: 3 stages
+//   (d128: 32 KB Q + 3 x 64 KB K/V = 224 KB of the 227 KB);
+// - O is rescaled only when a row maximum grows by more than BF_TAU (log2 units) somewhere in the warpgroup
+//   (bar.red vote); only then does the warpgroup wait for P_{j-1} V_{j-1}. Below the threshold the stale maximum
+//   stays: P = 2^(x - m) <= 2^BF_TAU, far inside bf16's range, and the row sum uses the same stale maximum, so the
+//   result is unchanged (bf16 keeps 8 significant bits at any magnitude; O and l accumulate in fp32).
+// Registers per consumer thread (d128): S 64 + O 64 + 2 x P 32 = 192 of 240.
+// Measured (h200-gpu6-attn2-1/2): validates everywhere, but not faster: d128 v6 622 vs v4 625 TFLOP/s, d64 384
+// vs 423 (the vote and the larger loop cost more than the overlap gains once ping-pong hides the softmax).
+constexpr int BF_STAGES = 3;
+constexpr float BF_TAU = 8.f;
+
+template <int D>
+struct Smem2 {
+    static constexpr int Q_BYTES = BM * D * 2;
+    static constexpr int KV_BYTES = BN * D * 2;
+    static constexpr int K_OFF = Q_BYTES;
+    static constexpr int V_OFF = K_OFF + BF_STAGES * KV_BYTES;
+    static constexpr int BAR_OFF = V_OFF + BF_STAGES * KV_BYTES;
+    static constexpr int BYTES = BAR_OFF + 128 + 1024;
+};
+static_assert(Smem2<128>::BYTES <= 232448, "bf16 version 5 shared memory exceeds the sm_90 opt-in limit");
+
+template <int D, bool PINGPONG>
+__global__ void __launch_bounds__(NTHREADS, 1)
+    fa_wgmma_v5(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
+                const __grid_constant__ CUtensorMap tmv, WgParams p) {
+#ifdef ASSAY_SM90A
+    using L = Smem2<D>;
+    constexpr int S = BF_STAGES;
+    constexpr int DH = D / 64;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = sm;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + L::BAR_OFF);
+    uint64_t *qfull = bars, *kfull = bars + 1, *vfull = kfull + S, *kempty = vfull + S, *vempty = kempty + S;
+
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int mblk = gridDim.x - 1 - blockIdx.x;
+    const int q0 = p.cu_q[b], Lq = p.cu_q[b + 1] - q0;
+    const int k0 = p.cu_k[b], Lk = p.cu_k[b + 1] - k0;
+    if (mblk * BM >= Lq) return;
+    const int hk = h / (p.hq / p.hkv);
+    const int diag = Lk - Lq;
+    const int n_total = (Lk + BN - 1) / BN;
+    int n_max = n_total;
+    if (p.causal) {
+        int x = (mblk + 1) * BM + diag;
+        n_max = x <= 0 ? 0 : min(n_total, (x + BN - 1) / BN);
+    }
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+
+    if (tid == 0) {
+        mbar_init(qfull, 1);
+        for (int s = 0; s < S; ++s) {
+            mbar_init(kfull + s, 1);
+            mbar_init(vfull + s, 1);
+            mbar_init(kempty + s, 8);
+            mbar_init(vempty + s, 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tid == 0 && n_max > 0) {
+            mbar_arrive_expect_tx(qfull, L::Q_BYTES);
+#pragma unroll
+            for (int x = 0; x < DH; ++x) tma_load_3d(Qs + x * BM * 128, &tmq, x * 64, h, q0 + mblk * BM, qfull);
+            for (int j = 0; j < n_max; ++j) {
+                const int s = j % S;
+                const uint32_t ph = (j / S) & 1;
+                if (j >= S) mbar_wait(kempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(kfull + s, L::KV_BYTES);
+#pragma unroll
+                for (int x = 0; x < DH; ++x)
+                    tma_load_3d(sm + L::K_OFF + s * L::KV_BYTES + x * BN * 128, &tmk, x * 64, hk, k0 + j * BN,
+                                kfull + s);
+                if (j >= S) mbar_wait(vempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(vfull + s, L::KV_BYTES);
+#pragma unroll
+                for (int x = 0; x < DH; ++x)
+                    tma_load_3d(sm + L::V_OFF + s * L::KV_BYTES + x * BN * 128, &tmv, x * 64, hk, k0 + j * BN,
+                                vfull + s);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int cw = wg - 1, wiw = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int row0 = mblk * BM + cw * 64 + wiw * 16 + g;
+    int turns_left = n_max + 1;
+    auto turn_begin = [&]() {
+        if (PINGPONG) named_sync(1 + cw);
+    };
+    auto turn_end = [&]() {
+        --turns_left;
+        if (PINGPONG && !(cw == 1 && turns_left == 0)) named_arrive(2 - cw);
+    };
+    if (PINGPONG && cw == 1 && n_max > 0) named_arrive(1);
+
+    float o[D / 2];
+    float s[BN / 2];
+    uint32_t pa0[BN / 16][4], pa1[BN / 16][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // m: running maxima, scaled (log2 units)
+    uint32_t keep = 0;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    const unsigned char *Qw = Qs + cw * 64 * 128;
+
+    auto issue_qk = [&](int st) {
+        const unsigned char *Kt = sm + L::K_OFF + st * L::KV_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const int x = kk >> 2, w = (kk & 3) * 32;
+            wgmma_ss_n128(s, sw128_desc(Qw + x * BM * 128 + w, 16, 1024), sw128_desc(Kt + x * BN * 128 + w, 16, 1024),
+                          kk > 0);
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int st, uint32_t (*pa)[4]) {
+        const unsigned char *Vt = sm + L::V_OFF + st * L::KV_BYTES;
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            const uint64_t dv = sw128_desc(Vt + kc * 16 * 128, BN * 128, 1024);
+            if (D == 128) wgmma_rs_n128_tb(o, pa[kc], dv);
+            else wgmma_rs_n64_tb(o, pa[kc], dv);
+        }
+        wgmma_commit();
+    };
+    // Masks, row maxima, P = 2^(S scale - m) in place (m possibly stale by up to BF_TAU), row sums.
+    auto softmax = [&](int j, float *alpha) {
+        const bool need_mask = (j + 1) * BN > Lk || (p.causal && (j + 1) * BN - 1 > mblk * BM + diag);
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * BN + i * 8 + 2 * t + (e & 1);
+                    const int row = row0 + (e >> 1) * 8;
+                    if (col >= Lk || (p.causal && col > row + diag)) s[4 * i + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mq[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) mq[i & 3] = fmaxf(mq[i & 3], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            const float mx = warp_max_quad(fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3])));
+            const float mxs = mx * p.scale_log2;  // -inf stays -inf
+            const float mnew = mxs > m[r] + BF_TAU ? mxs : m[r];
+            alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
+            const float off = mnew == -INFINITY ? 0.f : -mnew;
+            float sq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) {
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], p.scale_log2, off));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], p.scale_log2, off));
+                s[4 * i + 2 * r] = p0;
+                s[4 * i + 2 * r + 1] = p1;
+                sq[i & 3] += p0 + p1;
+            }
+            l[r] = l[r] * alpha[r] + ((sq[0] + sq[1]) + (sq[2] + sq[3]));
+            m[r] = mnew;
+        }
+    };
+    auto convert_p = [&](uint32_t (*pa)[4]) {
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            pa[kc][0] = pack_bf16(s[8 * kc + 0], s[8 * kc + 1]);
+            pa[kc][1] = pack_bf16(s[8 * kc + 2], s[8 * kc + 3]);
+            pa[kc][2] = pack_bf16(s[8 * kc + 4], s[8 * kc + 5]);
+            pa[kc][3] = pack_bf16(s[8 * kc + 6], s[8 * kc + 7]);
+        }
+    };
+    auto step = [&](int j, uint32_t (*pc)[4], uint32_t (*pp)[4]) {
+        const int st = j % S, sp = (j - 1) % S;
+        mbar_wait(kfull + st, (j / S) & 1);
+        mbar_wait(vfull + sp, ((j - 1) / S) & 1);
+        wgmma_fence();
+        turn_begin();
+        issue_qk(st);
+        issue_pv(sp, pp);
+        turn_end();
+        wgmma_wait<1>();  // S_j done, and P_{j-2} V_{j-2} (an older group)
+        reg_fence<BN / 2>(s);
+        __syncwarp();
+        if (lane == 0) {
+            mbar_arrive(kempty + st);
+            if (j >= 2) mbar_arrive(vempty + (j - 2) % S);
+        }
+        float alpha[2];
+        softmax(j, alpha);
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
+        if (warpgroup_any(alpha[0] != 1.f || alpha[1] != 1.f, 3 + cw)) {
+            wgmma_wait<0>();  // P_{j-1} V_{j-1} done
+            reg_fence<D / 2>(o);
+#pragma unroll
+            for (int i = 0; i < D / 8; ++i) {
+                o[4 * i + 0] *= alpha[0];
+                o[4 * i + 1] *= alpha[0];
+                o[4 * i + 2] *= alpha[1];
+                o[4 * i + 3] *= alpha[1];
+            }
+        }
+        convert_p(pc);
+    };
+
+    if (n_max > 0) {
+        mbar_wait(qfull, 0);
+        mbar_wait(kfull, 0);
+        wgmma_fence();
+        turn_begin();
+        issue_qk(0);
+        turn_end();
+        wgmma_wait<0>();
+        reg_fence<BN / 2>(s);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(kempty);
+        float alpha0[2];
+        softmax(0, alpha0);  // O is still zero: nothing to rescale
+        convert_p(pa0);
+        int j = 1;
+        for (; j + 1 < n_max; j += 2) {
+            step(j, pa1, pa0);
+            step(j + 1, pa0, pa1);
+        }
+        if (j < n_max) step(j, pa1, pa0);
+        const int last = n_max - 1, sl = last % S;
+        mbar_wait(vfull + sl, (last / S) & 1);
+        wgmma_fence();
+        turn_begin();
+        if (last & 1) issue_pv(sl, pa1);
+        else issue_pv(sl, pa0);
+        turn_end();
+        wgmma_wait<0>();
+        reg_fence<D / 2>(o);
+    }
+
+    const int total_q = p.cu_q[p.batch];
+    keep &= p.zero;  // 0: only keeps the P registers of the GEMM in flight alive (see above)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float lsum = warp_sum_quad(l[r]);
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const int row = row0 + r * 8;
+        if (row >= Lq + (int)keep) continue;
+        __nv_bfloat16 *dst = p.o + ((size_t)(q0 + row) * p.hq + h) * D;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+            *reinterpret_cast<uint32_t *>(dst + i * 8 + 2 * t) = pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        if (p.lse && t == 0)
+            p.lse[(size_t)h * total_q + q0 + row] = lsum > 0.f ? m[r] * (p.scale / p.scale_log2) + logf(lsum) : -INFINITY;
+    }
+#else
+    __trap();
+#endif
+}
+
+template <int D, bool PP>
+int launch_v5(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cudaStream_t stream) {
+    constexpr int smem = Smem2<D>::BYTES;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma_v5<D, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        configured = true;
+    }
+    CUtensorMap mq, mk, mv;
+    if (make_map(&mq, a->q, D, a->n_heads_q, total_q, BM) || make_map(&mk, a->k, D, a->n_heads_kv, total_k, BN) ||
+        make_map(&mv, a->v, D, a->n_heads_kv, total_k, BN))
+        return -1;
+    WgParams p;
+    p.o = (__nv_bfloat16 *)a->o;
+    p.lse = a->lse;
+    p.cu_q = a->cu_seqlens_q;
+    p.cu_k = a->cu_seqlens_k;
+    p.batch = a->batch;
+    p.hq = a->n_heads_q;
+    p.hkv = a->n_heads_kv;
+    p.scale = a->scale;
+    p.scale_log2 = a->scale * 1.4426950408889634f;
+    p.causal = a->causal;
+    p.zero = 0;
+    dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
+    fa_wgmma_v5<D, PP><<<grid, NTHREADS, smem, stream>>>(mq, mk, mv, p);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
 }
 
 // K bf16 [tokens][hkv][128] -> e4m3 codes (Hadamard-rotated when signs) with one scale per (kv head, 128-key
@@ -1293,14 +1651,26 @@ int make_map_u8(CUtensorMap *m, const void *base, const cuuint64_t *dims, const 
 
 }  // namespace
 
-// Called by assay_cuda_attn_prefill for variants 3 and 4 (= 3 with ping-pong) (arguments already checked). total_q / total_k: the packed
-// token counts (cu_seqlens[batch]), which the tensor maps need on the host.
-int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, int pingpong,
+// Called by assay_cuda_attn_prefill for variants 3-8 (arguments already checked): 3 = fa_wgmma, 4 = 3 with
+// ping-pong, 5 = fa_wgmma_v5 (version 5: P double-buffered, no P V wait in the common path), 6 = 5 with ping-pong,
+// 7 / 8 = 3 / 4 with the in-flight P registers kept live (KEEP).
+// total_q / total_k: the packed token counts (cu_seqlens[batch]), which the tensor maps need on the host.
+int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, int variant,
                                  cudaStream_t stream) {
     if (a->head_dim == 128)
-        return pingpong ? launch<128, true>(a, total_q, total_k, stream) : launch<128, false>(a, total_q, total_k, stream);
+        return variant == 3   ? launch<128, false>(a, total_q, total_k, stream)
+               : variant == 4 ? launch<128, true>(a, total_q, total_k, stream)
+               : variant == 5 ? launch_v5<128, false>(a, total_q, total_k, stream)
+               : variant == 6 ? launch_v5<128, true>(a, total_q, total_k, stream)
+               : variant == 7 ? launch<128, false, true>(a, total_q, total_k, stream)
+                              : launch<128, true, true>(a, total_q, total_k, stream);
     if (a->head_dim == 64)
-        return pingpong ? launch<64, true>(a, total_q, total_k, stream) : launch<64, false>(a, total_q, total_k, stream);
+        return variant == 3   ? launch<64, false>(a, total_q, total_k, stream)
+               : variant == 4 ? launch<64, true>(a, total_q, total_k, stream)
+               : variant == 5 ? launch_v5<64, false>(a, total_q, total_k, stream)
+               : variant == 6 ? launch_v5<64, true>(a, total_q, total_k, stream)
+               : variant == 7 ? launch<64, false, true>(a, total_q, total_k, stream)
+                              : launch<64, true, true>(a, total_q, total_k, stream);
     return assay_cuda_fail("attn_prefill: head_dim %d not supported by the sm_90 kernel (64, 128)", a->head_dim);
 }
 
@@ -1352,11 +1722,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 22);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 24);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-22)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-24)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -1412,7 +1782,9 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 18 ? fa_wgmma_fp8_v2<true, true, true, F8M_TAU28>
                     : v == 20 ? fa_wgmma_fp8_v2<true, true, false, F8M_DIAG_NOEXP>
                     : v == 21 ? fa_wgmma_fp8_v2<true, true, false, F8M_DIAG_NOSOFTMAX>
-                              : fa_wgmma_fp8_v2<true, true, false, F8M_DIAG_NOLOAD>;
+                    : v == 22 ? fa_wgmma_fp8_v2<true, true, false, F8M_DIAG_NOLOAD>
+                    : v == 23 ? fa_wgmma_fp8_v2<true, true, false, F8M_H2>
+                              : fa_wgmma_fp8_v2<false, true, false, F8M_H2>;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, F8B_SMEM));
         kern<<<grid, NTHREADS, F8B_SMEM, st>>>(mq, mk, mv, p);
     } else {
