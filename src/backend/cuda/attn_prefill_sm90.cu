@@ -25,9 +25,6 @@
 #include <cudaTypedefs.h>
 #include <math.h>
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define ASSAY_SM90A 1
-#endif
 // The sm_80 pass compiles the kernels to a trap, leaving the device functions below unused there.
 #pragma nv_diag_suppress 177
 
@@ -112,29 +109,6 @@ __device__ __forceinline__ void wgmma_rs_e4m3_n136(float *d, const uint32_t *a, 
 #else
     __trap();
 #endif
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-#ifdef ASSAY_SM90A
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_commit() {
-#ifdef ASSAY_SM90A
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-#ifdef ASSAY_SM90A
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma wait.
-template <int N>
-__device__ __forceinline__ void reg_fence(float *r) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
 // Shared-memory matrix descriptor, 128-byte swizzle. K-major operands: SBO = 1024 (8 rows of 128 bytes), LBO

@@ -162,6 +162,36 @@ __device__ __forceinline__ void hadamard_rotate_lane(float *v, const int8_t *sig
     for (int e = 0; e < E; ++e) v[e] *= norm;
 }
 
+// ---- wgmma group control (sm_90a: wgmma is in the architecture-specific feature set only) -------------------
+// On other targets these compile to nothing; the kernels that issue wgmma trap there and are dispatched only on
+// compute capability 9.0.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ASSAY_SM90A 1
+#endif
+
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef ASSAY_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef ASSAY_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef ASSAY_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma wait.
+template <int N>
+__device__ __forceinline__ void reg_fence(float *r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
 // ---- Hopper asynchronous copies (sm_90+): bulk copies global -> shared that complete on an mbarrier ----------
 // The producer thread arms the barrier with the bytes it will receive (arrive + expect_tx), then issues the
 // copies; consumers wait on the barrier's phase parity. On older targets these compile to a trap: callers

@@ -681,9 +681,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
 // dequantized and issued before group i is waited for.
 // Measured (dev/cuda/NOTES.md, round 6): slower than mma.sync (v9, v28) at every shape, also with 16-byte X
 // copies (v26, lab packing); kept as lab versions 22 and 24-27 for their load floors and as the wgmma baseline.
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define ASSAY_GD_SM90A 1
-#endif
 
 constexpr int WG_KC = 512;     // K columns per stage (4 groups)
 constexpr int WG_STAGES = 4;
@@ -710,7 +707,7 @@ __device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t saddr) {
 // overwrites D.
 template <int N>
 __device__ __forceinline__ void wg_mma_rs(float *d, const uint32_t *a, uint64_t db, int acc) {
-#ifdef ASSAY_GD_SM90A
+#ifdef ASSAY_SM90A
     if (N == 16)
         asm volatile(
             "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
@@ -727,28 +724,6 @@ __device__ __forceinline__ void wg_mma_rs(float *d, const uint32_t *a, uint64_t 
 #else
     __trap();
 #endif
-}
-__device__ __forceinline__ void wg_fence() {
-#ifdef ASSAY_GD_SM90A
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wg_commit() {
-#ifdef ASSAY_GD_SM90A
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-#ifdef ASSAY_GD_SM90A
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// Keeps the compiler from moving reads of wgmma accumulators above the wait that makes them valid.
-template <int N>
-__device__ __forceinline__ void wg_reg_fence(float *r) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 // cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy.
 __device__ __forceinline__ void fence_proxy_async() {
@@ -857,8 +832,8 @@ __global__ void __launch_bounds__(NWG * 128, 1) gemm_int4_wg(V4Params p) {
 
     for (int st = 0; st < nst; ++st) {
         cp_async_wait<STAGES - 2>();
-        wg_wait<0>();  // unconditional: the compiler cannot tell that nothing is in flight at st = 0
-        wg_reg_fence<NCH * NA>(&tmp[(GPW - 1) & 1][0][0]);
+        wgmma_wait<0>();  // unconditional: the compiler cannot tell that nothing is in flight at st = 0
+        reg_fence<NCH * NA>(&tmp[(GPW - 1) & 1][0][0]);
         if (st > 0) {  // the last group of the previous stage: its wgmma read that stage, refilled after the barrier
             apply(tmp[(GPW - 1) & 1], sm + ((st - 1) % STAGES) * STAGE, ksl * GPW + GPW - 1);
         }
@@ -908,21 +883,21 @@ __global__ void __launch_bounds__(NWG * 128, 1) gemm_int4_wg(V4Params p) {
                 }
             }
             float (*d)[NA] = tmp[j & 1];
-            wg_fence();
+            wgmma_fence();
 #pragma unroll
             for (int q = 0; q < 8; ++q)
                 wg_mma_rs<N>(d[q % NCH], a[q], wg_desc_sw128(xs + (gi * 2 + (q >> 2)) * 2048 + (q & 3) * 32), q >= NCH);
-            wg_commit();
+            wgmma_commit();
             if (j > 0) {
-                wg_wait<1>();
-                wg_reg_fence<NCH * NA>(&tmp[(j - 1) & 1][0][0]);
+                wgmma_wait<1>();
+                reg_fence<NCH * NA>(&tmp[(j - 1) & 1][0][0]);
                 apply(tmp[(j - 1) & 1], stg, gi - 1);
             }
         }
     }
     cp_async_wait<0>();
-    wg_wait<0>();
-    wg_reg_fence<NCH * NA>(&tmp[(GPW - 1) & 1][0][0]);
+    wgmma_wait<0>();
+    reg_fence<NCH * NA>(&tmp[(GPW - 1) & 1][0][0]);
     if (nst > 0) {
         apply(tmp[(GPW - 1) & 1], sm + ((nst - 1) % STAGES) * STAGE, ksl * GPW + GPW - 1);
     }
