@@ -115,6 +115,9 @@ def decode():
     nbytes = 2.0 * B * HKV * L * D * 2
     us = time_us(lambda i: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), inner=10, reps=9)
     record("peer:torch_sdpa_decode", "b32 ctx8192 hq32 hkv8 d128", us, 4.0 * B * HQ * L * D, nbytes)
+    # second timing pass: the peer's run-to-run spread next to the ratios against it
+    us = time_us(lambda i: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), inner=10, reps=9)
+    record("peer:torch_sdpa_decode_rep", "b32 ctx8192 hq32 hkv8 d128", us, 4.0 * B * HQ * L * D, nbytes)
     del q, k, v
 
 

@@ -53,6 +53,11 @@ def main():
         pairs.append(("attn_prefill_fp8_sm90", s, "peer:cudnn_sdpa", s, "flops"))
     for dt in ("bf16", "e4m3", "e5m2", "int8"):
         pairs.append((f"attn_decode_{dt}", "b32 ctx8192", "peer:torch_sdpa_decode", "b32 ctx8192", "bytes"))
+    # every decode attention lab version and second timing pass (_rep) against the same peer
+    dec_names = sorted({r["kernel"] for r in ours if r.get("type") == "bench" and r["kernel"].startswith("attn_decode_")
+                        and r["kernel"].count("_") > 2}, key=lambda k: (k.split("_")[2], len(k), k))
+    for kern in dec_names:
+        pairs.append((kern, "b32 ctx8192", "peer:torch_sdpa_decode", "b32 ctx8192", "bytes"))
     # the default GEMM kernels first, then every lab variant (_vN) against the same peers
     gemm_names = sorted({r["kernel"] for r in ours if r.get("type") == "bench" and r["kernel"].startswith("gemm_")},
                         key=lambda k: (k.split("_v")[0], len(k), k))

@@ -556,6 +556,19 @@ __device__ __forceinline__ float exp2_fast(float x) {
     return y;
 }
 
+// Smem row of token r of a 16-token unit when K rows are stored in S^T row order (inverse of perm_tok).
+__device__ __forceinline__ int kperm_row(int r) { return ((r >> 1) & 1) * 8 + (r >> 2) * 2 + (r & 1); }
+
+// 16-byte cp.async of the producer lanes; L2H adds the L2::256B prefetch hint (one warp instruction covers 512
+// contiguous bytes of K, so the hint asks L2 for whole 256-byte blocks at the first touch).
+template <bool L2H>
+__device__ __forceinline__ void cp_async16_ld(void *dst, const void *src) {
+    if (L2H)
+        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+    else
+        cp_async16(dst, src, 16);
+}
+
 // Zeroes the packed halves of an f16/bf16 pair whose token index (k0, k0 + 1) is >= valid.
 __device__ __forceinline__ uint32_t mask_pair(uint32_t v, int k0, int valid) {
     return k0 >= valid ? 0u : k0 + 1 >= valid ? (v & 0xFFFFu) : v;
@@ -567,18 +580,22 @@ __device__ __forceinline__ uint32_t mask_pair(uint32_t v, int k0, int valid) {
 // cp.async.mbarrier.arrive.noinc. (LD 1, V^T by one cp.async.bulk, was measured and dropped: NOTES.md.)
 // CV: consumer version. 0: 32-bit shared loads for 8-bit caches (one per register pair), exp2f; 1: 8-bit K and
 // V^T read with ldmatrix (an 8x8 b16 matrix of 8-bit data gives each lane 4 consecutive bytes of a row: the
-// same words, 4 per instruction instead of 1), and ex2.approx.
-template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0>
+// same words, 4 per instruction instead of 1), and ex2.approx; 2: 1 with the 8-bit K rows stored in S^T row
+// order (conflict-free ldmatrix); 3: 2 with the L2::256B hint on the producer's cp.async.
+// SU: 16-token units per ring slot (one full/empty barrier pair and one online-softmax step per slot).
+template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0, int SU = 1>
 __global__ void __launch_bounds__((NC + 1) * 32, MB)
     paged_decode_tma(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, DecodeParams p) {
     constexpr int D = 128, NT = (NC + 1) * 32;
     using S = TmaSlot<DT>;
     constexpr bool F16 = DT != ASSAY_CUDA_BF16;
-    static_assert((size_t)NSLOT * S::SLOT >= (size_t)NC * 16 * (D + 2) * 4, "merge buffers must fit in the ring");
+    constexpr int SLOTB = SU * S::SLOT;
+    constexpr bool KPERM = CV >= 2 && F16, L2H = CV >= 3;  // bytes of one ring slot: SU units, each K rows then V^T
+    static_assert((size_t)NSLOT * SLOTB >= (size_t)NC * 16 * (D + 2) * 4, "merge buffers must fit in the ring");
     extern __shared__ uint8_t smem_raw[];
     // Swizzled TMA destinations need 1024-byte alignment (the swizzle pattern is a function of address bits 4-9).
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem + NSLOT * S::SLOT);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + NSLOT * SLOTB);
     uint64_t *empty = full + NSLOT;
     const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
     const int G = p.hq / p.hkv;
@@ -589,7 +606,9 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
     const int u0 = split * p.tiles_per_split;  // tiles_per_split counts 16-token units here
     const int u1 = min(n_units, u0 + p.tiles_per_split);
     const int n = max(0, u1 - u0);
+    const int nslot_use = (n + SU - 1) / SU;  // slot fills (the last one may hold fewer than SU units)
     constexpr bool LSU_K = LD == 3, LSU_V = LD >= 2, LSU = LSU_K || LSU_V;
+    static_assert(!KPERM || LSU_K, "permuted K rows are written by the producer lanes' cp.async");
     constexpr uint32_t TX = (LSU_K ? 0 : S::KB) + (LSU_V ? 0 : S::KB);  // bytes the copy engine delivers per slot
     if (threadIdx.x == 0) {
         for (int s = 0; s < NSLOT; ++s) {
@@ -611,51 +630,63 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
         // Producer: block-table entries read 32 at a time (one per lane), copies issued by lane 0.
         const int32_t *bt = p.bt + (size_t)b * p.max_pages;
         const int pmask = p.ps - 1;
+        static_assert(32 % SU == 0, "a slot's units come from one block-table read");
         for (int i0 = 0; i0 < n; i0 += 32) {
             const int cnt = min(32, n - i0);
             const int pg = lane < cnt ? bt[((u0 + i0 + lane) << 4) >> p.lps] : 0;
-            for (int k = 0; k < cnt; ++k) {
-                const int page = __shfl_sync(0xffffffffu, pg, k);
-                const int i = i0 + k, s = i % NSLOT;
-                const int tip = ((u0 + i) << 4) & pmask;  // token inside the page
-                const int blk = page * p.hkv + kvh;       // (page, kv head) block
-                uint8_t *dst = smem + s * S::SLOT;
-                if (i >= NSLOT && (LSU || lane == 0)) mbar_wait(&empty[s], ((i / NSLOT) - 1) & 1);
-                if (lane == 0 && TX) {
-                    mbar_arrive_expect_tx(&full[s], TX);
-                    if (!LSU_K) {
-                        tma_load_2d(dst, &tmk, 0, blk * p.ps + tip, &full[s]);
-                        if (!F16) tma_load_2d(dst + S::KB / 2, &tmk, 64, blk * p.ps + tip, &full[s]);
-                    }
-                    if (!LSU_V) tma_load_2d(dst + S::KB, &tmv, tip, blk * D, &full[s]);
-                }
-                if (LSU_K) {  // 16 rows of 128 * ES bytes, contiguous in the page
-                    const uint8_t *src = p.kp + ((size_t)blk * p.ps + tip) * (128 * S::ES);
+            for (int k0 = 0; k0 < cnt; k0 += SU) {
+                const int f = (i0 + k0) / SU, s = f % NSLOT;  // slot fill f
+                const int nsub = min(SU, cnt - k0);
+                uint8_t *dst0 = smem + s * SLOTB;
+                if (f >= NSLOT && (LSU || lane == 0)) mbar_wait(&empty[s], ((f / NSLOT) - 1) & 1);
+                if (lane == 0 && TX) mbar_arrive_expect_tx(&full[s], TX * nsub);
 #pragma unroll
-                    for (int j = 0; j < S::KB / 512; ++j) {
-                        const int q = lane + 32 * j;
-                        int off;
-                        if (F16) {
-                            const int row = q >> 3, cc = q & 7;
-                            off = row * 128 + ((cc ^ (row & 7)) << 4);
-                        } else {
-                            const int row = q >> 4, cc = q & 15;
-                            off = (cc >> 3) * 2048 + row * 128 + (((cc & 7) ^ (row & 7)) << 4);
+                for (int j = 0; j < SU; ++j) {
+                    if (j >= nsub) break;
+                    const int k = k0 + j;
+                    const int page = __shfl_sync(0xffffffffu, pg, k);
+                    const int i = i0 + k;
+                    const int tip = ((u0 + i) << 4) & pmask;  // token inside the page
+                    const int blk = page * p.hkv + kvh;       // (page, kv head) block
+                    uint8_t *dst = dst0 + j * S::SLOT;
+                    if (lane == 0 && TX) {
+                        if (!LSU_K) {
+                            tma_load_2d(dst, &tmk, 0, blk * p.ps + tip, &full[s]);
+                            if (!F16) tma_load_2d(dst + S::KB / 2, &tmk, 64, blk * p.ps + tip, &full[s]);
                         }
-                        cp_async16(dst + off, src + q * 16, 16);
+                        if (!LSU_V) tma_load_2d(dst + S::KB, &tmv, tip, blk * D, &full[s]);
                     }
-                }
-                if (LSU_V) {  // 128 rows of 16 * ES bytes, one per head dim, page_size * ES apart
-                    const uint8_t *src = p.vp + ((size_t)blk * D * p.ps + tip) * S::ES;
+                    if (LSU_K) {  // 16 rows of 128 * ES bytes, contiguous in the page
+                        const uint8_t *src = p.kp + ((size_t)blk * p.ps + tip) * (128 * S::ES);
 #pragma unroll
-                    for (int j = 0; j < S::KB / 512; ++j) {
-                        const int q = lane + 32 * j;
-                        if (F16) {
-                            cp_async16(dst + S::KB + q * 16, src + (size_t)q * p.ps, 16);
-                        } else {
-                            const int d = q >> 1, c = q & 1;
-                            cp_async16(dst + S::KB + d * 32 + ((c ^ ((d >> 2) & 1)) << 4),
-                                       src + (size_t)d * p.ps * 2 + c * 16, 16);
+                        for (int jj = 0; jj < S::KB / 512; ++jj) {
+                            const int q = lane + 32 * jj;
+                            int off;
+                            if (F16) {
+                                // KPERM: token r of the unit at row kperm_row(r), so that the rows one 8x8
+                                // ldmatrix reads (tokens perm_tok(0..7) or perm_tok(8..15)) are 8 consecutive
+                                // rows with 8 different swizzles: no bank conflicts (2-way otherwise)
+                                const int tr = q >> 3, cc = q & 7, row = KPERM ? kperm_row(tr) : tr;
+                                off = row * 128 + ((cc ^ (row & 7)) << 4);
+                            } else {
+                                const int row = q >> 4, cc = q & 15;
+                                off = (cc >> 3) * 2048 + row * 128 + (((cc & 7) ^ (row & 7)) << 4);
+                            }
+                            cp_async16_ld<L2H>(dst + off, src + q * 16);
+                        }
+                    }
+                    if (LSU_V) {  // 128 rows of 16 * ES bytes, one per head dim, page_size * ES apart
+                        const uint8_t *src = p.vp + ((size_t)blk * D * p.ps + tip) * S::ES;
+#pragma unroll
+                        for (int jj = 0; jj < S::KB / 512; ++jj) {
+                            const int q = lane + 32 * jj;
+                            if (F16) {
+                                cp_async16_ld<L2H>(dst + S::KB + q * 16, src + (size_t)q * p.ps);
+                            } else {
+                                const int d = q >> 1, c = q & 1;
+                                cp_async16_ld<L2H>(dst + S::KB + d * 32 + ((c ^ ((d >> 2) & 1)) << 4),
+                                                   src + (size_t)d * p.ps * 2 + c * 16);
+                            }
                         }
                     }
                 }
@@ -677,68 +708,93 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
                 }
         }
         const int r0 = F16 ? perm_tok(g) : g, r1 = F16 ? perm_tok(g + 8) : g + 8;
-        for (int i = warp; i < n; i += NC) {
+        for (int i = warp; i < nslot_use; i += NC) {
             const int s = i % NSLOT;
             mbar_wait(&full[s], (i / NSLOT) & 1);
-            const uint8_t *Ks = smem + s * S::SLOT;
-            const uint8_t *Vs = Ks + S::KB;
+            const uint8_t *Ks0 = smem + s * SLOTB;
             if (!LOADONLY) {
-                const int valid = seq_len - ((u0 + i) << 4);  // tokens of this unit inside the sequence (>= 1)
-                uint32_t kw[4];
-                float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+                // S^T for the SU 16-token units of the slot (a unit past this split's range was not loaded: its
+                // scores are -inf and its P V is skipped; the test is uniform across the warp)
+                float sv[SU][4];
 #pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk) {
-                    uint32_t a[4];
-                    if (F16 && CV == 1) {
-                        // matrices: rows r0 / r1 (tokens of S^T rows g / g + 8) x chunks kk, kk + 1 (ldmatrix
-                        // every other step; the odd step converts the words loaded with the even one)
-                        static_assert(CV != 1 || D / 16 % 2 == 0, "pairs of k16 steps");
-                        uint32_t w[4];
-                        if ((kk & 1) == 0) {
-                            const int mi = lane >> 3, rr = mi & 1 ? perm_tok(8 + (lane & 7)) : perm_tok(lane & 7);
-                            ldmatrix_x4(kw, Ks + rr * 128 + (((kk + (mi >> 1)) ^ (rr & 7)) << 4));
-                        }
-                        w[0] = kw[(kk & 1) * 2];
-                        w[1] = kw[(kk & 1) * 2 + 1];
-                        byte4_to_f16x4<DT>(w[0], a[0], a[2]);
-                        byte4_to_f16x4<DT>(w[1], a[1], a[3]);
-                    } else if (!F16) {
-                        // K: two 16 x 64 boxes (2 KB each), rows of 128 bytes, 16-byte chunk c of row r at c ^ (r & 7)
-                        const int row = (lane & 7) + ((lane >> 3) & 1) * 8, c = (kk & 3) * 2 + (lane >> 4);
-                        ldmatrix_x4(a, Ks + (kk >> 2) * 2048 + row * 128 + ((c ^ (lane & 7)) << 4));
-                    } else {
-                        byte4_pair<DT>(Ks + r0 * 128 + ((kk ^ (r0 & 7)) << 4) + 4 * t, a[0], a[2]);
-                        byte4_pair<DT>(Ks + r1 * 128 + ((kk ^ (r1 & 7)) << 4) + 4 * t, a[1], a[3]);
+                for (int j = 0; j < SU; ++j) {
+                    const uint8_t *Ks = Ks0 + j * S::SLOT;
+                    const int valid = seq_len - ((u0 + i * SU + j) << 4);  // tokens of this unit in the sequence
+                    if (j > 0 && i * SU + j >= n) {
+                        sv[j][0] = sv[j][1] = sv[j][2] = sv[j][3] = -INFINITY;
+                        continue;
                     }
-                    mma_16816<F16>((kk & 1) ? sb : sa, a, qb[kk][0], qb[kk][1]);
+                    uint32_t kw[4];
+                    float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                    for (int kk = 0; kk < D / 16; ++kk) {
+                        uint32_t a[4];
+                        if (F16 && CV >= 1) {
+                            // matrices: rows r0 / r1 (tokens of S^T rows g / g + 8) x chunks kk, kk + 1 (ldmatrix
+                            // every other step; the odd step converts the words loaded with the even one)
+                            static_assert(CV == 0 || D / 16 % 2 == 0, "pairs of k16 steps");
+                            uint32_t w[4];
+                            if ((kk & 1) == 0) {
+                                const int mi = lane >> 3;
+                                const int rr = KPERM ? (mi & 1) * 8 + (lane & 7)
+                                                     : mi & 1 ? perm_tok(8 + (lane & 7)) : perm_tok(lane & 7);
+                                ldmatrix_x4(kw, Ks + rr * 128 + (((kk + (mi >> 1)) ^ (rr & 7)) << 4));
+                            }
+                            w[0] = kw[(kk & 1) * 2];
+                            w[1] = kw[(kk & 1) * 2 + 1];
+                            byte4_to_f16x4<DT>(w[0], a[0], a[2]);
+                            byte4_to_f16x4<DT>(w[1], a[1], a[3]);
+                        } else if (!F16) {
+                            // K: two 16 x 64 boxes (2 KB each), rows of 128 bytes, 16-byte chunk c of row r at c ^ (r & 7)
+                            const int row = (lane & 7) + ((lane >> 3) & 1) * 8, c = (kk & 3) * 2 + (lane >> 4);
+                            ldmatrix_x4(a, Ks + (kk >> 2) * 2048 + row * 128 + ((c ^ (lane & 7)) << 4));
+                        } else {
+                            byte4_pair<DT>(Ks + r0 * 128 + ((kk ^ (r0 & 7)) << 4) + 4 * t, a[0], a[2]);
+                            byte4_pair<DT>(Ks + r1 * 128 + ((kk ^ (r1 & 7)) << 4) + 4 * t, a[1], a[3]);
+                        }
+                        mma_16816<F16>((kk & 1) ? sb : sa, a, qb[kk][0], qb[kk][1]);
+                    }
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) sv[j][e] = sa[e] + sb[e];
+                    if (valid < 16) {  // rows past the sequence: garbage K, masked by a select
+                        if (r0 >= valid) sv[j][0] = sv[j][1] = -INFINITY;
+                        if (r1 >= valid) sv[j][2] = sv[j][3] = -INFINITY;
+                    }
                 }
-                float sv[4] = {sa[0] + sb[0], sa[1] + sb[1], sa[2] + sb[2], sa[3] + sb[3]};
-                if (valid < 16) {  // rows past the sequence: garbage K, masked by a select
-                    if (r0 >= valid) sv[0] = sv[1] = -INFINITY;
-                    if (r1 >= valid) sv[2] = sv[3] = -INFINITY;
-                }
+                // one online-softmax step for all SU units: one max reduction and one rescale of O per slot
                 bool moved = false;
                 float alpha[2];
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    float mx = fmaxf(sv[j], sv[j + 2]);
+                for (int h = 0; h < 2; ++h) {
+                    float mx = fmaxf(sv[0][h], sv[0][h + 2]);
+#pragma unroll
+                    for (int j = 1; j < SU; ++j) mx = fmaxf(mx, fmaxf(sv[j][h], sv[j][h + 2]));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-                    const float m_new = fmaxf(m[j], mx);
+                    const float m_new = fmaxf(m[h], mx);
                     const float m_sc = m_new == -INFINITY ? 0.f : m_new * sl2;
-                    if (CV == 1) {
-                        alpha[j] = exp2_fast(m[j] * sl2 - m_sc);
-                        sv[j] = exp2_fast(fmaf(sv[j], sl2, -m_sc));
-                        sv[j + 2] = exp2_fast(fmaf(sv[j + 2], sl2, -m_sc));
+                    float sum = 0.f;
+                    if (CV >= 1) {
+                        alpha[h] = exp2_fast(m[h] * sl2 - m_sc);
+#pragma unroll
+                        for (int j = 0; j < SU; ++j) {
+                            sv[j][h] = exp2_fast(fmaf(sv[j][h], sl2, -m_sc));
+                            sv[j][h + 2] = exp2_fast(fmaf(sv[j][h + 2], sl2, -m_sc));
+                            sum += sv[j][h] + sv[j][h + 2];
+                        }
                     } else {
-                        alpha[j] = exp2f(m[j] * sl2 - m_sc);
-                        sv[j] = exp2f(fmaf(sv[j], sl2, -m_sc));
-                        sv[j + 2] = exp2f(fmaf(sv[j + 2], sl2, -m_sc));
+                        alpha[h] = exp2f(m[h] * sl2 - m_sc);
+#pragma unroll
+                        for (int j = 0; j < SU; ++j) {
+                            sv[j][h] = exp2f(fmaf(sv[j][h], sl2, -m_sc));
+                            sv[j][h + 2] = exp2f(fmaf(sv[j][h + 2], sl2, -m_sc));
+                            sum += sv[j][h] + sv[j][h + 2];
+                        }
                     }
-                    l[j] = l[j] * alpha[j] + sv[j] + sv[j + 2];
-                    m[j] = m_new;
-                    moved |= alpha[j] != 1.f;
+                    l[h] = l[h] * alpha[h] + sum;
+                    m[h] = m_new;
+                    moved |= alpha[h] != 1.f;
                 }
                 if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
@@ -747,41 +803,47 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
                         o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
                     }
                 }
-                const uint32_t pb0 = movmatrix_trans(pack2<F16>(sv[0], sv[1]));
-                const uint32_t pb1 = movmatrix_trans(pack2<F16>(sv[2], sv[3]));
-                uint32_t vw[4];
 #pragma unroll
-                for (int mt = 0; mt < D / 16; ++mt) {
-                    uint32_t a[4];
-                    if (F16 && CV == 1) {
-                        // matrices: head dims mt*16 + 0..7, + 8..15, (mt+1)*16 + 0..7, + 8..15 (rows of 16 bytes)
-                        if ((mt & 1) == 0) ldmatrix_x4(vw, Vs + (mt * 16 + lane) * 16);
-                        byte4_to_f16x4<DT>(vw[(mt & 1) * 2], a[0], a[2]);
-                        byte4_to_f16x4<DT>(vw[(mt & 1) * 2 + 1], a[1], a[3]);
-                        if (valid < 16) {
-                            a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
-                            a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
+                for (int j = 0; j < SU; ++j) {
+                    if (j > 0 && i * SU + j >= n) break;
+                    const uint8_t *Vs = Ks0 + j * S::SLOT + S::KB;
+                    const int valid = seq_len - ((u0 + i * SU + j) << 4);
+                    const uint32_t pb0 = movmatrix_trans(pack2<F16>(sv[j][0], sv[j][1]));
+                    const uint32_t pb1 = movmatrix_trans(pack2<F16>(sv[j][2], sv[j][3]));
+                    uint32_t vw[4];
+#pragma unroll
+                    for (int mt = 0; mt < D / 16; ++mt) {
+                        uint32_t a[4];
+                        if (F16 && CV >= 1) {
+                            // matrices: head dims mt*16 + 0..7, + 8..15, (mt+1)*16 + 0..7, + 8..15 (rows of 16 bytes)
+                            if ((mt & 1) == 0) ldmatrix_x4(vw, Vs + (mt * 16 + lane) * 16);
+                            byte4_to_f16x4<DT>(vw[(mt & 1) * 2], a[0], a[2]);
+                            byte4_to_f16x4<DT>(vw[(mt & 1) * 2 + 1], a[1], a[3]);
+                            if (valid < 16) {
+                                a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
+                                a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
+                            }
+                        } else if (!F16) {
+                            // V^T: 128 rows of 32 bytes, chunk c of row d at c ^ ((d >> 2) & 1) (32-byte swizzle)
+                            const int d = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = lane >> 4;
+                            ldmatrix_x4(a, Vs + d * 32 + ((c ^ ((lane >> 2) & 1)) << 4));
+                            if (valid < 16) {  // V columns past the sequence may hold NaN: P = 0 does not cancel it
+                                a[0] = mask_pair(a[0], 2 * t, valid); a[1] = mask_pair(a[1], 2 * t, valid);
+                                a[2] = mask_pair(a[2], 2 * t + 8, valid); a[3] = mask_pair(a[3], 2 * t + 8, valid);
+                            }
+                        } else {
+                            byte4_pair<DT>(Vs + (mt * 16 + g) * 16 + 4 * t, a[0], a[2]);
+                            byte4_pair<DT>(Vs + (mt * 16 + g + 8) * 16 + 4 * t, a[1], a[3]);
+                            if (valid < 16) {
+                                a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
+                                a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
+                            }
                         }
-                    } else if (!F16) {
-                        // V^T: 128 rows of 32 bytes, chunk c of row d at c ^ ((d >> 2) & 1) (32-byte swizzle)
-                        const int d = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = lane >> 4;
-                        ldmatrix_x4(a, Vs + d * 32 + ((c ^ ((lane >> 2) & 1)) << 4));
-                        if (valid < 16) {  // V columns past the sequence may hold NaN: P = 0 does not cancel it
-                            a[0] = mask_pair(a[0], 2 * t, valid); a[1] = mask_pair(a[1], 2 * t, valid);
-                            a[2] = mask_pair(a[2], 2 * t + 8, valid); a[3] = mask_pair(a[3], 2 * t + 8, valid);
-                        }
-                    } else {
-                        byte4_pair<DT>(Vs + (mt * 16 + g) * 16 + 4 * t, a[0], a[2]);
-                        byte4_pair<DT>(Vs + (mt * 16 + g + 8) * 16 + 4 * t, a[1], a[3]);
-                        if (valid < 16) {
-                            a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
-                            a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
-                        }
+                        mma_16816<F16>(o[mt], a, pb0, pb1);
                     }
-                    mma_16816<F16>(o[mt], a, pb0, pb1);
                 }
             } else if (lane == 0) {
-                o[0][0] += (float)Ks[0] + (float)Vs[0];  // keep the wait (and the data) live
+                o[0][0] += (float)Ks0[0] + (float)Ks0[S::KB];  // keep the wait (and the data) live
             }
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
@@ -866,13 +928,13 @@ int decode_map(CUtensorMap *m, const void *base, int es, int inner, int box0, in
     return 0;
 }
 
-template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0>
+template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0, int SU = 1>
 int launch_tma(const assay_cuda_attn_decode_args *a, DecodeParams p, dim3 grid, cudaStream_t stream) {
     using S = TmaSlot<DT>;
-    constexpr size_t smem = (size_t)NSLOT * S::SLOT + 2 * NSLOT * sizeof(uint64_t) + 1024;
+    constexpr size_t smem = (size_t)NSLOT * SU * S::SLOT + 2 * NSLOT * sizeof(uint64_t) + 1024;
     static bool configured = false;
     if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV>,
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV, SU>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         configured = true;
     }
@@ -888,8 +950,9 @@ int launch_tma(const assay_cuda_attn_decode_args *a, DecodeParams p, dim3 grid, 
     }
     int units = (a->max_seq_len + 15) / 16;
     p.tiles_per_split = (units + a->num_splits - 1) / a->num_splits;
+    p.tiles_per_split = (p.tiles_per_split + SU - 1) / SU * SU;  // whole slots per split (a split may be empty)
     if (p.tiles_per_split < 1) p.tiles_per_split = 1;
-    paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV><<<grid, (NC + 1) * 32, smem, stream>>>(mk, mv, p);
+    paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV, SU><<<grid, (NC + 1) * 32, smem, stream>>>(mk, mv, p);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }
@@ -912,6 +975,15 @@ int launch_tma_var(int var, const assay_cuda_attn_decode_args *a, const DecodePa
         case 12: return launch_tma<DT, NC8, 12 * SL, false, 2, 3>(a, p, grid, s);
         case 13: return launch_tma<DT, NC6, 12 * SL, false, 2, 3>(a, p, grid, s);
         case 14: return launch_tma<DT, 4, 12 * SL, false, 2, 3, 1>(a, p, grid, s);
+        // 15: v14 with two 16-token units per slot (8 KB slots for 8-bit caches, the bytes of a bf16 unit: half
+        // the producer's barrier / block-table / address work per byte and one softmax step per 32 tokens);
+        // 16: 15 without arithmetic; 17: 15 with 13 slots for 8-bit caches (the most two CTAs per SM can hold)
+        case 15: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 1, 2>(a, p, grid, s);
+        case 16: return launch_tma<DT, 4, 6 * SL, true, 2, 3, 1, 2>(a, p, grid, s);
+        case 17: return launch_tma<DT, 4, SL == 2 ? 13 : 6, false, 2, 3, 1, 2>(a, p, grid, s);
+        // 18: 15 with the 8-bit K rows in S^T row order; 19: 18 with the L2::256B hint on the cp.async
+        case 18: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 2, 2>(a, p, grid, s);
+        case 19: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 3, 2>(a, p, grid, s);
         }
         return assay_cuda_fail("attn_decode: no variant %d", var);
     }
@@ -954,7 +1026,7 @@ int decode_variant(const assay_cuda_attn_decode_args *a) {
             : !ring_ok ? def
             : a->kv_dtype == ASSAY_CUDA_INT8 ? 5
             : a->kv_dtype == ASSAY_CUDA_BF16 ? 8 : 14;
-    if (v >= 5 && (v == 6 || v > 14 || !ring_ok)) v = def;
+    if (v >= 5 && (v == 6 || v > 19 || !ring_ok)) v = def;
     return v;
 }
 
