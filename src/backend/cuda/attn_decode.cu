@@ -589,8 +589,8 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
     constexpr int D = 128, NT = (NC + 1) * 32;
     using S = TmaSlot<DT>;
     constexpr bool F16 = DT != ASSAY_CUDA_BF16;
-    constexpr int SLOTB = SU * S::SLOT;
-    constexpr bool KPERM = CV >= 2 && F16, L2H = CV >= 3;  // bytes of one ring slot: SU units, each K rows then V^T
+    constexpr int SLOTB = SU * S::SLOT;  // bytes of one ring slot: SU units, each K rows then V^T
+    constexpr bool KPERM = CV >= 2 && F16, L2H = CV >= 3;
     static_assert((size_t)NSLOT * SLOTB >= (size_t)NC * 16 * (D + 2) * 4, "merge buffers must fit in the ring");
     extern __shared__ uint8_t smem_raw[];
     // Swizzled TMA destinations need 1024-byte alignment (the swizzle pattern is a function of address bits 4-9).
@@ -609,7 +609,7 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
     const int nslot_use = (n + SU - 1) / SU;  // slot fills (the last one may hold fewer than SU units)
     constexpr bool LSU_K = LD == 3, LSU_V = LD >= 2, LSU = LSU_K || LSU_V;
     static_assert(!KPERM || LSU_K, "permuted K rows are written by the producer lanes' cp.async");
-    constexpr uint32_t TX = (LSU_K ? 0 : S::KB) + (LSU_V ? 0 : S::KB);  // bytes the copy engine delivers per slot
+    constexpr uint32_t TX = (LSU_K ? 0 : S::KB) + (LSU_V ? 0 : S::KB);  // bytes the copy engine delivers per unit
     if (threadIdx.x == 0) {
         for (int s = 0; s < NSLOT; ++s) {
             mbar_init(&full[s], (TX ? 1 : 0) + (LSU ? 32 : 0));
