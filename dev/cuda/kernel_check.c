@@ -416,11 +416,11 @@ static void section_decode(lab_out *o) {
                      cases[j].hkv, cases[j].d, cases[j].page, p.a.num_splits);
             decode_validate(o, &cases[j], &p, 0, shape);
             /* the default is automatic (bf16 -> 4, 8-bit -> 3); each version also under its own name */
-            static const int vs[13] = {1, 3, 4, 5, 7, 8, 12, 13, 14, 15, 17, 18, 19};
-            static const char *sfx[13] = {"_v1", "_v3", "_v4", "_v5", "_v7", "_v8", "_v12", "_v13", "_v14", "_v15", "_v17",
-                                          "_v18", "_v19"};
-            for (int v = 0; v < 13; ++v) {
-                /* versions 5-19 (producer warp + ring) exist for head_dim 128 and group sizes <= 8 only */
+            static const int vs[15] = {1, 3, 4, 5, 7, 8, 12, 13, 14, 15, 17, 18, 19, 20, 21};
+            static const char *sfx[15] = {"_v1", "_v3", "_v4", "_v5", "_v7", "_v8", "_v12", "_v13", "_v14", "_v15", "_v17",
+                                          "_v18", "_v19", "_v20", "_v21"};
+            for (int v = 0; v < 15; ++v) {
+                /* versions 5-21 (producer warp + ring) exist for head_dim 128 and group sizes <= 8 only */
                 if (vs[v] >= 5 && (cases[j].d != 128 || cases[j].hq / cases[j].hkv > 8)) continue;
                 assay_cuda_lab_set_decode_variant(vs[v]);
                 decode_resplit(&p, cases[j].splits);
@@ -456,10 +456,10 @@ static void section_decode_bench(lab_out *o) {
         snprintf(name, sizeof name, "attn_decode_%s", dtype_name(dts[i]));
         lab_bench(o, name, shape, us, flops, bytes);
         /* every version in the same run: 1 (previous default), 3 (transposed, 8 warps), 4 (transposed, 4 warps) */
-        static const int vs[13] = {1, 3, 4, 5, 7, 8, 12, 13, 14, 15, 17, 18, 19};
-        static const char *sfx[13] = {"_v1", "_v3", "_v4", "_v5", "_v7", "_v8", "_v12", "_v13", "_v14", "_v15", "_v17",
-                                          "_v18", "_v19"};
-        for (int v = 0; v < 13; ++v) {
+        static const int vs[15] = {1, 3, 4, 5, 7, 8, 12, 13, 14, 15, 17, 18, 19, 20, 21};
+        static const char *sfx[15] = {"_v1", "_v3", "_v4", "_v5", "_v7", "_v8", "_v12", "_v13", "_v14", "_v15", "_v17",
+                                          "_v18", "_v19", "_v20", "_v21"};
+        for (int v = 0; v < 15; ++v) {
             assay_cuda_lab_set_decode_variant(vs[v]);
             decode_resplit(&p, 0);
             snprintf(shape, sizeof shape, "b32 ctx8192 hq32 hkv8 d128 page16 splits%d", p.a.num_splits);
@@ -491,7 +491,7 @@ static void section_decode_bench(lab_out *o) {
         {
             /* second timing pass ("_rep") of the default and the ring versions that compete for it: the run-to-run
                spread next to their differences (one median of 9 x 10 launches each pass) */
-            static const int rv[6] = {0, 14, 15, 17, 18, 19};
+            static const int rv[6] = {0, 14, 15, 17, 20, 21};
             for (int r = 0; r < 6; ++r) {
                 assay_cuda_lab_set_decode_variant(rv[r]);
                 decode_resplit(&p, 0);
