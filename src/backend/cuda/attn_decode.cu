@@ -24,8 +24,8 @@
 // 64-token tiles (two or three CTAs per SM; pages <= 64 tokens, else 3); 5..21 = the producer-warp ring
 // paged_decode_tma (Hopper, head_dim 128, group sizes <= 8; see launch_tma_var). 0 = automatic (default), from
 // the measurements in dev/cuda/NOTES.md: 8 (ring filled by the producer lanes' cp.async) for bf16 caches, 15
-// (the same with ldmatrix reads of the 8-bit data and two 16-token units per ring slot) for fp8 caches, 5 (ring
-// filled by TMA) for int8; elsewhere 4 for bf16 caches and 3 for 8-bit caches.
+// (the same with ldmatrix reads of the 8-bit data and two 16-token units per ring slot) for 8-bit caches;
+// elsewhere 4 for bf16 caches and 3 for 8-bit caches.
 static int g_decode_variant = 0;
 extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
 
@@ -984,13 +984,13 @@ int launch_tma_var(int var, const assay_cuda_attn_decode_args *a, const DecodePa
         // 18: 15 with the 8-bit K rows in S^T row order; 19: 18 with the L2::256B hint on the cp.async
         case 18: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 2, 2>(a, p, grid, s);
         case 19: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 3, 2>(a, p, grid, s);
-        // 20 / 21: 17 (13 slots of two units) with 5 / 6 consumer warps for e4m3/e5m2 (more warps to hide the
-        // consumer's latency chain; 8 slots still loading); bf16 and int8 (registers) run 15 / 17 under these numbers
+        // 20 / 21: 17 (13 slots of two units) with 5 / 6 consumer warps for 8-bit caches (more warps to hide the
+        // consumer's latency chain; 8 / 7 slots still loading); bf16 runs 15 under these numbers
         case 20:
-            if constexpr (SL == 2 && DT != ASSAY_CUDA_INT8) return launch_tma<DT, 5, 13, false, 2, 3, 1, 2>(a, p, grid, s);
+            if constexpr (SL == 2) return launch_tma<DT, 5, 13, false, 2, 3, 1, 2>(a, p, grid, s);
             else return launch_tma<DT, 4, SL == 2 ? 13 : 6, false, 2, 3, 1, 2>(a, p, grid, s);
         case 21:
-            if constexpr (SL == 2 && DT != ASSAY_CUDA_INT8) return launch_tma<DT, 6, 13, false, 2, 3, 1, 2>(a, p, grid, s);
+            if constexpr (SL == 2) return launch_tma<DT, 6, 13, false, 2, 3, 1, 2>(a, p, grid, s);
             else return launch_tma<DT, 4, SL == 2 ? 13 : 6, false, 2, 3, 1, 2>(a, p, grid, s);
         }
         return assay_cuda_fail("attn_decode: no variant %d", var);
@@ -1030,10 +1030,10 @@ int decode_variant(const assay_cuda_attn_decode_args *a) {
     const bool ring_ok = a->head_dim == 128 && G <= 8 && decode_sm90_ok();
     // h200-gpu5-attn4, same run: bf16 v8 248.1-249.0 us (v14 249.0, v4 303 in attn3), int8 v5 222.4 (v8 226.1,
     // v14 233.6); h200-gpu6-dec8-1, same run (two passes each): e4m3 v15 130.0 / 129.8 us (v14 134.2 / 134.3),
-    // e5m2 v15 128.6 / 128.8 (v14 133.3 / 133.2); bf16 v15 244.7 vs v8 243.7 and int8 v15 222.1 vs v5 222.0 (kept)
+    // e5m2 v15 128.6 / 128.8 (v14 133.3 / 133.2); bf16 v15 244.7 vs v8 243.7 (kept); int8 with the magic-number
+    // conversion: see NOTES.md (run h200-gpu6-dec8-2)
     int v = g_decode_variant ? g_decode_variant
             : !ring_ok ? def
-            : a->kv_dtype == ASSAY_CUDA_INT8 ? 5
             : a->kv_dtype == ASSAY_CUDA_BF16 ? 8 : 15;
     if (v >= 5 && (v == 6 || v > 21 || !ring_ok)) v = def;
     return v;

@@ -113,11 +113,15 @@ __device__ __forceinline__ void byte4_to_f16x4(uint32_t w, uint32_t &lo, uint32_
         // e5m2 is the high byte of an f16: place each byte in the top of a 16-bit lane.
         lo = __byte_perm(w, 0, 0x1404);
         hi = __byte_perm(w, 0, 0x3424);
-    } else {  // int8: exact in f16 (|v| <= 128)
-        int8_t b0 = (int8_t)(w & 0xFF), b1 = (int8_t)((w >> 8) & 0xFF);
-        int8_t b2 = (int8_t)((w >> 16) & 0xFF), b3 = (int8_t)(w >> 24);
-        lo = pack_f16((float)b0, (float)b1);
-        hi = pack_f16((float)b2, (float)b3);
+    } else {
+        // int8, exact: u = v + 128 (flip the sign bits) as the low byte of an f16 whose high byte is 0x64 is
+        // 1024 + u (the mantissa step is 1 in [1024, 2048)); subtracting 1152 leaves v. One LOP, two PRMT and two
+        // f16x2 subtractions per 4 values instead of four integer-to-float conversions (quarter rate) and two packs.
+        const uint32_t u = w ^ 0x80808080u;
+        lo = __byte_perm(u, 0x64646464u, 0x4140);
+        hi = __byte_perm(u, 0x64646464u, 0x4342);
+        asm("sub.f16x2 %0, %0, %1;" : "+r"(lo) : "r"(0x64806480u));
+        asm("sub.f16x2 %0, %0, %1;" : "+r"(hi) : "r"(0x64806480u));
     }
 }
 
