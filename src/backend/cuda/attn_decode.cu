@@ -1030,8 +1030,8 @@ int decode_variant(const assay_cuda_attn_decode_args *a) {
     const bool ring_ok = a->head_dim == 128 && G <= 8 && decode_sm90_ok();
     // h200-gpu5-attn4, same run: bf16 v8 248.1-249.0 us (v14 249.0, v4 303 in attn3), int8 v5 222.4 (v8 226.1,
     // v14 233.6); h200-gpu6-dec8-1, same run (two passes each): e4m3 v15 130.0 / 129.8 us (v14 134.2 / 134.3),
-    // e5m2 v15 128.6 / 128.8 (v14 133.3 / 133.2); bf16 v15 244.7 vs v8 243.7 (kept); int8 with the magic-number
-    // conversion: see NOTES.md (run h200-gpu6-dec8-2)
+    // e5m2 v15 128.6 / 128.8 (v14 133.3 / 133.2); bf16 v15 244.7 vs v8 243.7 (kept); h200-gpu6-dec8-2: e4m3 v15
+    // 132.1 (v14 136.7), e5m2 131.5 (136.1), int8 with the magic-number conversion v15 132.8 (v5 194.3)
     int v = g_decode_variant ? g_decode_variant
             : !ring_ok ? def
             : a->kv_dtype == ASSAY_CUDA_BF16 ? 8 : 15;
