@@ -45,10 +45,10 @@ int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* Decode attention: 0 = automatic (default: 4 for bf16, 3 for 8-bit caches); 1 = block-table entry read when a
- * tile is issued, 2 = read one tile ahead, 3 = transposed
- * kernel (tokens as mma rows, heads as columns; default for group sizes <= 8), 4 = the transposed kernel with 4
- * warps and 64-token tiles. */
+/* Decode attention: 0 = automatic (on Hopper with head_dim 128 and group sizes <= 8: 8 for bf16 caches, 15 for
+ * 8-bit caches; elsewhere 4 for bf16, 3 for 8-bit); 1 = block-table entry read when a tile is issued, 2 = read
+ * one tile ahead, 3 = transposed kernel (tokens as mma rows, heads as columns), 4 = the transposed kernel with 4
+ * warps and 64-token tiles, 5..21 = the producer-warp ring kernel's versions. See attn_decode.cu. */
 void assay_cuda_lab_set_decode_variant(int v);
 #ifdef __cplusplus
 }
