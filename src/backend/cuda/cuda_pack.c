@@ -2,6 +2,14 @@
 #include "assay/cuda_kernels.h"
 #include "cuda_lab.h"
 
+/* the GPU reads the packed words as little-endian uint32 whatever the host's byte order */
+static void put_le32(uint8_t *dst, uint32_t word) {
+    dst[0] = (uint8_t)word;
+    dst[1] = (uint8_t)(word >> 8);
+    dst[2] = (uint8_t)(word >> 16);
+    dst[3] = (uint8_t)(word >> 24);
+}
+
 /* Layout (see gemm_decode.cu): for each 8-row tile nt and 128-column group gr, a 512-byte block at
  * (nt * (k/128) + gr) * 512. Lane (g, t) = 4g + t owns bytes [16*lane, 16*lane + 16): row nt*8 + g, columns
  * gr*128 + 32t + [0, 32). Word w of those 16 bytes holds columns 8w..8w+7 of the slice; column offset o sits in
@@ -20,11 +28,7 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) 
                         int nib = (o >> 1) + 4 * (o & 1);
                         word |= (uint32_t)(row[8 * w + o] & 15) << (4 * nib);
                     }
-                    uint8_t *dst = blk + lane * 16 + 4 * w;
-                    dst[0] = (uint8_t)word;
-                    dst[1] = (uint8_t)(word >> 8);
-                    dst[2] = (uint8_t)(word >> 16);
-                    dst[3] = (uint8_t)(word >> 24);
+                    put_le32(blk + lane * 16 + 4 * w, word);
                 }
             }
         }
@@ -69,11 +73,7 @@ void assay_cuda_int4_pack_wg(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
                         word |= (uint32_t)(q[row * k + col] & 15) << (4 * i);
                         word |= (uint32_t)(q[row * k + col + 1] & 15) << (4 * (i + 4));
                     }
-                    uint8_t *dst = blk + (step >> 2) * 512 + lane * 16 + 4 * (step & 3);
-                    dst[0] = (uint8_t)word;
-                    dst[1] = (uint8_t)(word >> 8);
-                    dst[2] = (uint8_t)(word >> 16);
-                    dst[3] = (uint8_t)(word >> 24);
+                    put_le32(blk + (step >> 2) * 512 + lane * 16 + 4 * (step & 3), word);
                 }
         }
 }
@@ -104,11 +104,7 @@ void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
                             word |= (uint32_t)(q[row * k + col] & 15) << (4 * i);
                             word |= (uint32_t)(q[row * k + col + 1] & 15) << (4 * (i + 4));
                         }
-                        uint8_t *dst = blk + lane * 16 + 4 * j;
-                        dst[0] = (uint8_t)word;
-                        dst[1] = (uint8_t)(word >> 8);
-                        dst[2] = (uint8_t)(word >> 16);
-                        dst[3] = (uint8_t)(word >> 24);
+                        put_le32(blk + lane * 16 + 4 * j, word);
                     }
                 }
             }
