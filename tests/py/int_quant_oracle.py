@@ -198,13 +198,19 @@ def clip_check(w, x, out, gs, two_sided):
     return int(same.sum()), same.size, worst
 
 
-def awq_duo_search(x, ws, gs, n_grid=20):
+def awq_search_inputs(x, ws, gs):
+    """what both scale grids score with: x in f64, mean |x| per channel, the duo term w_mean (mean over every row
+    of the linears of |w| / max |w| of its group) and each linear's full-precision output"""
     x = x.astype(np.float64)
     x_mean = np.abs(x).mean(axis=0)
     wcat = np.concatenate(ws, axis=0).astype(np.float64)
     g = np.abs(wcat).reshape(-1, gs)
     w_mean = (g / (g.max(axis=1, keepdims=True) + 1e-6)).reshape(wcat.shape).mean(axis=0)
-    ref = [x @ w.T.astype(np.float64) for w in ws]
+    return x, x_mean, w_mean, [x @ w.T.astype(np.float64) for w in ws]
+
+
+def awq_duo_search(x, ws, gs, n_grid=20):
+    x, x_mean, w_mean, ref = awq_search_inputs(x, ws, gs)
     best, best_a, best_s = np.inf, None, None
     for i in range(n_grid):
         a = i / n_grid
@@ -219,12 +225,7 @@ def awq_duo_search(x, ws, gs, n_grid=20):
 def awq_lc_search(x, ws, gs, n_grid=20):
     """llm-compressor AWQModifier._compute_best_scale's grid with duo_scaling=True: (0.0, no duo) first, then
     ratio = i / (n_grid - 2) with duo for i in 0 .. n_grid - 2; returns (-1 for the identity, else the ratio), s"""
-    x = x.astype(np.float64)
-    x_mean = np.abs(x).mean(axis=0)
-    wcat = np.concatenate(ws, axis=0).astype(np.float64)
-    g = np.abs(wcat).reshape(-1, gs)
-    w_mean = (g / (g.max(axis=1, keepdims=True) + 1e-6)).reshape(wcat.shape).mean(axis=0)
-    ref = [x @ w.T.astype(np.float64) for w in ws]
+    x, x_mean, w_mean, ref = awq_search_inputs(x, ws, gs)
     grid = [(0.0, False)] + [(i / (n_grid - 2), True) for i in range(n_grid - 1)]
     best, best_a, best_s = np.inf, None, None
     for a, duo in grid:
