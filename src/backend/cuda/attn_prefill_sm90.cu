@@ -111,6 +111,20 @@ __device__ __forceinline__ void wgmma_rs_e4m3_n136(float *d, const uint32_t *a, 
 #endif
 }
 
+// D[64 x 192] (+)= A[64 x 32] * B[32 x 192], e4m3 operands in shared memory (K-major, 128-byte swizzled): the S
+// GEMM of version 3 (192-key tiles; B = a 128-row and a 64-row K box, 1024 bytes per 8 rows throughout).
+__device__ __forceinline__ void wgmma_ss_e4m3_n192(float *d, uint64_t da, uint64_t db, int accumulate) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db), "r"(accumulate));
+#else
+    __trap();
+#endif
+}
+
 // Shared-memory matrix descriptor, 128-byte swizzle. K-major operands: SBO = 1024 (8 rows of 128 bytes), LBO
 // unused. MN-major operands: LBO = byte distance between 64-element blocks along MN, SBO = between 8-row blocks
 // along K.
@@ -1215,6 +1229,321 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 #endif
 }
 
+// ---- FP8 version 3 (lab variants 25-27): wider key tiles --------------------------------------------------------
+// Version 2 issues ~480 instructions per warp and 128-key tile in its common path (SASS, kblk v4): per element an
+// FMNMX, an FFMA, a MUFU.EX2, an FADD, half an F2FP and a quarter PRMT (~300 per tile), and ~180 per tile that do
+// not depend on the tile width: stage and phase arithmetic (divisions by 3), wgmma descriptors rebuilt per tile
+// (R2UR, LOP3, SHF), mbarrier waits and arrivals, the ping-pong barriers, the quad shuffles of the row maxima,
+// the rescale decision and vote, the XOR that keeps the in-flight P alive; plus the O rescale (64 FMUL), which
+// runs in ~81% of the tiles on the outlier data. Version 3 pays those once per TBN = 192 keys:
+// - S is one m64n192k32 per 32 of head_dim over a 128-row and a 64-row K box (24 KB per stage); V^T of a tile is
+//   a 128-key box (128-byte swizzle) and a 64-key box (64-byte swizzle: a box's inner extent may not exceed its
+//   swizzle span), so P V is 4 x m64n128k32 on the first and 2 on the second (descriptor layout 64B, 512 bytes
+//   per 8 rows). 3 stages, 136 KB.
+// - The 128-key K blocks (per-block scales) start every 128 keys of the sequence, so a 192-key tile holds two
+//   of them: split at key 128 in even tiles and at key 64 in odd ones. The loop is unrolled by two anyway (P
+//   double-buffered, as in version 2), which makes the split a constant in each half. The row maximum is
+//   max(max_a kb_a, max_b kb_b) q_f; one shuffle pair per row and tile.
+// - DBUF (variants 25, 26 = 25 without ping-pong): version 2's scheme (P double-buffered, the in-flight buffer
+//   kept live, no wait for P V in the common path, warpgroup vote before the O rescale). Registers: S 96 + O 64
+//   + 2 x P 24. Variant 27: single P buffer, exponentials in place in S, an unconditional wait for P_{j-1} V_{j-1}
+//   before P_j is written, per-warp rescale decision (no vote), ping-pong.
+// - Stages, phases and descriptors advance by additions (no divisions, no descriptor rebuilds per tile).
+// A 256-key version (m64n256k32, S 128 + O 64 + P 32 = 224 registers with P single-buffered) spilled 144 bytes
+// and ptxas serialized its wgmma (C7512), so it is not here.
+// TBN = 128 (variant 28): the same kernel with version 2's tile width, which separates the cheaper per-tile
+// bookkeeping from the wider tile.
+constexpr int F83_STAGES = 3;
+template <int TBN>
+struct F83 {
+    static constexpr int KST = TBN * 128;                               // K bytes of a stage
+    static constexpr int VST = F8_TILE + (TBN - 128) * 128;             // V^T bytes (128-key box + 64-key box)
+    static constexpr int SMEM = F8_TILE + F83_STAGES * (KST + VST) + 128 + 1024;
+};
+static_assert(F83<192>::SMEM <= 232448, "FP8 version 3 shared memory exceeds the sm_90 opt-in limit");
+
+// K-major 64-byte swizzle descriptor (8 rows of 64 bytes = 512 between 8-row groups), layout type 2.
+__device__ __forceinline__ uint64_t sw64_desc(const void *p) {
+    uint64_t a = smem_u32(p);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(512 >> 4) << 32) | ((uint64_t)2 << 62);
+}
+
+template <int TBN, bool PINGPONG, bool DBUF>
+__global__ void __launch_bounds__(NTHREADS, 1)
+    fa_wgmma_fp8_v3(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
+                    const __grid_constant__ CUtensorMap tmv, const __grid_constant__ CUtensorMap tmk64,
+                    const __grid_constant__ CUtensorMap tmv64, Fp8WgParams p) {
+#ifdef ASSAY_SM90A
+    constexpr int S = F83_STAGES, F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST;
+    constexpr float TAU = F8_RESCALE_TAU, POFF = 8.f;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = sm, *Ks = sm + F8_TILE, *Vs = sm + F8_TILE + S * F83_KST;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + F8_TILE + S * (F83_KST + F83_VST));
+    uint64_t *qfull = bars, *kfull = bars + 1, *vfull = kfull + S, *kempty = vfull + S, *vempty = kempty + S;
+
+    const int b = blockIdx.z, h = blockIdx.y;
+    const int mblk = gridDim.x - 1 - blockIdx.x;
+    const int q0 = p.cu_q[b], Lq = p.cu_q[b + 1] - q0;
+    const int k0 = p.cu_k[b], Lk = p.cu_k[b + 1] - k0;
+    if (mblk * BM >= Lq) return;
+    const int vt0 = p.cu_vt[b];
+    const int hk = h / (p.hq / p.hkv);
+    const int diag = Lk - Lq;
+    const int n_total = (Lk + TBN - 1) / TBN;
+    int n_max = n_total;
+    if (p.causal) {
+        int x = (mblk + 1) * BM + diag;
+        n_max = x <= 0 ? 0 : min(n_total, (x + TBN - 1) / TBN);
+    }
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+
+    if (tid == 0) {
+        mbar_init(qfull, 1);
+        for (int s = 0; s < S; ++s) {
+            mbar_init(kfull + s, 1);
+            mbar_init(vfull + s, 1);
+            mbar_init(kempty + s, 8);
+            mbar_init(vempty + s, 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tid == 0 && n_max > 0) {
+            mbar_arrive_expect_tx(qfull, F8_TILE);
+            tma_load_3d(Qs, &tmq, 0, h, q0 + mblk * BM, qfull);
+            // Boxes past the tensor's end are zero-filled and still count their bytes; their keys are masked, and
+            // zero V^T codes keep P V finite.
+            for (int j = 0, s = 0, ph = 0; j < n_max; ++j) {
+                if (j >= S) mbar_wait(kempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(kfull + s, F83_KST);
+                tma_load_3d(Ks + s * F83_KST, &tmk, 0, hk, k0 + j * TBN, kfull + s);
+                if (TBN > 128) tma_load_3d(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s);
+                if (j >= S) mbar_wait(vempty + s, ph ^ 1);
+                mbar_arrive_expect_tx(vfull + s, F83_VST);
+                tma_load_3d(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s);
+                if (TBN > 128) tma_load_3d(Vs + s * F83_VST + F8_TILE, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
+                if (++s == S) s = 0, ph ^= 1;
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int cw = wg - 1, wiw = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int row0 = mblk * BM + cw * 64 + wiw * 16 + g;
+    // Ping-pong turns: the last one (the final P V of warpgroup 1) passes the turn to nobody.
+    auto turn_begin = [&]() {
+        if (PINGPONG) named_sync(1 + cw);
+    };
+    auto turn_end = [&](bool final) {
+        if (PINGPONG && !(cw == 1 && final)) named_arrive(2 - cw);
+    };
+    if (PINGPONG && cw == 1 && n_max > 0) named_arrive(1);
+
+    float qf[2];  // per-row factor: q scale * softmax scale * log2(e)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        qf[r] = (row < Lq ? p.q_scale[(size_t)(q0 + row) * p.hq + h] : 1.f) * p.scale_log2;
+    }
+    const float *kblk = p.k_blk + (size_t)hk * p.kblk_stride + vt0 / 32;
+
+    float o[F8_D / 2];
+    float s[TBN / 2];
+    uint32_t pa0[TBN / 32][4], pa1[DBUF ? TBN / 32 : 1][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t keep = 0;
+#pragma unroll
+    for (int i = 0; i < F8_D / 2; ++i) o[i] = 0.f;
+    // Descriptors of stage 0; a stage (or a 32-byte k step) moves the start address field by bytes >> 4.
+    const uint64_t dq = sw128_desc(Qs + cw * 64 * 128, 16, 1024);
+    const uint64_t dk = sw128_desc(Ks, 16, 1024), dv = sw128_desc(Vs, 16, 1024), dv64 = sw64_desc(Vs + F8_TILE);
+
+    auto issue_qk = [&](int st) {
+        const uint64_t d = dk + (uint64_t)(st * (F83_KST >> 4));
+#pragma unroll
+        for (int kk = 0; kk < F8_D / 32; ++kk) {
+            if (TBN == 192) wgmma_ss_e4m3_n192(s, dq + 2 * kk, d + 2 * kk, kk > 0);
+            else wgmma_ss_e4m3_n128(s, dq + 2 * kk, d + 2 * kk, kk > 0);
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int st, uint32_t (*pa)[4]) {
+        const uint64_t d = dv + (uint64_t)(st * (F83_VST >> 4)), d64 = dv64 + (uint64_t)(st * (F83_VST >> 4));
+#pragma unroll
+        for (int kc = 0; kc < TBN / 32; ++kc) wgmma_rs_e4m3_n128(o, pa[kc], kc < 4 ? d + 2 * kc : d64 + 2 * (kc - 4));
+        (void)d64;
+        wgmma_commit();
+    };
+    // Masks, row maxima, P = 2^(x - max + 8) in place in s (DBUF: packed straight into pc), row sums; returns the
+    // O rescale factors. odd: the tile's K-block split is at key 64 instead of 128 (constant after inlining).
+    auto softmax = [&](int j, bool odd, float *alpha, uint32_t (*pc)[4]) {
+        const int split = odd && TBN == 192 ? 8 : 16;  // in groups of 8 keys
+        const float kba = __ldg(kblk + j * (TBN / 32));
+        const float kbb = TBN > 128 && j * TBN + split * 8 < Lk ? __ldg(kblk + j * (TBN / 32) + split / 4) : 1.f;
+        const bool need_mask = (j + 1) * TBN > Lk || (p.causal && (j + 1) * TBN - 1 > mblk * BM + diag);
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < TBN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * TBN + i * 8 + 2 * t + (e & 1);
+                    const int row = row0 + (e >> 1) * 8;
+                    if (col >= Lk || (p.causal && col > row + diag)) s[4 * i + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float rfa = qf[r] * kba, rfb = qf[r] * kbb;  // > 0
+            float mq[8];  // 0-3: the first K block of the tile, 4-7: the second
+#pragma unroll
+            for (int u = 0; u < 8; ++u) mq[u] = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < TBN / 8; ++i) {
+                const int u = (i >= split) * 4 + (i & 3);
+                mq[u] = fmaxf(mq[u], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            }
+            const float mxa = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
+            const float mxb = fmaxf(fmaxf(mq[4], mq[5]), fmaxf(mq[6], mq[7]));
+            const float mxs = warp_max_quad(TBN > 128 ? fmaxf(mxa * rfa, mxb * rfb) : mxa * rfa);  // -inf stays
+            const float mnew = mxs > m[r] + TAU ? mxs : m[r];
+            alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
+            const float off = POFF - (mnew == -INFINITY ? 0.f : mnew);
+            float sq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < TBN / 8; ++i) {
+                const float rf = i < split ? rfa : rfb;
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], rf, off));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], rf, off));
+                s[4 * i + 2 * r] = p0;
+                s[4 * i + 2 * r + 1] = p1;
+                sq[i & 3] += p0 + p1;
+            }
+            l[r] = l[r] * alpha[r] + ((sq[0] + sq[1]) + (sq[2] + sq[3]));
+            m[r] = mnew;
+        }
+    };
+    auto convert_p = [&](uint32_t (*pa)[4]) {
+#pragma unroll
+        for (int kc = 0; kc < TBN / 32; ++kc)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int i = 4 * kc + 2 * hh;
+                    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]),
+                                                                 __NV_SATFINITE, __NV_E4M3);
+                    const uint32_t hi = __nv_cvt_float2_to_fp8x2(
+                        make_float2(s[4 * i + 4 + 2 * r], s[4 * i + 4 + 2 * r + 1]), __NV_SATFINITE, __NV_E4M3);
+                    pa[kc][2 * hh + r] = lo | (hi << 16);
+                }
+    };
+    auto rescale = [&](const float *alpha) {
+#pragma unroll
+        for (int i = 0; i < F8_D / 8; ++i) {
+            o[4 * i + 0] *= alpha[0];
+            o[4 * i + 1] *= alpha[0];
+            o[4 * i + 2] *= alpha[1];
+            o[4 * i + 3] *= alpha[1];
+        }
+    };
+    // st / phk: stage and phase of tile j; tile j - 1 is in stage sp (phase phv), tile j - 2 in sq2 (S = 3).
+    int st = 0, phk = 0;
+    // One tile j >= 1: issue S_j and P_{j-1} V_{j-1} (P in pp), softmax of S_j under the GEMM, P_j into pc.
+    auto step = [&](int j, bool odd, uint32_t (*pc)[4], uint32_t (*pp)[4]) {
+        if (++st == S) st = 0, phk ^= 1;
+        const int sp = st == 0 ? S - 1 : st - 1, phv = st == 0 ? phk ^ 1 : phk, sq2 = st == S - 1 ? 0 : st + 1;
+        mbar_wait(kfull + st, phk);
+        mbar_wait(vfull + sp, phv);
+        wgmma_fence();
+        turn_begin();
+        issue_qk(st);
+        issue_pv(sp, pp);
+        turn_end(false);
+        wgmma_wait<1>();  // S_j done (DBUF: and P_{j-2} V_{j-2}, an older group)
+        reg_fence<TBN / 2>(s);
+        __syncwarp();
+        if (lane == 0) {
+            mbar_arrive(kempty + st);
+            if (DBUF && j >= 2) mbar_arrive(vempty + sq2);
+        }
+        float alpha[2];
+        softmax(j, odd, alpha, pc);
+        if (DBUF) {
+#pragma unroll
+            for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
+            if (warpgroup_any(alpha[0] != 1.f || alpha[1] != 1.f, 3 + cw)) {
+                wgmma_wait<0>();  // P_{j-1} V_{j-1} done
+                reg_fence<F8_D / 2>(o);
+                rescale(alpha);
+            }
+        } else {
+            wgmma_wait<0>();  // P_{j-1} V_{j-1} done: its V stage is free and P may be overwritten
+            reg_fence<F8_D / 2>(o);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(vempty + sp);
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(alpha);
+        }
+        convert_p(pc);
+    };
+
+    if (n_max > 0) {
+        mbar_wait(qfull, 0);
+        mbar_wait(kfull, 0);
+        wgmma_fence();
+        turn_begin();
+        issue_qk(0);
+        turn_end(false);
+        wgmma_wait<0>();
+        reg_fence<TBN / 2>(s);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(kempty);
+        float alpha0[2];
+        softmax(0, false, alpha0, pa0);
+        convert_p(pa0);
+        int j = 1;
+        for (; j + 1 < n_max; j += 2) {
+            step(j, true, DBUF ? pa1 : pa0, pa0);
+            step(j + 1, false, pa0, DBUF ? pa1 : pa0);
+        }
+        if (j < n_max) step(j, true, DBUF ? pa1 : pa0, pa0);
+        const int last = n_max - 1;
+        mbar_wait(vfull + st, phk);  // st, phk: the stage of the last tile
+        wgmma_fence();
+        turn_begin();
+        if (DBUF && (last & 1)) issue_pv(st, pa1);
+        else issue_pv(st, pa0);
+        turn_end(true);
+        wgmma_wait<0>();
+        reg_fence<F8_D / 2>(o);
+    }
+
+    const float *vsc = p.v_scale + (size_t)hk * F8_D;
+    keep &= p.zero;  // 0: only keeps the P registers of the GEMM in flight alive (see version 2)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float lsum = warp_sum_quad(l[r]);
+        const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+        const int row = row0 + r * 8;
+        if (row >= Lq + (int)keep) continue;
+        __nv_bfloat16 *dst = p.o + ((size_t)(q0 + row) * p.hq + h) * F8_D;
+#pragma unroll
+        for (int i = 0; i < F8_D / 8; ++i) {
+            const int c = i * 8 + 2 * t;
+            *reinterpret_cast<uint32_t *>(dst + c) =
+                pack_bf16(o[4 * i + 2 * r] * inv * __ldg(vsc + c), o[4 * i + 2 * r + 1] * inv * __ldg(vsc + c + 1));
+        }
+    }
+#else
+    __trap();
+#endif
+}
+
 // ---- bf16 version 5 (lab variants 5 and 6 = 5 with ping-pong): FP8 version 2's fix applied to the bf16 kernel --
 // The SASS of v3/v4 has the same hoisted wait as FP8 version 1 (WARPGROUP.DEPBAR.LE gsb0, 0x0 for P_{j-1} V_{j-1}
 // at the top of the softmax, the P registers reused by softmax temporaries). As in fa_wgmma_fp8_v2:
@@ -1612,12 +1941,12 @@ __global__ void transpose_scales(const float *s, const int32_t *cu, const int32_
 }
 
 int make_map_u8(CUtensorMap *m, const void *base, const cuuint64_t *dims, const cuuint64_t *strides,
-                const cuuint32_t *box) {
+                const cuuint32_t *box, CUtensorMapSwizzle swz = CU_TENSOR_MAP_SWIZZLE_128B) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
     if (!enc) return assay_cuda_fail("attn_prefill_fp8: cuTensorMapEncodeTiled is not available");
     cuuint32_t estr[3] = {1, 1, 1};
     CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,
-                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) return assay_cuda_fail("attn_prefill_fp8: cuTensorMapEncodeTiled failed (%d)", (int)r);
     return 0;
@@ -1696,11 +2025,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 24);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 28);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-24)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-28)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -1741,7 +2070,21 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? 4 : a->variant;  // default: version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
+    else if (v >= 25 && v <= 28) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+                                    // 28 = 25 on 128-key tiles
+        CUtensorMap mk64, mv64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle)
+        const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
+        if (make_map_u8(&mk64, a->k, dk, sk, box_k64) ||
+            make_map_u8(&mv64, a->vt, dv, sv, box_vt64, CU_TENSOR_MAP_SWIZZLE_64B))
+            return -1;
+        auto kern = v == 25   ? fa_wgmma_fp8_v3<192, true, true>
+                    : v == 26 ? fa_wgmma_fp8_v3<192, false, true>
+                    : v == 27 ? fa_wgmma_fp8_v3<192, true, false>
+                              : fa_wgmma_fp8_v3<128, true, true>;
+        const int smem = v == 28 ? F83<128>::SMEM : F83<192>::SMEM;
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, p);
+    } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
         auto kern = v == 7    ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY4>
                     : v == 8  ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY2>
                     : v == 9  ? fa_wgmma_fp8_v2<true, true, false, F8M_LATEVOTE>
