@@ -1268,7 +1268,7 @@ __device__ __forceinline__ uint64_t sw64_desc(const void *p) {
     return ((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(512 >> 4) << 32) | ((uint64_t)2 << 62);
 }
 
-template <int TBN, bool PINGPONG, bool DBUF>
+template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false>
 __global__ void __launch_bounds__(NTHREADS, 1)
     fa_wgmma_fp8_v3(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
                     const __grid_constant__ CUtensorMap tmv, const __grid_constant__ CUtensorMap tmk64,
@@ -1384,8 +1384,9 @@ __global__ void __launch_bounds__(NTHREADS, 1)
     // O rescale factors. odd: the tile's K-block split is at key 64 instead of 128 (constant after inlining).
     auto softmax = [&](int j, bool odd, float *alpha, uint32_t (*pc)[4]) {
         const int split = odd && TBN == 192 ? 8 : 16;  // in groups of 8 keys
-        const float kba = __ldg(kblk + j * (TBN / 32));
-        const float kbb = TBN > 128 && j * TBN + split * 8 < Lk ? __ldg(kblk + j * (TBN / 32) + split / 4) : 1.f;
+        // k_quant_blocks writes a block's scale at its first 32-column slot only: slot 4 * (key / 128)
+        const float kba = __ldg(kblk + ((j * TBN) >> 7 << 2));
+        const float kbb = TBN > 128 && j * TBN + split * 8 < Lk ? __ldg(kblk + ((j * TBN + split * 8) >> 7 << 2)) : 1.f;
         const bool need_mask = (j + 1) * TBN > Lk || (p.causal && (j + 1) * TBN - 1 > mblk * BM + diag);
         if (need_mask) {
 #pragma unroll
@@ -1405,8 +1406,10 @@ __global__ void __launch_bounds__(NTHREADS, 1)
             for (int u = 0; u < 8; ++u) mq[u] = -INFINITY;
 #pragma unroll
             for (int i = 0; i < TBN / 8; ++i) {
-                const int u = (i >= split) * 4 + (i & 3);
-                mq[u] = fmaxf(mq[u], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+                // the first pair of an accumulator replaces the -inf (fmaxf(-inf, x) is not folded: NaN rules)
+                const int u = (i >= split) * 4 + (i & 3), first = (i < split ? i : i - split) < 4;
+                const float v = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+                mq[u] = first ? v : fmaxf(mq[u], v);
             }
             const float mxa = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
             const float mxb = fmaxf(fmaxf(mq[4], mq[5]), fmaxf(mq[6], mq[7]));
@@ -1422,7 +1425,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
                 const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], rf, off));
                 s[4 * i + 2 * r] = p0;
                 s[4 * i + 2 * r + 1] = p1;
-                sq[i & 3] += p0 + p1;
+                sq[i & 3] = i < 4 ? p0 + p1 : sq[i & 3] + (p0 + p1);  // (0 + x is not folded either)
             }
             l[r] = l[r] * alpha[r] + ((sq[0] + sq[1]) + (sq[2] + sq[3]));
             m[r] = mnew;
@@ -1483,6 +1486,10 @@ __global__ void __launch_bounds__(NTHREADS, 1)
                 rescale(alpha);
             }
         } else {
+            if (KEEP) {  // P stays live through the exponentials, so ptxas cannot hoist the wait above them
+#pragma unroll
+                for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
+            }
             wgmma_wait<0>();  // P_{j-1} V_{j-1} done: its V stage is free and P may be overwritten
             reg_fence<F8_D / 2>(o);
             __syncwarp();
@@ -2025,11 +2032,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 28);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 30);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-28)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-30)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2070,8 +2077,8 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? 4 : a->variant;  // default: version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 28) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
-                                    // 28 = 25 on 128-key tiles
+    else if (v >= 25 && v <= 30) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+                                    // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without ping-pong
         CUtensorMap mk64, mv64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
         if (make_map_u8(&mk64, a->k, dk, sk, box_k64) ||
@@ -2080,7 +2087,9 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         auto kern = v == 25   ? fa_wgmma_fp8_v3<192, true, true>
                     : v == 26 ? fa_wgmma_fp8_v3<192, false, true>
                     : v == 27 ? fa_wgmma_fp8_v3<192, true, false>
-                              : fa_wgmma_fp8_v3<128, true, true>;
+                    : v == 28 ? fa_wgmma_fp8_v3<128, true, true>
+                    : v == 29 ? fa_wgmma_fp8_v3<192, true, false, true>
+                              : fa_wgmma_fp8_v3<192, false, false, true>;
         const int smem = v == 28 ? F83<128>::SMEM : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, p);
