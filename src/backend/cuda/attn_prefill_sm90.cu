@@ -483,8 +483,8 @@ int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cuda
 // lane t's quads hold exactly its keys (position 4t + u <-> key 8(u >> 1) + 2t + (u & 1), the same + 16), so a
 // lane packs its own four P values into each A register. The K scales of a tile are loaded while the GEMMs
 // run; the V channel scales apply once, at the end. Lab variant 2 = this kernel without ping-pong, 1 = with the
-// ping-pong of bf16 variant 4. The default is version 2 (fa_wgmma_fp8_v2 below, lab variant 4), 1.34x faster
-// with per-block K scales (runs h200-gpu6-fp8pf1..3).
+// ping-pong of bf16 variant 4. The default is version 3 (fa_wgmma_fp8_v3 below, lab variant 29) with per-block K
+// scales and version 2 (fa_wgmma_fp8_v2, lab variant 4) with per-token ones.
 struct Fp8WgParams {
     __nv_bfloat16 *o;
     const float *q_scale, *k_scale_t, *v_scale;  // [total_q][hq], [hkv][vt_stride], [hkv][128]
@@ -1247,7 +1247,12 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 // - DBUF (variants 25, 26 = 25 without ping-pong): version 2's scheme (P double-buffered, the in-flight buffer
 //   kept live, no wait for P V in the common path, warpgroup vote before the O rescale). Registers: S 96 + O 64
 //   + 2 x P 24. Variant 27: single P buffer, exponentials in place in S, an unconditional wait for P_{j-1} V_{j-1}
-//   before P_j is written, per-warp rescale decision (no vote), ping-pong.
+//   before P_j is written, per-warp rescale decision (no vote), ping-pong. KEEP (variant 29 = 27 + KEEP, the
+//   default; 30 = 29 without ping-pong; 31 = 29 on 128-key tiles): the single P buffer is XORed into `keep`
+//   after the exponentials, so ptxas cannot hoist the wait for P_{j-1} V_{j-1} above the row maxima (it does
+//   in 27: the P registers look dead from the issue on); the wait then sits among the exponentials.
+//   Measured (h200-gpu7-fp8pf2, full / causal TFLOP/s): 29 844 / 714 vs the previous default (version 2) 778 /
+//   663, 27 786 / 668, 30 826 / 693, 25 756, 26 761, 28 783.
 // - Stages, phases and descriptors advance by additions (no divisions, no descriptor rebuilds per tile).
 // A 256-key version (m64n256k32, S 128 + O 64 + P 32 = 224 registers with P single-buffered) spilled 144 bytes
 // and ptxas serialized its wgmma (C7512), so it is not here.
@@ -2032,11 +2037,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 30);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 31);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-30)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-31)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2074,11 +2079,14 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     p.zero = 0;
     dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
     cudaStream_t st = (cudaStream_t)stream;
-    const int v = a->variant == 0 ? 4 : a->variant;  // default: version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
+    // default: version 3 (192-key tiles, single P kept live, ping-pong; run h200-gpu7-fp8pf2) with per-block K
+    // scales, version 2 with ping-pong (runs h200-gpu6-fp8pf1/2) with per-token ones
+    const int v = a->variant == 0 ? (a->k_block_scale ? 29 : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 30) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
-                                    // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without ping-pong
+    else if (v >= 25 && v <= 31) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+                                    // 28 = 25 on 128-key tiles; 29 = 27 + KEEP (the default), 30 = 29 without
+                                    // ping-pong, 31 = 29 on 128-key tiles
         CUtensorMap mk64, mv64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
         if (make_map_u8(&mk64, a->k, dk, sk, box_k64) ||
@@ -2089,8 +2097,9 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 27 ? fa_wgmma_fp8_v3<192, true, false>
                     : v == 28 ? fa_wgmma_fp8_v3<128, true, true>
                     : v == 29 ? fa_wgmma_fp8_v3<192, true, false, true>
-                              : fa_wgmma_fp8_v3<192, false, false, true>;
-        const int smem = v == 28 ? F83<128>::SMEM : F83<192>::SMEM;
+                    : v == 30 ? fa_wgmma_fp8_v3<192, false, false, true>
+                              : fa_wgmma_fp8_v3<128, true, false, true>;
+        const int smem = v == 28 || v == 31 ? F83<128>::SMEM : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, p);
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
