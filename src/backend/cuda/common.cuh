@@ -259,3 +259,24 @@ __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t by
     __trap();
 #endif
 }
+// An L2 policy that marks lines for early eviction (data read once, e.g. streamed weights), for the
+// .L2::cache_hint form of the bulk copy below.
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+    uint64_t pol = 0;
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+#endif
+    return pol;
+}
+// bulk_g2s with an L2 cache policy (l2_policy_evict_first).
+__device__ __forceinline__ void bulk_g2s_hint(void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t pol) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+            smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+        : "memory");
+#else
+    __trap();
+#endif
+}

@@ -27,8 +27,12 @@ extern "C" {
  * assay_cuda_gemm_int4g128_wa), 31 / 32 = 28 / 30 with stages of 256 K columns and two CTAs per SM, 33 = 30 with
  * 16 warps (31 is the int4 default when the 128-column tiles need more than one wave); 36 = 31 with the K split
  * chosen for two CTAs per SM; fp8 only: 34 / 35 = 8 / 10 with the weights as the A operand and the tokens as n8
- * B tiles, 37 = 35 with the K split chosen for two CTAs per SM. See
- * gemm_decode.cu and dev/cuda/NOTES.md. */
+ * B tiles, 37 = 35 with the K split chosen for two CTAs per SM; round 8, a producer warp streaming each stage as
+ * a few large cp.async.bulk copies onto full / empty mbarriers (no block barrier in the loop): fp8 38 (16 consumer
+ * warps, 4 stages, PDL), 39 = 38 with 5 stages, 40 = 38 without the arithmetic, 41 = 40 without PDL, 42 = 38 with
+ * an L2 evict-first hint on the weight copies; int4 43 (v28's arithmetic, 8 consumer warps), 44 = 43 with 16
+ * consumer warps, 46 = 43 without the arithmetic, 47 = 44 with the evict-first hint; 45 (both types) = a read
+ * probe (plain 16-byte loads of the weights, no X, no output). See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to

@@ -954,6 +954,310 @@ int launch_wg(const V4Params &p0, int splits, cudaStream_t stream) {
     return 0;
 }
 
+// ---- v38-v45 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
+// Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
+// from all threads and holds every warp at one block barrier per stage, so the slowest warp of a stage sets the
+// pace and the load-only form of the ring (v15) already takes ~20 us for 67 MB. Here one producer warp issues each
+// stage as a few large cp.async.bulk copies (fp8: the stage is one contiguous 32 KB run of the packed weights;
+// int4: one 2 KB run per n8 tile plus the group-scale rows) and the m X rows, all completing on the stage's
+// "full" mbarrier; each consumer warp waits on that barrier, computes with v8's (fp8) or v28's (int4) arithmetic
+// and arrives on the stage's "empty" barrier, which the producer waits on before refilling the slot. No block
+// barrier in the loop, so warps may drift up to STAGES stages apart and a slow warp no longer stalls the copies
+// of the others. PDL as in v8: the weights of the first STAGES stages are requested before griddepcontrol.wait,
+// their X after it; the next GEMM is released once the producer issued its last copy. EVICT: the weight copies
+// carry an L2 evict-first policy (read once), so they do not push X out of L2.
+
+// v8's fp8 arithmetic for one stage (weights as the mma B operand, X as A; K slice ks, row group nh).
+template <bool M16, int NTW, int KC>
+__device__ __forceinline__ void bk_fp8_math(float (*acc)[4], const uint8_t *stg, int ks, int nh, int lane) {
+    using C = V5Cfg<false, KC, V4_BN>;
+    const int g = lane >> 2, t = lane & 3;
+    uint32_t xa[8], xb[8];
+    const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 64 + 16 * t) * 2;
+    cvt_x8(*reinterpret_cast<const uint4 *>(xr), xa);
+    cvt_x8(*reinterpret_cast<const uint4 *>(xr + 16), xa + 4);
+    if (M16) {
+        cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP), xb);
+        cvt_x8(*reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16), xb + 4);
+    }
+    uint4 wv[NTW];
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt)
+        wv[nt] = *reinterpret_cast<const uint4 *>(stg + (ks * 16 + nh * NTW + nt) * 512 + lane * 16);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        uint32_t a[4] = {xa[2 * j], M16 ? xb[2 * j] : 0u, xa[2 * j + 1], M16 ? xb[2 * j + 1] : 0u};
+#pragma unroll
+        for (int nt = 0; nt < NTW; ++nt) {
+            const uint32_t word = j == 0 ? wv[nt].x : j == 1 ? wv[nt].y : j == 2 ? wv[nt].z : wv[nt].w;
+            uint32_t b0, b1;
+            byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(word, b0, b1);
+            mma_f16_16816(acc[nt], a, b0, b1);
+        }
+    }
+}
+
+// v28's int4 arithmetic for one stage (dequantized weights as the mma A operand, tokens as n8 B tiles; group ks).
+template <bool M16, int NTW, int KC>
+__device__ __forceinline__ void bk_int4_math(float (*acc)[4], const uint8_t *stg, int ks, int nh, int lane) {
+    using C = V5Cfg<true, KC, V4_BN>;
+    constexpr int RT = NTW / 2, BN = V4_BN;
+    const int g = lane >> 2, t = lane & 3;
+    uint32_t xa[16], xb[16];
+    const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+        const uint4 v = *reinterpret_cast<const uint4 *>(xr + 16 * h);
+        xa[4 * h] = v.x; xa[4 * h + 1] = v.y; xa[4 * h + 2] = v.z; xa[4 * h + 3] = v.w;
+        if (M16) {
+            const uint4 u = *reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h);
+            xb[4 * h] = u.x; xb[4 * h + 1] = u.y; xb[4 * h + 2] = u.z; xb[4 * h + 3] = u.w;
+        }
+    }
+    uint4 wu[RT], wv2[RT];
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+        wu[j] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + 2 * j) * (KC / 128) + ks) * 512 + lane * 16);
+        wv2[j] = *reinterpret_cast<const uint4 *>(stg + ((nh * NTW + 2 * j + 1) * (KC / 128) + ks) * 512 + lane * 16);
+    }
+    float tmp[RT][2][4];
+#pragma unroll
+    for (int j = 0; j < RT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tmp[j][0][e] = tmp[j][1][e] = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2)
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
+                const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
+                const uint32_t a[4] = {int4_pair_bf16(u >> (8 * s2)), int4_pair_bf16(v >> (8 * s2)),
+                                       int4_pair_bf16(u >> (8 * s2 + 4)), int4_pair_bf16(v >> (8 * s2 + 4))};
+                mma_bf16_16816(tmp[j][0], a, xa[4 * w + 2 * s2], xa[4 * w + 2 * s2 + 1]);
+                if (M16) mma_bf16_16816(tmp[j][1], a, xb[4 * w + 2 * s2], xb[4 * w + 2 * s2 + 1]);
+            }
+    const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+        const float sa = __half2float(sc[16 * j]), sb = __half2float(sc[16 * j + 8]);
+#pragma unroll
+        for (int tt = 0; tt < (M16 ? 2 : 1); ++tt) {
+            acc[2 * j + tt][0] = fmaf(tmp[j][tt][0], sa, acc[2 * j + tt][0]);
+            acc[2 * j + tt][1] = fmaf(tmp[j][tt][1], sa, acc[2 * j + tt][1]);
+            acc[2 * j + tt][2] = fmaf(tmp[j][tt][2], sb, acc[2 * j + tt][2]);
+            acc[2 * j + tt][3] = fmaf(tmp[j][tt][3], sb, acc[2 * j + tt][3]);
+        }
+    }
+}
+
+// NW consumer warps (warp w: K slice w % KSL, row group w / KSL) + 1 producer warp (the last).
+template <bool INT4, bool M16, int NW, int KC, int STAGES, bool LOADONLY, bool PDL, bool EVICT>
+__global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
+    using C = V5Cfg<INT4, KC, V4_BN>;
+    constexpr int BN = V4_BN, KSL = C::KSL, NTH = (NW + 1) * 32, NTW = BN / 8 / (NW / KSL);
+    static_assert(NW % KSL == 0 && (BN / 8) % (NW / KSL) == 0, "warps must tile the stage");
+    static_assert(NW * 16 * NTW * 8 * 4 + 16 * BN * 4 <= STAGES * C::STAGE, "reduction buffers reuse the stages");
+    static_assert(KSL * 16 * BN * 4 + 16 * BN * 4 <= STAGES * C::STAGE, "reduction buffers reuse the stages");
+    extern __shared__ __align__(128) uint8_t sm[];
+    uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * C::STAGE);
+    uint64_t *empty = full + STAGES;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], NW);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    float acc[NTW][4];
+#pragma unroll
+    for (int nt = 0; nt < NTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+
+    if (warp == NW) {
+        // ---- producer: lane 0 arms a stage's barrier with all its bytes, then the lanes issue its copies ----
+        constexpr uint32_t SBYTES = INT4 ? (KC / 128) * BN * 2 : 0;
+        const uint32_t bytes = C::WBYTES + SBYTES + (uint32_t)p.m * KC * 2;
+        const uint64_t pol = EVICT ? l2_policy_evict_first() : 0;
+        const int ngroup = p.k / 128;
+        auto issue_w = [&](int st) {  // weights (+ int4 group scales): independent of the previous kernel
+            uint8_t *stg = sm + (st % STAGES) * C::STAGE;
+            const int k0 = kbase + st * KC;
+            const uint8_t *src = nullptr;
+            uint8_t *dst = nullptr;
+            uint32_t nb = 0;
+            if (INT4) {
+                // one run of KC / 128 groups (KC / 128 * 512 bytes) per n8 tile, then the group-scale rows
+                if (lane < 16) {
+                    dst = stg + lane * (KC / 128) * 512;
+                    src = p.w + ((size_t)(n0 / 8 + lane) * ngroup + k0 / 128) * 512;
+                    nb = (KC / 128) * 512;
+                } else if (lane < 16 + KC / 128) {
+                    const int gi = lane - 16;
+                    dst = stg + C::SOFF + gi * BN * 2;
+                    src = reinterpret_cast<const uint8_t *>(p.gscale + (size_t)(k0 / 128 + gi) * p.n + n0);
+                    nb = BN * 2;
+                }
+            } else if (lane == 0) {
+                // packed [n / 128][k / 64][16 n8 tiles][512]: the stage is one run of KC * 128 bytes
+                dst = stg;
+                src = p.w + ((size_t)(n0 / 128) * (p.k / 64) + k0 / 64) * (16 * 512);
+                nb = KC * 128;
+            }
+            if (nb) {
+                if (EVICT) bulk_g2s_hint(dst, src, nb, &full[st % STAGES], pol);
+                else bulk_g2s(dst, src, nb, &full[st % STAGES]);
+            }
+        };
+        auto issue_x = [&](int st) {  // the X rows of the stage (one copy per token)
+            uint8_t *stg = sm + (st % STAGES) * C::STAGE;
+            const int k0 = kbase + st * KC;
+            if (lane < p.m) bulk_g2s(stg + C::XOFF + lane * C::XP, p.x + (size_t)lane * p.k + k0, KC * 2, &full[st % STAGES]);
+        };
+        const int pro = PDL ? (nst < STAGES ? nst : STAGES) : 0;
+        for (int st = 0; st < pro; ++st) {
+            if (lane == 0) mbar_arrive_expect_tx(&full[st], bytes);
+            __syncwarp();
+            issue_w(st);
+        }
+        if (PDL) {
+            pdl_wait();
+            for (int st = 0; st < pro; ++st) issue_x(st);
+        }
+        for (int st = pro; st < nst; ++st) {
+            const int s = st % STAGES;
+            if (st >= STAGES) mbar_wait(&empty[s], ((st / STAGES) - 1) & 1);
+            if (lane == 0) mbar_arrive_expect_tx(&full[s], bytes);
+            __syncwarp();
+            issue_w(st);
+            issue_x(st);
+        }
+        if (PDL) pdl_launch_dependents();  // every load of this CTA is issued (one thread per CTA suffices)
+    } else {
+        // ---- consumers ----
+        if (PDL) pdl_wait();  // orders this thread's Y stores after the previous kernel
+        const int ks = warp % KSL, nh = warp / KSL;
+        for (int st = 0; st < nst; ++st) {
+            const int s = st % STAGES;
+            mbar_wait(&full[s], (st / STAGES) & 1);
+            const uint8_t *stg = sm + s * C::STAGE;
+            if (!LOADONLY) {
+                if (INT4) bk_int4_math<M16, NTW, KC>(acc, stg, ks, nh, lane);
+                else bk_fp8_math<M16, NTW, KC>(acc, stg, ks, nh, lane);
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+        }
+    }
+    __syncthreads();  // every stage consumed (so every copy landed): the ring is free for the reduction buffers
+    if (INT4) {
+        // acc[2j + tt][e]: row nh * NTW * 8 + 16j + g + 8 (e >> 1), token 8tt + 2t + (e & 1); K slice ks
+        const int g = lane >> 2, t = lane & 3, ks = warp % KSL, nh = warp / KSL;
+        float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
+        float *tot = wred + KSL * 16 * BN;            // [16][BN]
+        if (warp < NW) {
+#pragma unroll
+            for (int j = 0; j < NTW / 2; ++j)
+#pragma unroll
+                for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] = acc[2 * j + tt][e];
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < 16 * BN; i += NTH) {
+            float s = 0.f;
+#pragma unroll
+            for (int q = 0; q < KSL; ++q) s += wred[q * 16 * BN + i];
+            tot[i] = s;
+        }
+        v4_store_tot<INT4, NTH, BN>(tot, p, n0, split);
+    } else {
+        v4_reduce_store<INT4, NTH, NW, KSL, BN>(acc, p, sm, n0, split);
+    }
+}
+
+// The read-floor probe (lab variant 45, both weight types): every thread streams 16-byte chunks of the packed
+// weights with ld.global.nc.L1::no_allocate (+ 256-byte L2 prefetch), 8 loads in flight per thread, all CTAs
+// sweeping memory together (chunk i + j * T of iteration i). No X, no arithmetic, no output (unless the xor of
+// everything read hits one value in 2^32). Tells how fast one launch can read the weights at all.
+__global__ void __launch_bounds__(512, 2) gemm_read_probe(const uint4 *__restrict__ w, size_t nchunk, uint32_t *sink) {
+    const size_t T = (size_t)gridDim.x * blockDim.x;
+    uint32_t x = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < nchunk; i += 8 * T) {
+        uint4 v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const size_t c = i + j * T;
+            if (c < nchunk)
+                asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                             : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w)
+                             : "l"(w + c));
+            else
+                v[j] = make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+    }
+    if (x == 0x9E3779B9u) *sink = x;
+}
+
+// Lab versions of the bulk-copy ring (cuda_lab.h): 38 fp8 (16 consumer warps, 4 stages of 256 K columns); 39 = 38
+// with 5 stages; 40 = 38 load-only; 41 = 40 launched without PDL (no PDL code either); 42 = 38 with the L2
+// evict-first hint on the weights; int4: 43 (8 consumer warps, 4 stages of 512), 44 = 43 with 16 consumer warps,
+// 46 = 43 load-only, 47 = 44 with the evict-first hint.
+template <bool INT4, int VER>
+struct BkVer {
+    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : 16;
+    static constexpr int KC = INT4 ? 512 : 256;
+    static constexpr int STAGES = VER == 39 ? 5 : 4;
+    static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46;
+    static constexpr bool PDL = VER != 41;
+    static constexpr bool EVICT = VER == 42 || VER == 47;
+    static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, V4_BN>::STAGE + 2 * STAGES * 8;
+};
+
+template <bool INT4, bool M16, int VER>
+int launch_bk(const V4Params &p0, int splits, cudaStream_t stream) {
+    using VC = BkVer<INT4, VER>;
+    auto kern = gemm_decode_bk<INT4, M16, VC::NW, VC::KC, VC::STAGES, VC::LOADONLY, VC::PDL, VC::EVICT>;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)VC::SMEM));
+        configured = true;
+    }
+    V4Params p = p0;
+    p.splits = splits;
+    p.kper = p.k / splits;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
+    cfg.blockDim = dim3((VC::NW + 1) * 32, 1, 1);
+    cfg.dynamicSmemBytes = VC::SMEM;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = splits;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = VC::PDL ? 2 : 1;
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
+    return 0;
+}
+
+int launch_read_probe(const uint8_t *w, size_t bytes, void *y, cudaStream_t stream) {
+    int sms = assay_cuda_sm_count();
+    if (sms <= 0) sms = 132;
+    gemm_read_probe<<<2 * sms, 512, 0, stream>>>(reinterpret_cast<const uint4 *>(w), bytes / 16, (uint32_t *)y);
+    ASSAY_CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
 int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.x
 
@@ -1028,6 +1332,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
+    if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34);
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
@@ -1099,6 +1404,19 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 35: if (int4) return 0; rc = V45_LAUNCH(35); break;
     case 36: if (!int4) return 0; rc = V45_LAUNCH(36); break;
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
+#define BK_LAUNCH(V)                                                                                      \
+    (int4 ? (m > 8 ? launch_bk<true, true, V>(p, splits, stream) : launch_bk<true, false, V>(p, splits, stream)) \
+          : (m > 8 ? launch_bk<false, true, V>(p, splits, stream) : launch_bk<false, false, V>(p, splits, stream)))
+    case 38: if (int4) return 0; rc = BK_LAUNCH(38); break;
+    case 39: if (int4) return 0; rc = BK_LAUNCH(39); break;
+    case 40: if (int4) return 0; rc = BK_LAUNCH(40); break;
+    case 41: if (int4) return 0; rc = BK_LAUNCH(41); break;
+    case 42: if (int4) return 0; rc = BK_LAUNCH(42); break;
+    case 43: if (!int4) return 0; rc = BK_LAUNCH(43); break;
+    case 44: if (!int4) return 0; rc = BK_LAUNCH(44); break;
+    case 46: if (!int4) return 0; rc = BK_LAUNCH(46); break;
+    case 47: if (!int4) return 0; rc = BK_LAUNCH(47); break;
+#undef BK_LAUNCH
     case 26:
     case 27:
         if (!int4 || !g_wg_ok || pack != 1) return 0;
