@@ -32,7 +32,9 @@ extern "C" {
  * warps, 4 stages, PDL), 39 = 38 with 5 stages, 40 = 38 without the arithmetic, 41 = 40 without PDL, 42 = 38 with
  * an L2 evict-first hint on the weight copies; int4 43 (v28's arithmetic, 8 consumer warps), 44 = 43 with 16
  * consumer warps, 46 = 43 without the arithmetic, 47 = 44 with the evict-first hint; 45 (both types) = a read
- * probe (plain 16-byte loads of the weights, no X, no output). See gemm_decode.cu and dev/cuda/NOTES.md. */
+ * probe (plain 16-byte loads of the weights, no X, no output); 48 / 49 / 50 = 8 (fp8) / 28 (int4) / 15 (both)
+ * and 51 / 52 / 53 / 54 = 38 / 40 / 43 / 46 with a staggered K order (column block b starts at stage b % stages,
+ * so the CTAs of one K split read different X columns at a time). See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to

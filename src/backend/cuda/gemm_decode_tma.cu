@@ -348,7 +348,7 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 // dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
 template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
           bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false,
-          bool FM = false>
+          bool FM = false, bool ROT = false>
 __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     using C = V5Cfg<INT4, KC, BN>;
     constexpr int KSL = C::KSL, NTH = NW * 32, NTW = BN / 8 / (NW / KSL);
@@ -361,6 +361,10 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     const int kbase = split * p.kper;
     const int nst = p.kper / KC;
     const int ks = warp % KSL, nh = warp / KSL;
+    // ROT (round 8): CTA column block b walks its K stages starting at stage b % nst, so that the CTAs of one K
+    // split do not all read the same X columns from L2 at the same time.
+    const int rot = ROT ? blockIdx.x % nst : 0;
+    auto kst = [&](int s) { return kbase + (ROT ? (s + rot) % nst : s) * KC; };
 
     // The next GEMM may launch once every CTA of this one has issued its last loads (EARLY: at entry). Earlier
     // would park its CTAs on SMs (waiting in griddepcontrol.wait) while this grid still computes or still has
@@ -373,20 +377,20 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         // groups: W_0 .. W_{S-2}, then X_0 .. X_{S-2} one group each, so stage 0 waits for W_0 and X_0 only
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN>(sm + s * C::STAGE, p, n0, kbase + s * KC);
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
         pdl_wait();
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN>(sm + s * C::STAGE, p, n0, kbase + s * KC);
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
         if (!EARLY && nst <= STAGES - 1) pdl_launch_dependents();
     } else {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + s * C::STAGE, p, n0, kbase + s * KC);
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
     }
@@ -398,7 +402,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
         {
             const int nx = st + STAGES - 1;
-            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + (nx % STAGES) * C::STAGE, p, n0, kbase + nx * KC);
+            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + (nx % STAGES) * C::STAGE, p, n0, kst(nx));
             cp_async_commit();
         }
         if (LOADONLY) continue;
@@ -1053,7 +1057,7 @@ __device__ __forceinline__ void bk_int4_math(float (*acc)[4], const uint8_t *stg
 }
 
 // NW consumer warps (warp w: K slice w % KSL, row group w / KSL) + 1 producer warp (the last).
-template <bool INT4, bool M16, int NW, int KC, int STAGES, bool LOADONLY, bool PDL, bool EVICT>
+template <bool INT4, bool M16, int NW, int KC, int STAGES, bool LOADONLY, bool PDL, bool EVICT, bool ROT = false>
 __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
     using C = V5Cfg<INT4, KC, V4_BN>;
     constexpr int BN = V4_BN, KSL = C::KSL, NTH = (NW + 1) * 32, NTW = BN / 8 / (NW / KSL);
@@ -1083,9 +1087,11 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
         const uint32_t bytes = C::WBYTES + SBYTES + (uint32_t)p.m * KC * 2;
         const uint64_t pol = EVICT ? l2_policy_evict_first() : 0;
         const int ngroup = p.k / 128;
+        const int rot = ROT ? blockIdx.x % nst : 0;  // as in gemm_decode_v5: staggered K order per column block
+        auto kst = [&](int st) { return kbase + (ROT ? (st + rot) % nst : st) * KC; };
         auto issue_w = [&](int st) {  // weights (+ int4 group scales): independent of the previous kernel
             uint8_t *stg = sm + (st % STAGES) * C::STAGE;
-            const int k0 = kbase + st * KC;
+            const int k0 = kst(st);
             const uint8_t *src = nullptr;
             uint8_t *dst = nullptr;
             uint32_t nb = 0;
@@ -1114,7 +1120,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
         };
         auto issue_x = [&](int st) {  // the X rows of the stage (one copy per token)
             uint8_t *stg = sm + (st % STAGES) * C::STAGE;
-            const int k0 = kbase + st * KC;
+            const int k0 = kst(st);
             if (lane < p.m) bulk_g2s(stg + C::XOFF + lane * C::XP, p.x + (size_t)lane * p.k + k0, KC * 2, &full[st % STAGES]);
         };
         const int pro = PDL ? (nst < STAGES ? nst : STAGES) : 0;
@@ -1211,19 +1217,20 @@ __global__ void __launch_bounds__(512, 2) gemm_read_probe(const uint4 *__restric
 // 46 = 43 load-only, 47 = 44 with the evict-first hint.
 template <bool INT4, int VER>
 struct BkVer {
-    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : 16;
+    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : 16;  // 53, 54: 8 like 43
     static constexpr int KC = INT4 ? 512 : 256;
     static constexpr int STAGES = VER == 39 ? 5 : 4;
-    static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46;
+    static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46 || VER == 52 || VER == 54;
     static constexpr bool PDL = VER != 41;
     static constexpr bool EVICT = VER == 42 || VER == 47;
+    static constexpr bool ROT = VER >= 51;  // 51-54: 38, 40, 43, 46 with the staggered K order
     static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, V4_BN>::STAGE + 2 * STAGES * 8;
 };
 
 template <bool INT4, bool M16, int VER>
 int launch_bk(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = BkVer<INT4, VER>;
-    auto kern = gemm_decode_bk<INT4, M16, VC::NW, VC::KC, VC::STAGES, VC::LOADONLY, VC::PDL, VC::EVICT>;
+    auto kern = gemm_decode_bk<INT4, M16, VC::NW, VC::KC, VC::STAGES, VC::LOADONLY, VC::PDL, VC::EVICT, VC::ROT>;
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)VC::SMEM));
@@ -1269,10 +1276,11 @@ struct V5Ver {
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
-                               VER == 33 || VER == 34 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37);  // weights as the mma A operand
+                               VER == 33 || VER == 34 || VER == 48 || VER == 50 || DEEP) ? 16 : 8;
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || VER == 49;  // weights as the mma A operand
+    static constexpr bool ROT = VER >= 48 && VER <= 50;  // 48 / 49 / 50 = 8 / 28 / 15 with the staggered K order
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
-    static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21;
+    static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50;
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
     static constexpr int KC = SMALL || WIDE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
     static constexpr int STAGES = SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
@@ -1288,7 +1296,7 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = V5Ver<INT4, VER>;
     auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
                          : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
-                                        VC::BN, VC::WA, VC::FM>;
+                                        VC::BN, VC::WA, VC::FM, VC::ROT>;
     const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
     static bool configured = false;
     if (!configured) {
@@ -1416,7 +1424,14 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 44: if (!int4) return 0; rc = BK_LAUNCH(44); break;
     case 46: if (!int4) return 0; rc = BK_LAUNCH(46); break;
     case 47: if (!int4) return 0; rc = BK_LAUNCH(47); break;
+    case 51: if (int4) return 0; rc = BK_LAUNCH(51); break;
+    case 52: if (int4) return 0; rc = BK_LAUNCH(52); break;
+    case 53: if (!int4) return 0; rc = BK_LAUNCH(53); break;
+    case 54: if (!int4) return 0; rc = BK_LAUNCH(54); break;
 #undef BK_LAUNCH
+    case 48: if (int4) return 0; rc = V45_LAUNCH(48); break;
+    case 49: if (!int4) return 0; rc = V45_LAUNCH(49); break;
+    case 50: rc = V45_LAUNCH(50); break;
     case 26:
     case 27:
         if (!int4 || !g_wg_ok || pack != 1) return 0;
