@@ -34,7 +34,11 @@ extern "C" {
  * consumer warps, 46 = 43 without the arithmetic, 47 = 44 with the evict-first hint; 45 (both types) = a read
  * probe (plain 16-byte loads of the weights, no X, no output); 48 / 49 / 50 = 8 (fp8) / 28 (int4) / 15 (both)
  * and 51 / 52 / 53 / 54 = 38 / 40 / 43 / 46 with a staggered K order (column block b starts at stage b % stages,
- * so the CTAs of one K split read different X columns at a time). See gemm_decode.cu and dev/cuda/NOTES.md. */
+ * so the CTAs of one K split read different X columns at a time); with the staggered order, fp8: 55 = 51 with
+ * the evict-first hint, 56 = 55 with X copied by 16-byte cp.async from the producer lanes (tracked by the
+ * stage barrier), 57 / 58 = 55 / 56 with 8 stages of half the K columns, 59 = 52 with the cp.async X; int4: 60 =
+ * 53 with the cp.async X, 61 / 62 = 53 / 60 with 8 stages of half the K columns, 63 = 54 with the cp.async X.
+ * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to

@@ -1057,7 +1057,10 @@ __device__ __forceinline__ void bk_int4_math(float (*acc)[4], const uint8_t *stg
 }
 
 // NW consumer warps (warp w: K slice w % KSL, row group w / KSL) + 1 producer warp (the last).
-template <bool INT4, bool M16, int NW, int KC, int STAGES, bool LOADONLY, bool PDL, bool EVICT, bool ROT = false>
+// XCA: the X rows go in as 16-byte cp.async from the producer's 32 lanes (each lane then makes the stage's full
+// barrier track its copies with cp.async.mbarrier.arrive.noinc) instead of one bulk copy per token row.
+template <bool INT4, bool M16, int NW, int KC, int STAGES, bool LOADONLY, bool PDL, bool EVICT, bool ROT = false,
+          bool XCA = false>
 __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
     using C = V5Cfg<INT4, KC, V4_BN>;
     constexpr int BN = V4_BN, KSL = C::KSL, NTH = (NW + 1) * 32, NTW = BN / 8 / (NW / KSL);
@@ -1071,7 +1074,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
     const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
+            mbar_init(&full[s], XCA ? 1 + 32 : 1);
             mbar_init(&empty[s], NW);
         }
         mbar_fence_init();
@@ -1084,7 +1087,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
     if (warp == NW) {
         // ---- producer: lane 0 arms a stage's barrier with all its bytes, then the lanes issue its copies ----
         constexpr uint32_t SBYTES = INT4 ? (KC / 128) * BN * 2 : 0;
-        const uint32_t bytes = C::WBYTES + SBYTES + (uint32_t)p.m * KC * 2;
+        const uint32_t bytes = C::WBYTES + SBYTES + (XCA ? 0u : (uint32_t)p.m * KC * 2);
         const uint64_t pol = EVICT ? l2_policy_evict_first() : 0;
         const int ngroup = p.k / 128;
         const int rot = ROT ? blockIdx.x % nst : 0;  // as in gemm_decode_v5: staggered K order per column block
@@ -1121,7 +1124,17 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
         auto issue_x = [&](int st) {  // the X rows of the stage (one copy per token)
             uint8_t *stg = sm + (st % STAGES) * C::STAGE;
             const int k0 = kst(st);
-            if (lane < p.m) bulk_g2s(stg + C::XOFF + lane * C::XP, p.x + (size_t)lane * p.k + k0, KC * 2, &full[st % STAGES]);
+            if (XCA) {
+                constexpr int XCH = KC * 2 / 16;  // 16-byte chunks per X row
+                for (int c = lane; c < p.m * XCH; c += 32) {
+                    const int row = c / XCH, off = c % XCH;
+                    cp_async16(stg + C::XOFF + row * C::XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 8, 16);
+                }
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[st % STAGES]))
+                             : "memory");
+            } else if (lane < p.m) {
+                bulk_g2s(stg + C::XOFF + lane * C::XP, p.x + (size_t)lane * p.k + k0, KC * 2, &full[st % STAGES]);
+            }
         };
         const int pro = PDL ? (nst < STAGES ? nst : STAGES) : 0;
         for (int st = 0; st < pro; ++st) {
@@ -1217,20 +1230,23 @@ __global__ void __launch_bounds__(512, 2) gemm_read_probe(const uint4 *__restric
 // 46 = 43 load-only, 47 = 44 with the evict-first hint.
 template <bool INT4, int VER>
 struct BkVer {
-    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : 16;  // 53, 54: 8 like 43
-    static constexpr int KC = INT4 ? 512 : 256;
-    static constexpr int STAGES = VER == 39 ? 5 : 4;
-    static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46 || VER == 52 || VER == 54;
+    // FINE (57, 58, 61, 62): half-size stages, twice as many (same bytes in flight, slots released sooner)
+    static constexpr bool FINE = VER == 57 || VER == 58 || VER == 61 || VER == 62;
+    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : 16;
+    static constexpr int KC = INT4 ? (FINE ? 256 : 512) : (FINE ? 128 : 256);
+    static constexpr int STAGES = VER == 39 ? 5 : FINE ? 8 : 4;
+    static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46 || VER == 52 || VER == 54 || VER == 59 || VER == 63;
     static constexpr bool PDL = VER != 41;
-    static constexpr bool EVICT = VER == 42 || VER == 47;
-    static constexpr bool ROT = VER >= 51;  // 51-54: 38, 40, 43, 46 with the staggered K order
+    static constexpr bool EVICT = VER == 42 || VER == 47 || (VER >= 55 && VER <= 58);
+    static constexpr bool ROT = VER >= 51;  // staggered K order
+    static constexpr bool XCA = VER == 56 || VER == 58 || VER == 59 || VER == 60 || VER == 62 || VER == 63;
     static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, V4_BN>::STAGE + 2 * STAGES * 8;
 };
 
 template <bool INT4, bool M16, int VER>
 int launch_bk(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = BkVer<INT4, VER>;
-    auto kern = gemm_decode_bk<INT4, M16, VC::NW, VC::KC, VC::STAGES, VC::LOADONLY, VC::PDL, VC::EVICT, VC::ROT>;
+    auto kern = gemm_decode_bk<INT4, M16, VC::NW, VC::KC, VC::STAGES, VC::LOADONLY, VC::PDL, VC::EVICT, VC::ROT, VC::XCA>;
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)VC::SMEM));
@@ -1428,6 +1444,15 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 52: if (int4) return 0; rc = BK_LAUNCH(52); break;
     case 53: if (!int4) return 0; rc = BK_LAUNCH(53); break;
     case 54: if (!int4) return 0; rc = BK_LAUNCH(54); break;
+    case 55: if (int4) return 0; rc = BK_LAUNCH(55); break;
+    case 56: if (int4) return 0; rc = BK_LAUNCH(56); break;
+    case 57: if (int4) return 0; rc = BK_LAUNCH(57); break;
+    case 58: if (int4) return 0; rc = BK_LAUNCH(58); break;
+    case 59: if (int4) return 0; rc = BK_LAUNCH(59); break;
+    case 60: if (!int4) return 0; rc = BK_LAUNCH(60); break;
+    case 61: if (!int4) return 0; rc = BK_LAUNCH(61); break;
+    case 62: if (!int4) return 0; rc = BK_LAUNCH(62); break;
+    case 63: if (!int4) return 0; rc = BK_LAUNCH(63); break;
 #undef BK_LAUNCH
     case 48: if (int4) return 0; rc = V45_LAUNCH(48); break;
     case 49: if (!int4) return 0; rc = V45_LAUNCH(49); break;
