@@ -37,8 +37,10 @@ extern "C" {
  * so the CTAs of one K split read different X columns at a time); with the staggered order, fp8: 55 = 51 with
  * the evict-first hint, 56 = 55 with X copied by 16-byte cp.async from the producer lanes (tracked by the
  * stage barrier), 57 / 58 = 55 / 56 with 8 stages of half the K columns, 59 = 52 with the cp.async X; int4: 60 =
- * 53 with the cp.async X, 61 / 62 = 53 / 60 with 8 stages of half the K columns, 63 = 54 with the cp.async X.
- * See gemm_decode.cu and dev/cuda/NOTES.md. */
+ * 53 with the cp.async X, 61 / 62 = 53 / 60 with 8 stages of half the K columns, 63 = 54 with the cp.async X;
+ * in K order again: 64 = 38 with the evict-first hint and the cp.async X, 65 = 43 with the cp.async X, 66 = 8
+ * with the evict-first hint on its weight cp.async, 67 = 64 with 8 consumer warps. See gemm_decode.cu and
+ * dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to

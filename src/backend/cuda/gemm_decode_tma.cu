@@ -280,10 +280,12 @@ struct V5Cfg {
 
 // PART: 0 = the whole stage; 1 = the parts that do not depend on the previous kernel (weights, group scales);
 // 2 = the activation slice only.
-template <bool INT4, int NTH, int KC, int PART = 0, int BN = V4_BN>
+// EVICT (fp8, round 8): the weight copies carry the L2 evict-first policy (read once; X stays in L2).
+template <bool INT4, int NTH, int KC, int PART = 0, int BN = V4_BN, bool EVICT = false>
 __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, int n0, int k0) {
     using C = V5Cfg<INT4, KC, BN>;
     const int tid = threadIdx.x;
+    const uint64_t pol = EVICT ? l2_policy_evict_first() : 0;
     if (PART != 2) {
         if (INT4) {
             constexpr int RUN = (KC / 128) * 512;  // bytes of one n8 tile's groups in this stage
@@ -304,7 +306,11 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
             for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
                 const int c = tid + j * NTH, b = c / RUNC, off = c % RUNC;
                 const uint8_t *src = p.w + ((size_t)(n0 / 128 + b) * (p.k / 64) + k0 / 64) * (16 * 512);
-                cp_async16(stg + c * 16, src + off * 16, 16);
+                if (EVICT)
+                    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_u32(stg + c * 16)),
+                                 "l"(src + off * 16), "l"(pol));
+                else
+                    cp_async16(stg + c * 16, src + off * 16, 16);
             }
         }
     }
@@ -348,7 +354,7 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 // dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
 template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
           bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false,
-          bool FM = false, bool ROT = false>
+          bool FM = false, bool ROT = false, bool EVICT = false>
 __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     using C = V5Cfg<INT4, KC, BN>;
     constexpr int KSL = C::KSL, NTH = NW * 32, NTW = BN / 8 / (NW / KSL);
@@ -377,20 +383,20 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         // groups: W_0 .. W_{S-2}, then X_0 .. X_{S-2} one group each, so stage 0 waits for W_0 and X_0 only
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN, EVICT>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
         pdl_wait();
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN, EVICT>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
         if (!EARLY && nst <= STAGES - 1) pdl_launch_dependents();
     } else {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN, EVICT>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
     }
@@ -402,7 +408,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
         {
             const int nx = st + STAGES - 1;
-            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + (nx % STAGES) * C::STAGE, p, n0, kst(nx));
+            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN, EVICT>(sm + (nx % STAGES) * C::STAGE, p, n0, kst(nx));
             cp_async_commit();
         }
         if (LOADONLY) continue;
@@ -1232,14 +1238,14 @@ template <bool INT4, int VER>
 struct BkVer {
     // FINE (57, 58, 61, 62): half-size stages, twice as many (same bytes in flight, slots released sooner)
     static constexpr bool FINE = VER == 57 || VER == 58 || VER == 61 || VER == 62;
-    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : 16;
+    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : (VER == 67 ? 8 : 16);
     static constexpr int KC = INT4 ? (FINE ? 256 : 512) : (FINE ? 128 : 256);
     static constexpr int STAGES = VER == 39 ? 5 : FINE ? 8 : 4;
     static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46 || VER == 52 || VER == 54 || VER == 59 || VER == 63;
     static constexpr bool PDL = VER != 41;
-    static constexpr bool EVICT = VER == 42 || VER == 47 || (VER >= 55 && VER <= 58);
-    static constexpr bool ROT = VER >= 51;  // staggered K order
-    static constexpr bool XCA = VER == 56 || VER == 58 || VER == 59 || VER == 60 || VER == 62 || VER == 63;
+    static constexpr bool EVICT = VER == 42 || VER == 47 || (VER >= 55 && VER <= 58) || VER == 64 || VER == 67;
+    static constexpr bool ROT = VER >= 51 && VER <= 63;  // staggered K order
+    static constexpr bool XCA = VER == 56 || VER == 58 || VER == 59 || VER >= 60;  // X by cp.async (60-67)
     static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, V4_BN>::STAGE + 2 * STAGES * 8;
 };
 
@@ -1292,9 +1298,10 @@ struct V5Ver {
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
-                               VER == 33 || VER == 34 || VER == 48 || VER == 50 || DEEP) ? 16 : 8;
+                               VER == 33 || VER == 34 || VER == 48 || VER == 50 || VER == 66 || DEEP) ? 16 : 8;
     static constexpr bool WA = (VER >= 28 && VER <= 37) || VER == 49;  // weights as the mma A operand
     static constexpr bool ROT = VER >= 48 && VER <= 50;  // 48 / 49 / 50 = 8 / 28 / 15 with the staggered K order
+    static constexpr bool EVICT = VER == 66;             // 66: 8 with the evict-first hint on the weights
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50;
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
@@ -1312,7 +1319,7 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = V5Ver<INT4, VER>;
     auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
                          : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
-                                        VC::BN, VC::WA, VC::FM, VC::ROT>;
+                                        VC::BN, VC::WA, VC::FM, VC::ROT, VC::EVICT>;
     const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
     static bool configured = false;
     if (!configured) {
@@ -1453,7 +1460,11 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 61: if (!int4) return 0; rc = BK_LAUNCH(61); break;
     case 62: if (!int4) return 0; rc = BK_LAUNCH(62); break;
     case 63: if (!int4) return 0; rc = BK_LAUNCH(63); break;
+    case 64: if (int4) return 0; rc = BK_LAUNCH(64); break;
+    case 65: if (!int4) return 0; rc = BK_LAUNCH(65); break;
+    case 67: if (int4) return 0; rc = BK_LAUNCH(67); break;
 #undef BK_LAUNCH
+    case 66: if (int4) return 0; rc = V45_LAUNCH(66); break;
     case 48: if (int4) return 0; rc = V45_LAUNCH(48); break;
     case 49: if (!int4) return 0; rc = V45_LAUNCH(49); break;
     case 50: rc = V45_LAUNCH(50); break;
