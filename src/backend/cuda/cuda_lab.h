@@ -28,19 +28,15 @@ extern "C" {
  * 16 warps (31 is the int4 default when the 128-column tiles need more than one wave); 36 = 31 with the K split
  * chosen for two CTAs per SM; fp8 only: 34 / 35 = 8 / 10 with the weights as the A operand and the tokens as n8
  * B tiles, 37 = 35 with the K split chosen for two CTAs per SM; round 8, a producer warp streaming each stage as
- * a few large cp.async.bulk copies onto full / empty mbarriers (no block barrier in the loop): fp8 38 (16 consumer
- * warps, 4 stages, PDL), 39 = 38 with 5 stages, 40 = 38 without the arithmetic, 41 = 40 without PDL, 42 = 38 with
- * an L2 evict-first hint on the weight copies; int4 43 (v28's arithmetic, 8 consumer warps), 44 = 43 with 16
- * consumer warps, 46 = 43 without the arithmetic, 47 = 44 with the evict-first hint; 45 (both types) = a read
- * probe (plain 16-byte loads of the weights, no X, no output); 48 / 49 / 50 = 8 (fp8) / 28 (int4) / 15 (both)
- * and 51 / 52 / 53 / 54 = 38 / 40 / 43 / 46 with a staggered K order (column block b starts at stage b % stages,
- * so the CTAs of one K split read different X columns at a time); with the staggered order, fp8: 55 = 51 with
- * the evict-first hint, 56 = 55 with X copied by 16-byte cp.async from the producer lanes (tracked by the
- * stage barrier), 57 / 58 = 55 / 56 with 8 stages of half the K columns, 59 = 52 with the cp.async X; int4: 60 =
- * 53 with the cp.async X, 61 / 62 = 53 / 60 with 8 stages of half the K columns, 63 = 54 with the cp.async X;
- * in K order again: 64 = 38 with the evict-first hint and the cp.async X, 65 = 43 with the cp.async X, 66 = 8
- * with the evict-first hint on its weight cp.async, 67 = 64 with 8 consumer warps. See gemm_decode.cu and
- * dev/cuda/NOTES.md. */
+ * a few large cp.async.bulk copies onto full / empty mbarriers (no block barrier in the loop), 4 stages, PDL:
+ * fp8 38 (16 consumer warps), 40 = 38 without the arithmetic, 41 = 40 without PDL, 42 = 38 with an L2
+ * evict-first hint on the weight copies, 64 = 42 with X copied by 16-byte cp.async from the producer lanes
+ * (tracked by the stage barrier), 67 = 64 with 8 consumer warps; int4 43 (v28's arithmetic, 8 consumer warps),
+ * 46 = 43 without the arithmetic, 65 = 43 with the cp.async X; with a staggered K order (column block b starts
+ * at stage b % stages): 50 = 15 (both types), 52 = 40, 56 = 64, 59 = 52 with the cp.async X, 60 = 65, 63 = 60
+ * without the arithmetic; 45 (both types) = a read probe (plain 16-byte loads of the weights, no X, no output).
+ * Removed after round 8 (slower or broken, NOTES.md): 39, 44, 47-49, 51, 53-55, 57, 58, 61, 62, 66. See
+ * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to

@@ -280,12 +280,10 @@ struct V5Cfg {
 
 // PART: 0 = the whole stage; 1 = the parts that do not depend on the previous kernel (weights, group scales);
 // 2 = the activation slice only.
-// EVICT (fp8, round 8): the weight copies carry the L2 evict-first policy (read once; X stays in L2).
-template <bool INT4, int NTH, int KC, int PART = 0, int BN = V4_BN, bool EVICT = false>
+template <bool INT4, int NTH, int KC, int PART = 0, int BN = V4_BN>
 __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, int n0, int k0) {
     using C = V5Cfg<INT4, KC, BN>;
     const int tid = threadIdx.x;
-    const uint64_t pol = EVICT ? l2_policy_evict_first() : 0;
     if (PART != 2) {
         if (INT4) {
             constexpr int RUN = (KC / 128) * 512;  // bytes of one n8 tile's groups in this stage
@@ -306,11 +304,7 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
             for (int j = 0; j < C::WBYTES / 16 / NTH; ++j) {
                 const int c = tid + j * NTH, b = c / RUNC, off = c % RUNC;
                 const uint8_t *src = p.w + ((size_t)(n0 / 128 + b) * (p.k / 64) + k0 / 64) * (16 * 512);
-                if (EVICT)
-                    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_u32(stg + c * 16)),
-                                 "l"(src + off * 16), "l"(pol));
-                else
-                    cp_async16(stg + c * 16, src + off * 16, 16);
+                cp_async16(stg + c * 16, src + off * 16, 16);
             }
         }
     }
@@ -354,7 +348,7 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 // dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
 template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
           bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false,
-          bool FM = false, bool ROT = false, bool EVICT = false>
+          bool FM = false, bool ROT = false>
 __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     using C = V5Cfg<INT4, KC, BN>;
     constexpr int KSL = C::KSL, NTH = NW * 32, NTW = BN / 8 / (NW / KSL);
@@ -383,20 +377,20 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         // groups: W_0 .. W_{S-2}, then X_0 .. X_{S-2} one group each, so stage 0 waits for W_0 and X_0 only
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN, EVICT>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
         pdl_wait();
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN, EVICT>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
         if (!EARLY && nst <= STAGES - 1) pdl_launch_dependents();
     } else {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN, EVICT>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + s * C::STAGE, p, n0, kst(s));
             cp_async_commit();
         }
     }
@@ -408,7 +402,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
         {
             const int nx = st + STAGES - 1;
-            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN, EVICT>(sm + (nx % STAGES) * C::STAGE, p, n0, kst(nx));
+            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + (nx % STAGES) * C::STAGE, p, n0, kst(nx));
             cp_async_commit();
         }
         if (LOADONLY) continue;
@@ -964,7 +958,7 @@ int launch_wg(const V4Params &p0, int splits, cudaStream_t stream) {
     return 0;
 }
 
-// ---- v38-v45 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
+// ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
 // Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
 // from all threads and holds every warp at one block barrier per stage, so the slowest warp of a stage sets the
 // pace and the load-only form of the ring (v15) already takes ~20 us for 67 MB. Here one producer warp issues each
@@ -1230,22 +1224,23 @@ __global__ void __launch_bounds__(512, 2) gemm_read_probe(const uint4 *__restric
     if (x == 0x9E3779B9u) *sink = x;
 }
 
-// Lab versions of the bulk-copy ring (cuda_lab.h): 38 fp8 (16 consumer warps, 4 stages of 256 K columns); 39 = 38
-// with 5 stages; 40 = 38 load-only; 41 = 40 launched without PDL (no PDL code either); 42 = 38 with the L2
-// evict-first hint on the weights; int4: 43 (8 consumer warps, 4 stages of 512), 44 = 43 with 16 consumer warps,
-// 46 = 43 load-only, 47 = 44 with the evict-first hint.
+// Lab versions of the bulk-copy ring (cuda_lab.h, dev/cuda/NOTES.md round 8; all 4 stages of 256 (fp8) / 512
+// (int4) K columns, PDL except 41): fp8 38 (16 consumer warps), 40 = 38 load-only, 41 = 40 without PDL, 42 = 38
+// with the evict-first hint, 52 = 40 with the staggered K order, 56 = 52's order + evict-first + cp.async X with
+// the arithmetic, 59 = 52 with cp.async X, 64 = 38 + evict-first + cp.async X, 67 = 64 with 8 consumer warps;
+// int4 43 (8 consumer warps), 46 = 43 load-only, 60 = 43 with the staggered order and cp.async X, 63 = 60
+// load-only, 65 = 43 with cp.async X. Removed after run h200-gpu7-gemm2/3 (slower, NOTES.md): 39 (5 stages), 44 /
+// 47 (int4 with 16 consumer warps), 51 / 53 / 54 / 55 (staggered order), 57 / 58 / 61 / 62 (8 half stages).
 template <bool INT4, int VER>
 struct BkVer {
-    // FINE (57, 58, 61, 62): half-size stages, twice as many (same bytes in flight, slots released sooner)
-    static constexpr bool FINE = VER == 57 || VER == 58 || VER == 61 || VER == 62;
-    static constexpr int NW = INT4 ? (VER == 44 || VER == 47 ? 16 : 8) : (VER == 67 ? 8 : 16);
-    static constexpr int KC = INT4 ? (FINE ? 256 : 512) : (FINE ? 128 : 256);
-    static constexpr int STAGES = VER == 39 ? 5 : FINE ? 8 : 4;
-    static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46 || VER == 52 || VER == 54 || VER == 59 || VER == 63;
+    static constexpr int NW = INT4 ? 8 : (VER == 67 ? 8 : 16);
+    static constexpr int KC = INT4 ? 512 : 256;
+    static constexpr int STAGES = 4;
+    static constexpr bool LOADONLY = VER == 40 || VER == 41 || VER == 46 || VER == 52 || VER == 59 || VER == 63;
     static constexpr bool PDL = VER != 41;
-    static constexpr bool EVICT = VER == 42 || VER == 47 || (VER >= 55 && VER <= 58) || VER == 64 || VER == 67;
-    static constexpr bool ROT = VER >= 51 && VER <= 63;  // staggered K order
-    static constexpr bool XCA = VER == 56 || VER == 58 || VER == 59 || VER >= 60;  // X by cp.async (60-67)
+    static constexpr bool EVICT = VER == 42 || VER == 56 || VER == 64 || VER == 67;
+    static constexpr bool ROT = VER == 52 || VER == 56 || VER == 59 || VER == 60 || VER == 63;  // staggered K order
+    static constexpr bool XCA = VER == 56 || VER == 59 || VER >= 60;  // X by cp.async from the producer lanes
     static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, V4_BN>::STAGE + 2 * STAGES * 8;
 };
 
@@ -1298,10 +1293,9 @@ struct V5Ver {
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
-                               VER == 33 || VER == 34 || VER == 48 || VER == 50 || VER == 66 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || VER == 49;  // weights as the mma A operand
-    static constexpr bool ROT = VER >= 48 && VER <= 50;  // 48 / 49 / 50 = 8 / 28 / 15 with the staggered K order
-    static constexpr bool EVICT = VER == 66;             // 66: 8 with the evict-first hint on the weights
+                               VER == 33 || VER == 34 || VER == 50 || DEEP) ? 16 : 8;
+    static constexpr bool WA = (VER >= 28 && VER <= 37);  // weights as the mma A operand
+    static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50;
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
@@ -1319,7 +1313,7 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = V5Ver<INT4, VER>;
     auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
                          : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
-                                        VC::BN, VC::WA, VC::FM, VC::ROT, VC::EVICT>;
+                                        VC::BN, VC::WA, VC::FM, VC::ROT>;
     const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
     static bool configured = false;
     if (!configured) {
@@ -1439,34 +1433,20 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     (int4 ? (m > 8 ? launch_bk<true, true, V>(p, splits, stream) : launch_bk<true, false, V>(p, splits, stream)) \
           : (m > 8 ? launch_bk<false, true, V>(p, splits, stream) : launch_bk<false, false, V>(p, splits, stream)))
     case 38: if (int4) return 0; rc = BK_LAUNCH(38); break;
-    case 39: if (int4) return 0; rc = BK_LAUNCH(39); break;
     case 40: if (int4) return 0; rc = BK_LAUNCH(40); break;
     case 41: if (int4) return 0; rc = BK_LAUNCH(41); break;
     case 42: if (int4) return 0; rc = BK_LAUNCH(42); break;
     case 43: if (!int4) return 0; rc = BK_LAUNCH(43); break;
-    case 44: if (!int4) return 0; rc = BK_LAUNCH(44); break;
     case 46: if (!int4) return 0; rc = BK_LAUNCH(46); break;
-    case 47: if (!int4) return 0; rc = BK_LAUNCH(47); break;
-    case 51: if (int4) return 0; rc = BK_LAUNCH(51); break;
     case 52: if (int4) return 0; rc = BK_LAUNCH(52); break;
-    case 53: if (!int4) return 0; rc = BK_LAUNCH(53); break;
-    case 54: if (!int4) return 0; rc = BK_LAUNCH(54); break;
-    case 55: if (int4) return 0; rc = BK_LAUNCH(55); break;
     case 56: if (int4) return 0; rc = BK_LAUNCH(56); break;
-    case 57: if (int4) return 0; rc = BK_LAUNCH(57); break;
-    case 58: if (int4) return 0; rc = BK_LAUNCH(58); break;
     case 59: if (int4) return 0; rc = BK_LAUNCH(59); break;
     case 60: if (!int4) return 0; rc = BK_LAUNCH(60); break;
-    case 61: if (!int4) return 0; rc = BK_LAUNCH(61); break;
-    case 62: if (!int4) return 0; rc = BK_LAUNCH(62); break;
     case 63: if (!int4) return 0; rc = BK_LAUNCH(63); break;
     case 64: if (int4) return 0; rc = BK_LAUNCH(64); break;
     case 65: if (!int4) return 0; rc = BK_LAUNCH(65); break;
     case 67: if (int4) return 0; rc = BK_LAUNCH(67); break;
 #undef BK_LAUNCH
-    case 66: if (int4) return 0; rc = V45_LAUNCH(66); break;
-    case 48: if (int4) return 0; rc = V45_LAUNCH(48); break;
-    case 49: if (!int4) return 0; rc = V45_LAUNCH(49); break;
     case 50: rc = V45_LAUNCH(50); break;
     case 26:
     case 27:
