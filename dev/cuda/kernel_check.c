@@ -683,6 +683,160 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(y);
 }
 
+/* FP8 W8A8 decode GEMM (assay_cuda_gemm_fp8_w8a8): X quantized per token on the GPU
+ * (assay_cuda_quant_fp8_per_token), the product validated against the float64 sum of the decoded codes times both
+ * scales; the bf16 rounding of that reference is printed beside it (the error floor of a bf16 output), and the
+ * error against the unquantized bf16 X is printed for both W8A8 and the W8A16 default (activation quantization).
+ * ASSAY_LAB_W8A8_VARIANTS="1,3" limits the lab versions (the default, 0, always runs); unset: all. */
+typedef struct w8a8_ctx {
+    int m, n, k, copies;
+    uint8_t *dxq, *dw[8];
+    float *dxs, *dws[8];
+    void *dx, *dy;
+} w8a8_ctx;
+static void w8a8_fn(void *ctx, int it) {
+    w8a8_ctx *g = ctx;
+    int c = it % g->copies;
+    KCALL(assay_cuda_gemm_fp8_w8a8(g->dxq, g->dxs, g->dw[c], g->dws[c], g->dy, g->m, g->n, g->k, NULL));
+}
+static void w8a16_fn(void *ctx, int it) {
+    w8a8_ctx *g = ctx;
+    int c = it % g->copies;
+    KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dw[c], g->dws[c], g->dy, g->m, g->n, g->k, NULL));
+}
+static void w8a8_quant_fn(void *ctx, int it) {
+    (void)it;
+    w8a8_ctx *g = ctx;
+    KCALL(assay_cuda_quant_fp8_per_token(g->dx, g->dxq, g->dxs, g->m, g->k, NULL));
+}
+static int w8a8_variant_selected(int v) {
+    const char *f = getenv("ASSAY_LAB_W8A8_VARIANTS");
+    if (!f || !*f || v == 0) return 1;
+    for (const char *s = f; *s;) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s) break;
+        if (x == v) return 1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
+    size_t nx = (size_t)m * k, wbytes = (size_t)n * k;
+    uint16_t *x = malloc(nx * 2);
+    fill_bf16(x, nx, 1.0);
+    for (size_t i = 0; i < nx; i += 97) x[i] = lab_f32_to_bf16(lab_bf16_to_f32(x[i]) * 20.f); /* outlier columns */
+    uint8_t *w = malloc(wbytes), *wp = malloc(wbytes);
+    float *ws = malloc(sizeof(float) * n);
+    for (int j = 0; j < n; ++j) ws[j] = (float)(0.01 * (1 + lab_uniform()));
+    uint8_t pool[4096];
+    for (int i = 0; i < 4096; ++i) pool[i] = LAB_E4M3_ENC(lab_normal() * 64.0);
+    for (size_t i = 0; i < wbytes; i += 4) {
+        uint64_t r = lab_rand_u64();
+        for (int j = 0; j < 4; ++j) w[i + j] = pool[(r >> (12 * j)) & 4095];
+    }
+    assay_cuda_fp8w_pack(w, n, k, wp);
+    w8a8_ctx g;
+    memset(&g, 0, sizeof g);
+    g.m = m; g.n = n; g.k = k;
+    g.copies = bench ? (int)(512.0e6 / wbytes) : 1;
+    if (g.copies < 1) g.copies = 1;
+    if (g.copies > 8) g.copies = 8;
+    for (int c = 0; c < g.copies; ++c) { g.dw[c] = lab_upload(wp, wbytes); g.dws[c] = lab_upload(ws, sizeof(float) * n); }
+    g.dx = lab_upload(x, nx * 2);
+    g.dxq = lab_dmalloc(nx);
+    g.dxs = lab_dmalloc(sizeof(float) * m);
+    g.dy = lab_dmalloc((size_t)m * n * 2);
+    CK(cudaMemset(g.dxq, 0x7F, nx)); /* NaN codes until quantized */
+    w8a8_quant_fn(&g, 0);
+    CK(cudaDeviceSynchronize());
+    uint8_t *xq = malloc(nx);
+    float *xs = malloc(sizeof(float) * m);
+    CK(cudaMemcpy(xq, g.dxq, nx, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(xs, g.dxs, sizeof(float) * m, cudaMemcpyDeviceToHost));
+    char shape[96];
+    snprintf(shape, sizeof shape, "m%d n%d k%d", m, n, k);
+    /* reference columns (all, or 96 sampled at bench shapes): codes x scales, and the unquantized bf16 X */
+    int ncheck = bench ? 96 : n;
+    int *cols = malloc(sizeof(int) * ncheck);
+    double *ref = malloc(sizeof(double) * ncheck * m), *refx = malloc(sizeof(double) * ncheck * m);
+    for (int ci = 0; ci < ncheck; ++ci) {
+        int j = cols[ci] = bench ? (int)(lab_uniform() * n) : ci;
+        for (int r = 0; r < m; ++r) {
+            double s = 0, sx = 0;
+            for (int kk = 0; kk < k; ++kk) {
+                double wv = LAB_E4M3_DEC(w[(size_t)j * k + kk]);
+                s += LAB_E4M3_DEC(xq[(size_t)r * k + kk]) * wv;
+                sx += lab_bf16_to_f32(x[(size_t)r * k + kk]) * wv;
+            }
+            ref[ci * m + r] = s * xs[r] * ws[j];
+            refx[ci * m + r] = sx * ws[j];
+        }
+    }
+    lab_err fl = {0};
+    for (int i = 0; i < ncheck * m; ++i) lab_err_add(&fl, lab_bf16_to_f32(lab_f32_to_bf16((float)ref[i])), ref[i]);
+    printf("INFO   gemm_fp8_w8a8 %-22s bf16 output rounding of the reference alone: rel %.3e\n", shape, lab_err_rel(&fl));
+    uint16_t *y = malloc((size_t)m * n * 2);
+    static const int variants[7] = {0, 1, 2, 3, 4, 5, 6};
+    for (int vi = 0; vi < 7; ++vi) {
+        int v = variants[vi];
+        int loadonly = v == 4;
+        if (!w8a8_variant_selected(v) || (loadonly && !bench) || (v == 6 && m > 8)) continue; /* 6: m <= 8 only */
+        assay_cuda_lab_set_w8a8_variant(v);
+        char name[64];
+        snprintf(name, sizeof name, vi ? "gemm_fp8_w8a8_v%d" : "gemm_fp8_w8a8", v);
+        if (!loadonly) {
+            CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
+            w8a8_fn(&g, 0);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(y, g.dy, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+            lab_err e = {0}, ex = {0};
+            for (int ci = 0; ci < ncheck; ++ci)
+                for (int r = 0; r < m; ++r) {
+                    double out = lab_bf16_to_f32(y[(size_t)r * n + cols[ci]]);
+                    lab_err_add(&e, out, ref[ci * m + r]);
+                    lab_err_add(&ex, out, refx[ci * m + r]);
+                }
+            for (size_t i = 0; i < (size_t)m * n; ++i) if ((y[i] & 0x7FFF) > 0x7F80) e.nan++;
+            lab_validate(o, name, shape, &e, 1e-2);
+            printf("INFO   %-28s %-22s vs the unquantized bf16 X: rel %.3e\n", name, shape, lab_err_rel(&ex));
+        }
+        if (bench) lab_bench(o, name, shape, lab_time_us(w8a8_fn, &g, 20, 9), 2.0 * m * n * k,
+                             (double)wbytes + 4.0 * n + (double)nx + 4.0 * m + 2.0 * m * n);
+    }
+    assay_cuda_lab_set_w8a8_variant(0);
+    /* the W8A16 default on the same weights and bf16 X (its error against the unquantized X, and at m8, a shape
+     * the fp8 cases above do not time, its time); the per-token quantization of X timed on its own */
+    CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
+    w8a16_fn(&g, 0);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(y, g.dy, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+    lab_err ea = {0};
+    for (int ci = 0; ci < ncheck; ++ci)
+        for (int r = 0; r < m; ++r) lab_err_add(&ea, lab_bf16_to_f32(y[(size_t)r * n + cols[ci]]), refx[ci * m + r]);
+    printf("INFO   gemm_fp8w_e4m3 (W8A16) %-22s vs the unquantized bf16 X: rel %.3e\n", shape, lab_err_rel(&ea));
+    if (bench && m == 8)
+        lab_bench(o, "gemm_fp8w_e4m3", shape, lab_time_us(w8a16_fn, &g, 20, 9), 2.0 * m * n * k,
+                  (double)wbytes + 4.0 * n + 2.0 * nx + 2.0 * m * n);
+    if (bench && n == 8192) {
+        char qs[64];
+        snprintf(qs, sizeof qs, "m%d k%d (gemm input)", m, k);
+        lab_bench(o, "quant_fp8_per_token", qs, lab_time_us(w8a8_quant_fn, &g, 20, 9), 0, 3.0 * nx + 4.0 * m);
+    }
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(g.dws[c]); }
+    cudaFree(g.dx); cudaFree(g.dxq); cudaFree(g.dxs); cudaFree(g.dy);
+    free(x); free(w); free(wp); free(ws); free(xq); free(xs); free(cols); free(ref); free(refx); free(y);
+}
+
+static void section_gemm_w8a8(lab_out *o) {
+    static const int small[5][3] = {{1, 256, 1024}, {5, 256, 1024}, {16, 256, 1024}, {3, 384, 512}, {9, 128, 256}};
+    for (int i = 0; i < 5; ++i) w8a8_case(o, small[i][0], small[i][1], small[i][2], 0);
+    w8a8_case(o, 1, 8192, 8192, 1);
+    w8a8_case(o, 8, 8192, 8192, 1);
+    w8a8_case(o, 16, 8192, 8192, 1);
+    if (!g_quick) w8a8_case(o, 16, 28672, 8192, 1);
+}
+
 static void section_gemm(lab_out *o) {
     int ms[3] = {1, 5, 16};
     for (int which = 0; which < 2; ++which)
@@ -692,6 +846,7 @@ static void section_gemm(lab_out *o) {
         gemm_case(o, which, 16, 8192, 8192, 1);
         if (!g_quick) gemm_case(o, which, 16, 28672, 8192, 1);
     }
+    section_gemm_w8a8(o);
 }
 
 /* =============================== per-token FP8 activation quantization =================================== */
