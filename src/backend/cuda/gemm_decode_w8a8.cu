@@ -65,6 +65,42 @@ __device__ __forceinline__ void mma_e4m3_16832(float *c, const uint32_t *a, uint
 #endif
 }
 
+// wgmma m64nNk32 e4m3 x e4m3 -> f32 (the native FP8 tensor-core path on Hopper), A from registers (the same
+// per-warp fragment as mma.sync m16n8k32: warp w of the warpgroup holds rows 16w + g / + 8), B (X^T, K-major)
+// from shared memory; acc = 0 overwrites D.
+template <int N>
+__device__ __forceinline__ void w8_wgmma(float *d, const uint32_t *a, uint64_t db, int acc) {
+#ifdef ASSAY_SM90A
+    if (N == 16)
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
+            "%12, p, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+    else
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+#else
+    __trap();
+#endif
+}
+// Descriptor of a K-major operand in the 128-byte swizzle (8-row atoms of 1024 bytes, SBO = 1024).
+__device__ __forceinline__ uint64_t w8_desc_sw128(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+__device__ __forceinline__ void w8_cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+__device__ __forceinline__ void w8_fence_proxy_async() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void w8_pdl_wait() {
 #ifdef ASSAY_SM90_ASYNC
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -86,12 +122,17 @@ __device__ __forceinline__ void w8_cp_async_arrive_noinc(uint64_t *bar) {
 // NW consumer warps (warp w: K slice w % 4, row group w / 4 of RT 16-row tiles) + 1 producer warp (the last).
 // LOADONLY: the ring without the arithmetic (lab diagnostic, no output). CHAIN: one mma chain over all stages
 // (lab precision probe) instead of a fresh fp32 tile per stage.
-template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN>
+template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN, int MATH = 0>
 __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
-    constexpr int KSL = W8_KSL, BN = W8_BN, NTH = (NW + 1) * 32, RT = BN / 16 / (NW / KSL);
-    static_assert(NW % KSL == 0 && RT >= 1, "warps must tile the stage");
+    // MATH: 0 = mma.sync m16n8k32 e4m3; 1 = e4m3 -> f16 by cvt once per fragment, mma.sync m16n8k16 f16; 2 = wgmma
+    // m64nNk32 e4m3 (NW = 8: two warpgroups of 64 rows, each through all 4 K slices; X stored permuted + swizzled)
+    constexpr bool WG = MATH == 2;
+    constexpr int KSL = WG ? 1 : W8_KSL, BN = W8_BN, NTH = (NW + 1) * 32, RT = BN / 16 / (NW / KSL);
+    static_assert(NW % KSL == 0 && RT >= 1 && (!WG || NW == 8), "warps must tile the stage");
     static_assert(KSL * 16 * BN * 4 + 16 * BN * 4 <= STAGES * W8_STAGE, "reduction buffers reuse the stages");
-    extern __shared__ __align__(128) uint8_t sm[];
+    extern __shared__ __align__(128) uint8_t sm_raw[];
+    // the 128-byte swizzle of the wgmma X tiles is a function of the address bits: align the ring to 1024 bytes
+    uint8_t *sm = WG ? sm_raw + ((1024u - (smem_u32(sm_raw) & 1023u)) & 1023u) : sm_raw;
     uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * W8_STAGE);
     uint64_t *empty = full + STAGES;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -127,9 +168,23 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
         auto issue_x = [&](int st) {  // m rows x 256 bytes, 16 chunks per row
             uint8_t *xd = sm + (st % STAGES) * W8_STAGE + W8_WB;
             const int k0 = kbase + st * W8_KC;
-            for (int c = lane; c < p.m * 16; c += 32) {
-                const int row = c >> 4, off = c & 15;
-                cp_async16(xd + row * W8_XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 16, 16);
+            if (WG) {
+                // 4-byte groups: physical group pg of the stage (chunk ks = pg / 16, lane t = (pg / 4) % 4, step
+                // s = (pg / 2) % 2, half h = pg % 2) is logical group 8s + 4h + t of its chunk (the K order of the
+                // A fragments), stored K-major in two 128-column blocks [16 rows][128 B], 16-byte chunk c of row
+                // r at c ^ (r & 7) (the 128-byte swizzle)
+                for (int c = lane; c < p.m * 64; c += 32) {
+                    const int row = c >> 6, pg = c & 63, q = pg & 15;
+                    const int lg = (pg >> 4) * 16 + 8 * ((q >> 1) & 1) + 4 * (q & 1) + (q >> 2);
+                    const int cb = (lg * 4) & 127;
+                    w8_cp_async4(xd + (lg >> 5) * 2048 + row * 128 + ((((cb >> 4) ^ (row & 7))) << 4) + (cb & 15),
+                                 p.x + (size_t)row * p.k + k0 + pg * 4);
+                }
+            } else {
+                for (int c = lane; c < p.m * 16; c += 32) {
+                    const int row = c >> 4, off = c & 15;
+                    cp_async16(xd + row * W8_XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 16, 16);
+                }
             }
             w8_cp_async_arrive_noinc(&full[st % STAGES]);
         };
@@ -151,7 +206,72 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
             const int s = st % STAGES;
             mbar_wait(&full[s], (st / STAGES) & 1);
             const uint8_t *stg = sm + s * W8_STAGE;
-            if (!LOADONLY) {
+            if (!LOADONLY && WG) {
+                // warp w (warp w % 4 of warpgroup w / 4): A tile w (rows 16w + g, + 8), every K slice of the stage
+                const int at = warp;
+                uint32_t a[8][4];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const uint4 u = *reinterpret_cast<const uint4 *>(stg + (c * 16 + 2 * at) * 512 + lane * 16);
+                    const uint4 v = *reinterpret_cast<const uint4 *>(stg + (c * 16 + 2 * at + 1) * 512 + lane * 16);
+                    a[2 * c][0] = u.x; a[2 * c][1] = v.x; a[2 * c][2] = u.y; a[2 * c][3] = v.y;
+                    a[2 * c + 1][0] = u.z; a[2 * c + 1][1] = v.z; a[2 * c + 1][2] = u.w; a[2 * c + 1][3] = v.w;
+                }
+                w8_fence_proxy_async();  // X landed through cp.async (generic proxy); wgmma reads it (async proxy)
+                const uint32_t xs = smem_u32(stg + W8_WB);
+                float d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+                wgmma_fence();
+#pragma unroll
+                for (int q = 0; q < 8; ++q)  // logical K 32q of the stage: block q / 4, byte 32 (q % 4) of its rows
+                    w8_wgmma<M16 ? 16 : 8>(d, a[q], w8_desc_sw128(xs + (q >> 2) * 2048 + (q & 3) * 32), q > 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence<8>(d);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    acc[0][0][e] += d[e];
+                    if (M16) acc[0][1][e] += d[4 + e];
+                }
+            } else if (!LOADONLY && MATH == 1) {
+                // own conversion: each W byte and each X byte of the warp converted once (cvt e4m3x2 -> f16x2),
+                // then m16n8k16 f16 with the K order of the W8A16 kernels (lane t's word q: k 2t, 2t + 1 / 2t + 8, 2t + 9)
+                const uint8_t *xr = stg + W8_WB + g * W8_XP + ks * 64 + 16 * t;
+                const uint4 xa = *reinterpret_cast<const uint4 *>(xr);
+                uint32_t xf[8], xg[8];
+                byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xa.x, xf[0], xf[1]);
+                byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xa.y, xf[2], xf[3]);
+                byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xa.z, xf[4], xf[5]);
+                byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xa.w, xf[6], xf[7]);
+                if (M16) {
+                    const uint4 xb = *reinterpret_cast<const uint4 *>(xr + 8 * W8_XP);
+                    byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xb.x, xg[0], xg[1]);
+                    byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xb.y, xg[2], xg[3]);
+                    byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xb.z, xg[4], xg[5]);
+                    byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xb.w, xg[6], xg[7]);
+                }
+#pragma unroll
+                for (int j = 0; j < RT; ++j) {
+                    const int at = rg * RT + j;
+                    const uint4 u = *reinterpret_cast<const uint4 *>(stg + (ks * 16 + 2 * at) * 512 + lane * 16);
+                    const uint4 v = *reinterpret_cast<const uint4 *>(stg + (ks * 16 + 2 * at + 1) * 512 + lane * 16);
+                    float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const uint32_t uw = q == 0 ? u.x : q == 1 ? u.y : q == 2 ? u.z : u.w;
+                        const uint32_t vw = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+                        uint32_t af[4];
+                        byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(uw, af[0], af[2]);
+                        byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(vw, af[1], af[3]);
+                        mma_f16_16816(d0, af, xf[2 * q], xf[2 * q + 1]);
+                        if (M16) mma_f16_16816(d1, af, xg[2 * q], xg[2 * q + 1]);
+                    }
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        acc[j][0][e] += d0[e];
+                        if (M16) acc[j][1][e] += d1[e];
+                    }
+                }
+            } else if (!LOADONLY) {
                 const uint8_t *xr = stg + W8_WB + g * W8_XP + ks * 64 + 16 * t;
                 const uint4 xa = *reinterpret_cast<const uint4 *>(xr);
                 uint4 xb = make_uint4(0u, 0u, 0u, 0u);
@@ -236,21 +356,24 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
 
 // Lab versions (cuda_lab.h): 1 = 16 consumer warps, 4 stages, evict-first weights (the default); 2 = 8 consumer
 // warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only diagnostic); 5 = 1 without the evict-first hint;
-// 6 = 1 with one mma chain across all stages (precision probe, m <= 8).
+// 6 = 1 with one mma chain across all stages (precision probe, m <= 8); 7 = 1 with the e4m3 -> f16 conversion
+// done once per fragment by the kernel and f16 mma (mma.sync e4m3 is not native on Hopper: ptxas converts per mma);
+// 8 = wgmma m64nNk32 e4m3 (native FP8), 8 consumer warps as two warpgroups.
 template <int VER>
 struct W8Ver {
-    static constexpr int NW = VER == 2 ? 8 : 16;
+    static constexpr int NW = VER == 2 || VER == 8 ? 8 : 16;
     static constexpr int STAGES = VER == 3 ? 6 : 4;
     static constexpr bool LOADONLY = VER == 4;
     static constexpr bool EVICT = VER != 5;
     static constexpr bool CHAIN = VER == 6;
-    static constexpr size_t SMEM = (size_t)STAGES * W8_STAGE + 2 * STAGES * 8;
+    static constexpr int MATH = VER == 7 ? 1 : VER == 8 ? 2 : 0;
+    static constexpr size_t SMEM = (size_t)STAGES * W8_STAGE + 2 * STAGES * 8 + (MATH == 2 ? 1024 : 0);
 };
 
 template <bool M16, int VER>
 int launch_w8a8(const W8Params &p0, int splits, cudaStream_t stream) {
     using VC = W8Ver<VER>;
-    auto kern = gemm_w8a8_bk<M16, VC::NW, VC::STAGES, VC::LOADONLY, VC::EVICT, VC::CHAIN>;
+    auto kern = gemm_w8a8_bk<M16, VC::NW, VC::STAGES, VC::LOADONLY, VC::EVICT, VC::CHAIN, VC::MATH>;
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)VC::SMEM));
@@ -324,6 +447,8 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
         if (m16) return assay_cuda_fail("gemm_fp8_w8a8: lab version 6 takes m <= 8");
         rc = launch_w8a8<false, 6>(p, splits, s);
         break;
+    case 7: rc = W8_LAUNCH(7); break;
+    case 8: rc = W8_LAUNCH(8); break;
     default: rc = W8_LAUNCH(1); break;  // 0 (automatic) and 1
     }
 #undef W8_LAUNCH
