@@ -2,7 +2,8 @@
  * with poisoned outputs, then times it at the benchmark shapes. Writes one JSON array of records.
  *
  *   kernel_check [--json out.json] [--quick] [--only prefill|decode|gemm|gemm_lt|quant|fp8attn]
- *   (environment ASSAY_LAB_GEMM_VARIANTS="int4:9,28" limits the gemm section, see gemm_variant_selected)
+ *   (environment ASSAY_LAB_GEMM_VARIANTS="int4:9,28" limits the gemm section, see gemm_variant_selected;
+ *   ASSAY_LAB_W8A8_VARIANTS="1,8" the W8A8 GEMM's lab versions)
  *
  * Exit status 1 when any validation fails. Timing: median over repeats of back-to-back launches between CUDA
  * events, weights rotated over several copies so that the L2 cache does not serve them. */

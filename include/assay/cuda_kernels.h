@@ -196,7 +196,7 @@ void assay_cuda_fp8w_pack(const uint8_t *w, int32_t n, int32_t k, uint8_t *out);
  * one fp32 scale per token (x_scale[m], e.g. from assay_cuda_quant_fp8_per_token) and e4m3 weights packed by
  * assay_cuda_fp8w_pack with one fp32 scale per output channel (w_scale[n]):
  *   y[i][j] = bf16(x_scale[i] * w_scale[j] * sum_k X[i][k] W[j][k]), fp32 accumulation.
- * The codes go into the fp8 tensor-core mma as stored (no conversion). 1 <= m <= 16, N % 128 == 0,
+ * The codes go into the fp8 mma as stored. 1 <= m <= 16, N % 128 == 0,
  * K % 256 == 0, compute capability 9.x; launched with programmatic dependent launch like the packed FP8 GEMM
  * above (X is read after the previous kernel completed, the weights may be read before). */
 int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_scale, const uint8_t *w_packed,

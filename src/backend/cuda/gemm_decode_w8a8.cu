@@ -1,5 +1,7 @@
 // FP8 W8A8 decode GEMM (M <= 16): Y[m][n] = x_scale[m] * w_scale[n] * sum_k X[m][k] W[n][k], X and W as e4m3
-// codes, straight into the fp8 tensor-core mma (mma.sync m16n8k32 e4m3 x e4m3 -> fp32, sm_89+).
+// codes, fed as stored to mma.sync m16n8k32 e4m3 x e4m3 -> fp32 (sm_89+). On Hopper that instruction is not native:
+// ptxas lowers it to f16 mma with e4m3 -> f16 conversions (SASS in run h200-gpu7-w8a8-2); lab version 8 uses the
+// native FP8 wgmma instead and was slower at m8 / m16 (dev/cuda/NOTES.md).
 //
 // Why (dev/cuda/NOTES.md, "FP8 W8A8 decode GEMM"): the W8A16 kernel (assay_cuda_gemm_fp8w_packed, v8) converts
 // every e4m3 weight and every bf16 activation to f16 in each consumer warp; those conversions run on the
