@@ -1258,12 +1258,22 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 // and ptxas serialized its wgmma (C7512), so it is not here.
 // TBN = 128 (variant 28): the same kernel with version 2's tile width, which separates the cheaper per-tile
 // bookkeeping from the wider tile.
+// LATE (variant 32 = 29 + LATE): in 29's SASS the wait for P_{j-1} V_{j-1} still sits at the top of the softmax in
+// the even half of the unrolled loop (before the row maxima and all 98 MUFU.EX2) and after 25-34 of them in the
+// odd half: a wait may always move up, and ptxas's scheduler moves it. LATE puts a differently tagged copy of the
+// wait in each arm of the rescale branch (identical inline asm in both arms would be hoisted above the branch),
+// so the wait starts a basic block that follows the whole softmax block; SASS: both waits after all 98
+// exponentials in both halves, the same instruction count (2301 vs 2299 per unrolled loop), no spills.
+// NCW = 3 (three consumer warpgroups, 192 query rows per CTA, 160 registers each, 128-key tiles, single P kept
+// live: S 64 + O 64 + P 16) compiles to 372-424 bytes of spills and serialized wgmma (C7512), so no variant
+// instantiates it; the parameter stays for a later attempt with fewer live registers.
 constexpr int F83_STAGES = 3;
-template <int TBN>
+template <int TBN, int NCW = 2>
 struct F83 {
+    static constexpr int QB = NCW * 64 * 128;                           // Q bytes (NCW consumer warpgroups)
     static constexpr int KST = TBN * 128;                               // K bytes of a stage
     static constexpr int VST = F8_TILE + (TBN - 128) * 128;             // V^T bytes (128-key box + 64-key box)
-    static constexpr int SMEM = F8_TILE + F83_STAGES * (KST + VST) + 128 + 1024;
+    static constexpr int SMEM = QB + F83_STAGES * (KST + VST) + 128 + 1024;
 };
 static_assert(F83<192>::SMEM <= 232448, "FP8 version 3 shared memory exceeds the sm_90 opt-in limit");
 
@@ -1273,18 +1283,30 @@ __device__ __forceinline__ uint64_t sw64_desc(const void *p) {
     return ((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(512 >> 4) << 32) | ((uint64_t)2 << 62);
 }
 
-template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false>
-__global__ void __launch_bounds__(NTHREADS, 1)
+// wgmma.wait_group 0 with a distinct comment per call site: identical inline asm in both arms of a branch would be
+// hoisted above it by the compiler (LATE).
+template <int TAG>
+__device__ __forceinline__ void wgmma_wait0_tagged() {
+    if (TAG == 1) asm volatile("wgmma.wait_group.sync.aligned 0; // a\n" ::: "memory");
+    else asm volatile("wgmma.wait_group.sync.aligned 0; // b\n" ::: "memory");
+}
+
+template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false, bool LATE = false, int NCW = 2>
+__global__ void __launch_bounds__(128 * (NCW + 1), 1)
     fa_wgmma_fp8_v3(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
                     const __grid_constant__ CUtensorMap tmv, const __grid_constant__ CUtensorMap tmk64,
-                    const __grid_constant__ CUtensorMap tmv64, Fp8WgParams p) {
+                    const __grid_constant__ CUtensorMap tmv64, const __grid_constant__ CUtensorMap tmq64,
+                    Fp8WgParams p) {
 #ifdef ASSAY_SM90A
-    constexpr int S = F83_STAGES, F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST;
+    constexpr int S = F83_STAGES, F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST, QB = F83<TBN, NCW>::QB;
+    constexpr int BM = NCW * 64;  // query rows per CTA (shadows the file's 128)
     constexpr float TAU = F8_RESCALE_TAU, POFF = 8.f;
+    static_assert(!LATE || (KEEP && !DBUF), "LATE orders the wait of the single kept P buffer");
+    static_assert(NCW == 2 || (NCW == 3 && TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *Qs = sm, *Ks = sm + F8_TILE, *Vs = sm + F8_TILE + S * F83_KST;
-    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + F8_TILE + S * (F83_KST + F83_VST));
+    unsigned char *Qs = sm, *Ks = sm + QB, *Vs = sm + QB + S * F83_KST;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + QB + S * (F83_KST + F83_VST));
     uint64_t *qfull = bars, *kfull = bars + 1, *vfull = kfull + S, *kempty = vfull + S, *vempty = kempty + S;
 
     const int b = blockIdx.z, h = blockIdx.y;
@@ -1308,8 +1330,8 @@ __global__ void __launch_bounds__(NTHREADS, 1)
         for (int s = 0; s < S; ++s) {
             mbar_init(kfull + s, 1);
             mbar_init(vfull + s, 1);
-            mbar_init(kempty + s, 8);
-            mbar_init(vempty + s, 8);
+            mbar_init(kempty + s, 4 * NCW);
+            mbar_init(vempty + s, 4 * NCW);
         }
         mbar_fence_init();
     }
@@ -1318,8 +1340,9 @@ __global__ void __launch_bounds__(NTHREADS, 1)
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (tid == 0 && n_max > 0) {
-            mbar_arrive_expect_tx(qfull, F8_TILE);
+            mbar_arrive_expect_tx(qfull, QB);
             tma_load_3d(Qs, &tmq, 0, h, q0 + mblk * BM, qfull);
+            if (NCW == 3) tma_load_3d(Qs + F8_TILE, &tmq64, 0, h, q0 + mblk * BM + 128, qfull);
             // Boxes past the tensor's end are zero-filled and still count their bytes; their keys are masked, and
             // zero V^T codes keep P V finite.
             for (int j = 0, s = 0, ph = 0; j < n_max; ++j) {
@@ -1337,18 +1360,21 @@ __global__ void __launch_bounds__(NTHREADS, 1)
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    // 2 consumer warpgroups: 240 registers each (2 x 128 x 240 + 128 x 24 <= 64K); 3: 160 each
+    if (NCW == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int cw = wg - 1, wiw = warp & 3;
     const int g = lane >> 2, t = lane & 3;
     const int row0 = mblk * BM + cw * 64 + wiw * 16 + g;
-    // Ping-pong turns: the last one (the final P V of warpgroup 1) passes the turn to nobody.
+    // Ping-pong turns, round robin over the NCW consumer warpgroups (barrier 1 + c: "c may issue now", synced by
+    // c and arrived by its predecessor): the last one (the final P V of the last warpgroup) passes it to nobody.
     auto turn_begin = [&]() {
         if (PINGPONG) named_sync(1 + cw);
     };
     auto turn_end = [&](bool final) {
-        if (PINGPONG && !(cw == 1 && final)) named_arrive(2 - cw);
+        if (PINGPONG && !(cw == NCW - 1 && final)) named_arrive(cw == NCW - 1 ? 1 : 2 + cw);
     };
-    if (PINGPONG && cw == 1 && n_max > 0) named_arrive(1);
+    if (PINGPONG && cw == NCW - 1 && n_max > 0) named_arrive(1);
 
     float qf[2];  // per-row factor: q scale * softmax scale * log2(e)
 #pragma unroll
@@ -1495,11 +1521,24 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 #pragma unroll
                 for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
             }
-            wgmma_wait<0>();  // P_{j-1} V_{j-1} done: its V stage is free and P may be overwritten
-            reg_fence<F8_D / 2>(o);
-            __syncwarp();
-            if (lane == 0) mbar_arrive(vempty + sp);
-            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(alpha);
+            if (LATE) {  // the wait in both arms of the rescale branch: after every instruction of the softmax block
+                if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+                    wgmma_wait0_tagged<1>();
+                    reg_fence<F8_D / 2>(o);
+                    rescale(alpha);
+                } else {
+                    wgmma_wait0_tagged<2>();
+                    reg_fence<F8_D / 2>(o);
+                }
+                __syncwarp();
+                if (lane == 0) mbar_arrive(vempty + sp);
+            } else {
+                wgmma_wait<0>();  // P_{j-1} V_{j-1} done: its V stage is free and P may be overwritten
+                reg_fence<F8_D / 2>(o);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(vempty + sp);
+                if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(alpha);
+            }
         }
         convert_p(pc);
     };
@@ -2037,11 +2076,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 31);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 32);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-31)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-32)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2084,13 +2123,15 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? 29 : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 31) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (v >= 25 && v <= 32) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP (the default), 30 = 29 without
-                                    // ping-pong, 31 = 29 on 128-key tiles
-        CUtensorMap mk64, mv64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle)
+                                    // ping-pong, 31 = 29 on 128-key tiles; 32 = 29 + LATE
+        CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
+                                       // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
         if (make_map_u8(&mk64, a->k, dk, sk, box_k64) ||
-            make_map_u8(&mv64, a->vt, dv, sv, box_vt64, CU_TENSOR_MAP_SWIZZLE_64B))
+            make_map_u8(&mv64, a->vt, dv, sv, box_vt64, CU_TENSOR_MAP_SWIZZLE_64B) ||
+            make_map_u8(&mq64, a->q, dq, sq, box_k64))
             return -1;
         auto kern = v == 25   ? fa_wgmma_fp8_v3<192, true, true>
                     : v == 26 ? fa_wgmma_fp8_v3<192, false, true>
@@ -2098,10 +2139,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 28 ? fa_wgmma_fp8_v3<128, true, true>
                     : v == 29 ? fa_wgmma_fp8_v3<192, true, false, true>
                     : v == 30 ? fa_wgmma_fp8_v3<192, false, false, true>
-                              : fa_wgmma_fp8_v3<128, true, false, true>;
+                    : v == 31 ? fa_wgmma_fp8_v3<128, true, false, true>
+                              : fa_wgmma_fp8_v3<192, true, false, true, true>;
         const int smem = v == 28 || v == 31 ? F83<128>::SMEM : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, p);
+        kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
         auto kern = v == 7    ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY4>
                     : v == 8  ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY2>
