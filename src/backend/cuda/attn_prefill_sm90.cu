@@ -1258,7 +1258,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 // and ptxas serialized its wgmma (C7512), so it is not here.
 // TBN = 128 (variant 28): the same kernel with version 2's tile width, which separates the cheaper per-tile
 // bookkeeping from the wider tile.
-// LATE (variant 32 = 29 + LATE): in 29's SASS the wait for P_{j-1} V_{j-1} still sits at the top of the softmax in
+// LATE (variant 32 = 29 + LATE; 33 = 31 + LATE, 34 = 30 + LATE): in 29's SASS the wait for P_{j-1} V_{j-1} still sits at the top of the softmax in
 // the even half of the unrolled loop (before the row maxima and all 98 MUFU.EX2) and after 25-34 of them in the
 // odd half: a wait may always move up, and ptxas's scheduler moves it. LATE puts a differently tagged copy of the
 // wait in each arm of the rescale branch (identical inline asm in both arms would be hoisted above the branch),
@@ -2076,11 +2076,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 32);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 34);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-32)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-34)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2123,9 +2123,10 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? 29 : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 32) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (v >= 25 && v <= 34) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP (the default), 30 = 29 without
-                                    // ping-pong, 31 = 29 on 128-key tiles; 32 = 29 + LATE
+                                    // ping-pong, 31 = 29 on 128-key tiles; 32 = 29 + LATE, 33 = 31 + LATE,
+                                    // 34 = 30 + LATE (no ping-pong)
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2140,8 +2141,10 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 29 ? fa_wgmma_fp8_v3<192, true, false, true>
                     : v == 30 ? fa_wgmma_fp8_v3<192, false, false, true>
                     : v == 31 ? fa_wgmma_fp8_v3<128, true, false, true>
-                              : fa_wgmma_fp8_v3<192, true, false, true, true>;
-        const int smem = v == 28 || v == 31 ? F83<128>::SMEM : F83<192>::SMEM;
+                    : v == 32 ? fa_wgmma_fp8_v3<192, true, false, true, true>
+                    : v == 33 ? fa_wgmma_fp8_v3<128, true, false, true, true>
+                              : fa_wgmma_fp8_v3<192, false, false, true, true>;
+        const int smem = v == 28 || v == 31 || v == 33 ? F83<128>::SMEM : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
