@@ -483,8 +483,8 @@ int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cuda
 // lane t's quads hold exactly its keys (position 4t + u <-> key 8(u >> 1) + 2t + (u & 1), the same + 16), so a
 // lane packs its own four P values into each A register. The K scales of a tile are loaded while the GEMMs
 // run; the V channel scales apply once, at the end. Lab variant 2 = this kernel without ping-pong, 1 = with the
-// ping-pong of bf16 variant 4. The default is version 3 (fa_wgmma_fp8_v3 below, lab variant 29) with per-block K
-// scales and version 2 (fa_wgmma_fp8_v2, lab variant 4) with per-token ones.
+// ping-pong of bf16 variant 4. The default is version 3 (fa_wgmma_fp8_v3 below: lab variant 32 without a causal
+// mask, 31 with one) with per-block K scales and version 2 (fa_wgmma_fp8_v2, lab variant 4) with per-token ones.
 struct Fp8WgParams {
     __nv_bfloat16 *o;
     const float *q_scale, *k_scale_t, *v_scale;  // [total_q][hq], [hkv][vt_stride], [hkv][128]
@@ -1248,7 +1248,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 //   kept live, no wait for P V in the common path, warpgroup vote before the O rescale). Registers: S 96 + O 64
 //   + 2 x P 24. Variant 27: single P buffer, exponentials in place in S, an unconditional wait for P_{j-1} V_{j-1}
 //   before P_j is written, per-warp rescale decision (no vote), ping-pong. KEEP (variant 29 = 27 + KEEP, the
-//   default; 30 = 29 without ping-pong; 31 = 29 on 128-key tiles): the single P buffer is XORed into `keep`
+//   default until run h200-gpu7-fp8pf4; 30 = 29 without ping-pong; 31 = 29 on 128-key tiles): the single P buffer is XORed into `keep`
 //   after the exponentials, so ptxas cannot hoist the wait for P_{j-1} V_{j-1} above the row maxima (it does
 //   in 27: the P registers look dead from the issue on); the wait then sits among the exponentials.
 //   Measured (h200-gpu7-fp8pf2, full / causal TFLOP/s): 29 844 / 714 vs the previous default (version 2) 778 /
@@ -1258,9 +1258,9 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 // and ptxas serialized its wgmma (C7512), so it is not here.
 // TBN = 128 (variant 28): the same kernel with version 2's tile width, which separates the cheaper per-tile
 // bookkeeping from the wider tile.
-// LATE (variant 32 = 29 + LATE; 33 = 31 + LATE, 34 = 30 + LATE): in 29's SASS the wait for P_{j-1} V_{j-1} still sits at the top of the softmax in
-// the even half of the unrolled loop (before the row maxima and all 98 MUFU.EX2) and after 25-34 of them in the
-// odd half: a wait may always move up, and ptxas's scheduler moves it. LATE puts a differently tagged copy of the
+// LATE (variant 32 = 29 + LATE; 33 = 31 + LATE, 34 = 30 + LATE): in 29's SASS the wait for P_{j-1} V_{j-1}
+// still sits at the top of the softmax in the even half of the unrolled loop (before the row maxima and all 98
+// MUFU.EX2) and after 25-34 of them in the odd half: a wait may always move up, and ptxas's scheduler moves it. LATE puts a differently tagged copy of the
 // wait in each arm of the rescale branch (identical inline asm in both arms would be hoisted above the branch),
 // so the wait starts a basic block that follows the whole softmax block; SASS: both waits after all 98
 // exponentials in both halves, the same instruction count (2301 vs 2299 per unrolled loop), no spills.
@@ -2118,15 +2118,17 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     p.zero = 0;
     dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
     cudaStream_t st = (cudaStream_t)stream;
-    // default: version 3 (192-key tiles, single P kept live, ping-pong; run h200-gpu7-fp8pf2) with per-block K
-    // scales, version 2 with ping-pong (runs h200-gpu6-fp8pf1/2) with per-token ones
-    const int v = a->variant == 0 ? (a->k_block_scale ? 29 : 4) : a->variant;
+    // default with per-block K scales: version 3 with ping-pong and the single P kept live, on 192-key tiles with
+    // the P V wait after the softmax (lab variant 32) without a causal mask, on 128-key tiles (31, fewer masked keys
+    // on the diagonal) with one (run h200-gpu7-fp8pf4); with per-token K scales version 2 with ping-pong (runs
+    // h200-gpu6-fp8pf1/2)
+    const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 31 : 32) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v >= 25 && v <= 34) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
-                                    // 28 = 25 on 128-key tiles; 29 = 27 + KEEP (the default), 30 = 29 without
-                                    // ping-pong, 31 = 29 on 128-key tiles; 32 = 29 + LATE, 33 = 31 + LATE,
-                                    // 34 = 30 + LATE (no ping-pong)
+                                    // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
+                                    // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
+                                    // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
