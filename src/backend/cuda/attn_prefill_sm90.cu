@@ -1264,6 +1264,10 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 // wait in each arm of the rescale branch (identical inline asm in both arms would be hoisted above the branch),
 // so the wait starts a basic block that follows the whole softmax block; SASS: both waits after all 98
 // exponentials in both halves, the same instruction count (2301 vs 2299 per unrolled loop), no spills.
+// Measured (h200-gpu7-fp8pf4/5, full / causal TFLOP/s): 32 850 / 715 vs 29 828 / 704 in the same build, but
+// 29 as built before the tmq64 argument was added ran 848 / 716 in the same call: the argument changed 29's
+// codegen, and LATE is worth ~0 on 192-key tiles; 33 (128-key tiles) lost 2% to 31, whose hoisted wait is the
+// faster schedule there; 34 838 (30: 826).
 // NCW = 3 (three consumer warpgroups, 192 query rows per CTA, 160 registers each, 128-key tiles, single P kept
 // live: S 64 + O 64 + P 16) compiles to 372-424 bytes of spills and serialized wgmma (C7512), so no variant
 // instantiates it; the parameter stays for a later attempt with fewer live registers.
@@ -2120,8 +2124,8 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     cudaStream_t st = (cudaStream_t)stream;
     // default with per-block K scales: version 3 with ping-pong and the single P kept live, on 192-key tiles with
     // the P V wait after the softmax (lab variant 32) without a causal mask, on 128-key tiles (31, fewer masked keys
-    // on the diagonal) with one (run h200-gpu7-fp8pf4); with per-token K scales version 2 with ping-pong (runs
-    // h200-gpu6-fp8pf1/2)
+    // on the diagonal) with one (runs h200-gpu7-fp8pf4/5: 850 / 722 TFLOP/s vs 848 / 718 for the previous
+    // default, v29, built as before); with per-token K scales version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 31 : 32) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
