@@ -35,7 +35,11 @@ extern "C" {
  * 46 = 43 without the arithmetic, 65 = 43 with the cp.async X; with a staggered K order (column block b starts
  * at stage b % stages): 50 = 15 (both types), 52 = 40, 56 = 64, 59 = 52 with the cp.async X, 60 = 65, 63 = 60
  * without the arithmetic; 45 (both types) = a read probe (plain 16-byte loads of the weights, no X, no output).
- * Removed after round 8 (slower or broken, NOTES.md): 39, 44, 47-49, 51, 53-55, 57, 58, 61, 62, 66. See
+ * Removed after round 8 (slower or broken, NOTES.md): 39, 44, 47-49, 51, 53-55, 57, 58, 61, 62, 66. Round 9
+ * (int4, fewer instructions per stage): 70 = 28 with a lean loader (per-thread copy addresses fixed at entry),
+ * 68 = 70 with the dequantization by byte permutes (1 shift + 2 LOP3 + 4 PRMT per word), 69 = 68 with the offset
+ * 136 removed once per group by a correction mma instead of a subtraction per weight, 71 = 69 with 16 warps,
+ * 72 = 31 (two CTAs per SM) with 69's changes. See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 

@@ -317,6 +317,64 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
     }
 }
 
+// Round 9 (int4, versions 68-71): v28's stage loads with the per-thread addresses fixed at entry. In v28's SASS
+// (sm_90a, m16) the stage loop is ~908 instructions per warp, and ~280 of them issue the ~13 cp.async of a
+// thread (64-bit address arithmetic per copy, the X loop over m with its divisions); here each thread keeps one
+// pointer per operand and every copy of a stage is that pointer plus a compile-time offset, plus one add per
+// stage. Layout in shared memory is v5_load_stage's (same V5Cfg), so the arithmetic is unchanged.
+// Weights: BN / 8 runs (n8 tiles) of (KC / 128) * 512 bytes per stage, TPR threads per run, each copying WCH
+// 16-byte chunks TPR * 16 bytes apart (a warp covers 32 * 16 contiguous bytes per copy instruction). X: rows
+// xrow + i * XRP (i < 16 / XRP, row < m), chunk xoff of each row. Scales: SCH threads, one chunk each.
+template <int NTH, int KC, int BN>
+struct LeanLoader {
+    static constexpr int RUN = (KC / 128) * 512, NRUN = BN / 8, TPR = NTH / NRUN, WCH = RUN / 16 / TPR;
+    static constexpr int XCH = KC * 2 / 16, XRP = NTH / XCH, XPASS = 16 / XRP;
+    static constexpr int SROW = BN * 2 / 16, SCH = (KC / 128) * SROW;
+    static_assert(NTH % NRUN == 0 && WCH * TPR * 16 == RUN && NTH % XCH == 0 && 16 % XRP == 0 && SCH <= NTH,
+                  "lean loader: threads must tile the stage");
+    const uint8_t *w;       // this thread's first weight chunk of stage 0
+    const __half *sc;       // its scale chunk of stage 0 (tid < SCH)
+    const __nv_bfloat16 *x; // its X chunk of stage 0, row xrow
+    size_t xstride;         // XRP rows of X, in elements
+    uint32_t wdst, sdst, xdst;  // offsets inside a stage
+    int xrows;                  // rows of X this thread copies (row xrow + i * XRP < m)
+    __device__ __forceinline__ LeanLoader(const V4Params &p, int n0, int kbase) {
+        using C = V5Cfg<true, KC, BN>;
+        const int tid = threadIdx.x, ngroup = p.k / 128;
+        const int run = tid / TPR, sub = tid % TPR;
+        w = p.w + ((size_t)(n0 / 8 + run) * ngroup + kbase / 128) * 512 + sub * 16;
+        wdst = run * RUN + sub * 16;
+        const int gi = tid / SROW, so = tid % SROW;
+        sc = p.gscale + (size_t)(kbase / 128 + gi) * p.n + n0 + so * 8;
+        sdst = C::SOFF + gi * BN * 2 + so * 16;
+        const int xrow = tid / XCH, xoff = tid % XCH;
+        x = p.x + (size_t)xrow * p.k + kbase + xoff * 8;
+        xstride = (size_t)XRP * p.k;
+        xdst = C::XOFF + xrow * C::XP + xoff * 16;
+        xrows = xrow < p.m ? (p.m - xrow + XRP - 1) / XRP : 0;
+    }
+    __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+    }
+    // PART as in v5_load_stage: 0 = all, 1 = weights and scales, 2 = X. s = stage index within the CTA's K range.
+    template <int PART>
+    __device__ __forceinline__ void load(uint8_t *stg, const V4Params &p, int s) const {
+        const uint32_t base = smem_u32(stg);
+        if (PART != 2) {
+            const uint8_t *src = w + (size_t)s * RUN;
+#pragma unroll
+            for (int i = 0; i < WCH; ++i) cp16(base + wdst + i * TPR * 16, src + i * TPR * 16);
+            if (threadIdx.x < SCH) cp16(base + sdst, sc + (size_t)s * (KC / 128) * p.n);
+        }
+        if (PART != 1) {
+            const __nv_bfloat16 *src = x + (size_t)s * KC;
+#pragma unroll
+            for (int i = 0; i < XPASS; ++i)
+                if (i < xrows) cp16(base + xdst + i * XRP * V5Cfg<true, KC, BN>::XP, src + i * xstride);
+        }
+    }
+};
+
 // Programmatic dependent launch (sm_90): a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization
 // may start while the previous kernel in the stream still runs; griddepcontrol.wait blocks until that kernel has
 // completed and its writes are visible (a no-op when launched without the attribute); launch_dependents lets the
@@ -348,7 +406,7 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 // dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
 template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
           bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false,
-          bool FM = false, bool ROT = false>
+          bool FM = false, bool ROT = false, int R9 = 0>
 __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     using C = V5Cfg<INT4, KC, BN>;
     constexpr int KSL = C::KSL, NTH = NW * 32, NTW = BN / 8 / (NW / KSL);
@@ -365,6 +423,16 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // split do not all read the same X columns from L2 at the same time.
     const int rot = ROT ? blockIdx.x % nst : 0;
     auto kst = [&](int s) { return kbase + (ROT ? (s + rot) % nst : s) * KC; };
+    // R9 (round 9, int4 WA only): bit 0 = the lean loader (addresses fixed at entry), bit 1 = dequantization by
+    // byte permutes, bit 2 = the offset of 136 removed once per group by a correction mma instead of per weight.
+    constexpr bool LEAN = (R9 & 1) != 0;
+    static_assert(!LEAN || (INT4 && WA && !FM && !ROT), "the lean loader serves the int4 WA path");
+    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128> ld(p, n0, kbase);  // unused unless LEAN
+    auto load = [&](int s, int slot, auto part) {
+        constexpr int PT = decltype(part)::value;
+        if (LEAN) ld.template load<PT>(sm + slot * C::STAGE, p, s);
+        else v5_load_stage<INT4, NTH, KC, PT, BN>(sm + slot * C::STAGE, p, n0, kst(s));
+    };
 
     // The next GEMM may launch once every CTA of this one has issued its last loads (EARLY: at entry). Earlier
     // would park its CTAs on SMs (waiting in griddepcontrol.wait) while this grid still computes or still has
@@ -377,20 +445,20 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         // groups: W_0 .. W_{S-2}, then X_0 .. X_{S-2} one group each, so stage 0 waits for W_0 and X_0 only
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 1, BN>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) load(s, s, std::integral_constant<int, 1>());
             cp_async_commit();
         }
         pdl_wait();
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 2, BN>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) load(s, s, std::integral_constant<int, 2>());
             cp_async_commit();
         }
         if (!EARLY && nst <= STAGES - 1) pdl_launch_dependents();
     } else {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + s * C::STAGE, p, n0, kst(s));
+            if (s < nst) load(s, s, std::integral_constant<int, 0>());
             cp_async_commit();
         }
     }
@@ -402,7 +470,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
         {
             const int nx = st + STAGES - 1;
-            if (nx < nst) v5_load_stage<INT4, NTH, KC, 0, BN>(sm + (nx % STAGES) * C::STAGE, p, n0, kst(nx));
+            if (nx < nst) load(nx, nx % STAGES, std::integral_constant<int, 0>());
             cp_async_commit();
         }
         if (LOADONLY) continue;
@@ -496,29 +564,79 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             for (int j = 0; j < RT; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) tmp[j][0][e] = tmp[j][1][e] = 0.f;
+            // R9 bit 2: the A registers hold 128 + q (no subtraction); corr[tt] = 136 * (sum of the group's X
+            // per token), one mma per k16 step and token tile with all A entries 136, is taken off the group's
+            // sums before the scale (every row of corr is the same: (tmp - corr) = sum (q - 8) x).
+            constexpr bool CORR = (R9 & 4) != 0;
+            float corr[2][4];
 #pragma unroll
-            for (int w = 0; w < 4; ++w)
+            for (int e = 0; e < 4; ++e) corr[0][e] = corr[1][e] = 0.f;
+            // The constants go through z = m >> 5 (0: m <= 16 here), which ptxas cannot fold: as literals it
+            // kept 0x43434343 as the PRMT immediate, the selectors in registers, and rematerialized those with
+            // one IMAD per PRMT (and the A registers of the correction mma likewise).
+            const uint32_t z = (uint32_t)p.m >> 5, M43 = 0x43434343u | z, B136 = 0x43084308u | z;
+            const uint32_t c136[4] = {B136, B136, B136, B136};  // bf16 136.0
 #pragma unroll
-                for (int s2 = 0; s2 < 2; ++s2)
+            for (int w = 0; w < 4; ++w) {
+                // R9 bit 1: u & 0x0F0F0F0F holds the nibbles 0, 2, 4, 6 of the word as bytes 0-3, (u >> 4) &
+                // 0x0F0F0F0F the nibbles 1, 3, 5, 7; a byte permute with 0x43 puts two of them into the mantissas
+                // of a bf16 pair 128 + q: the pair at shift 0 is bytes (0, 2) of the first, shift 8 bytes (1, 3),
+                // shift 4 / 12 the same of the second. 1 shift + 2 LOP3 + 4 PRMT per word (v28: 3 + 8 LOP3).
+                uint32_t ul[RT], uh[RT], vl[RT], vh[RT];
+                if (R9 & 2) {
 #pragma unroll
                     for (int j = 0; j < RT; ++j) {
                         const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
                         const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
-                        const uint32_t a[4] = {int4_pair_bf16(u >> (8 * s2)), int4_pair_bf16(v >> (8 * s2)),
-                                               int4_pair_bf16(u >> (8 * s2 + 4)), int4_pair_bf16(v >> (8 * s2 + 4))};
-                        mma_bf16_16816(tmp[j][0], a, xa[4 * w + 2 * s2], xa[4 * w + 2 * s2 + 1]);
-                        if (M16) mma_bf16_16816(tmp[j][1], a, xb[4 * w + 2 * s2], xb[4 * w + 2 * s2 + 1]);
+                        ul[j] = u & 0x0F0F0F0Fu; uh[j] = (u >> 4) & 0x0F0F0F0Fu;
+                        vl[j] = v & 0x0F0F0F0Fu; vh[j] = (v >> 4) & 0x0F0F0F0Fu;
                     }
+                }
+#pragma unroll
+                for (int s2 = 0; s2 < 2; ++s2) {
+                    const uint32_t b0 = xa[4 * w + 2 * s2], b1 = xa[4 * w + 2 * s2 + 1];
+                    const uint32_t c0 = xb[4 * w + 2 * s2], c1 = xb[4 * w + 2 * s2 + 1];
+                    if (CORR) {
+                        mma_bf16_16816(corr[0], c136, b0, b1);
+                        if (M16) mma_bf16_16816(corr[1], c136, c0, c1);
+                    }
+#pragma unroll
+                    for (int j = 0; j < RT; ++j) {
+                        uint32_t a[4];
+                        if (R9 & 2) {
+                            const uint32_t sel = s2 ? 0x4341u : 0x4240u;
+                            a[0] = __byte_perm(ul[j], M43, sel); a[1] = __byte_perm(vl[j], M43, sel);
+                            a[2] = __byte_perm(uh[j], M43, sel); a[3] = __byte_perm(vh[j], M43, sel);
+                            if (!CORR) {
+                                const uint32_t SUB = 0x43084308u;  // 136.0
+#pragma unroll
+                                for (int r = 0; r < 4; ++r) {
+                                    __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&a[r]),
+                                                               *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
+                                    a[r] = *reinterpret_cast<uint32_t *>(&d);
+                                }
+                            }
+                        } else {
+                            const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
+                            const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
+                            a[0] = int4_pair_bf16(u >> (8 * s2)); a[1] = int4_pair_bf16(v >> (8 * s2));
+                            a[2] = int4_pair_bf16(u >> (8 * s2 + 4)); a[3] = int4_pair_bf16(v >> (8 * s2 + 4));
+                        }
+                        mma_bf16_16816(tmp[j][0], a, b0, b1);
+                        if (M16) mma_bf16_16816(tmp[j][1], a, c0, c1);
+                    }
+                }
+            }
             const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
 #pragma unroll
             for (int j = 0; j < RT; ++j) {
                 const float sa = __half2float(sc[16 * j]), sb = __half2float(sc[16 * j + 8]);
 #pragma unroll
                 for (int tt = 0; tt < (M16 ? 2 : 1); ++tt) {  // acc[2j + tt]: rows (g, g + 8) x tokens 8tt + 2t + e
-                    acc[2 * j + tt][0] = fmaf(tmp[j][tt][0], sa, acc[2 * j + tt][0]);
-                    acc[2 * j + tt][1] = fmaf(tmp[j][tt][1], sa, acc[2 * j + tt][1]);
-                    acc[2 * j + tt][2] = fmaf(tmp[j][tt][2], sb, acc[2 * j + tt][2]);
-                    acc[2 * j + tt][3] = fmaf(tmp[j][tt][3], sb, acc[2 * j + tt][3]);
+                    acc[2 * j + tt][0] = fmaf(tmp[j][tt][0] - corr[tt][0], sa, acc[2 * j + tt][0]);
+                    acc[2 * j + tt][1] = fmaf(tmp[j][tt][1] - corr[tt][1], sa, acc[2 * j + tt][1]);
+                    acc[2 * j + tt][2] = fmaf(tmp[j][tt][2] - corr[tt][2], sb, acc[2 * j + tt][2]);
+                    acc[2 * j + tt][3] = fmaf(tmp[j][tt][3] - corr[tt][3], sb, acc[2 * j + tt][3]);
                 }
             }
         } else if (INT4) {
@@ -1288,13 +1406,18 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 // The lab versions of the cp.async-ring kernel (see cuda_lab.h and dev/cuda/NOTES.md).
 template <bool INT4, int VER>
 struct V5Ver {
-    static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34);  // 2 CTAs/SM
+    static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
+                                  VER == 72;  // 2 CTAs/SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
-                               VER == 33 || VER == 34 || VER == 50 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37);  // weights as the mma A operand
+                               VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 72);  // weights as A
+    // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
+    // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
+    // changes (see R9 in gemm_decode_v5)
+    static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : VER == 68 ? 3 : (VER == 69 || VER == 71 || VER == 72) ? 7 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50;
@@ -1313,7 +1436,7 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = V5Ver<INT4, VER>;
     auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
                          : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
-                                        VC::BN, VC::WA, VC::FM, VC::ROT>;
+                                        VC::BN, VC::WA, VC::FM, VC::ROT, VC::R9>;
     const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
     static bool configured = false;
     if (!configured) {
@@ -1358,7 +1481,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
-    const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34);
+    const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72;
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1428,6 +1551,11 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 34: if (int4) return 0; rc = V45_LAUNCH(34); break;
     case 35: if (int4) return 0; rc = V45_LAUNCH(35); break;
     case 36: if (!int4) return 0; rc = V45_LAUNCH(36); break;
+    case 68: if (!int4) return 0; rc = V45_LAUNCH(68); break;
+    case 69: if (!int4) return 0; rc = V45_LAUNCH(69); break;
+    case 70: if (!int4) return 0; rc = V45_LAUNCH(70); break;
+    case 71: if (!int4) return 0; rc = V45_LAUNCH(71); break;
+    case 72: if (!int4) return 0; rc = V45_LAUNCH(72); break;
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
 #define BK_LAUNCH(V)                                                                                      \
     (int4 ? (m > 8 ? launch_bk<true, true, V>(p, splits, stream) : launch_bk<true, false, V>(p, splits, stream)) \
