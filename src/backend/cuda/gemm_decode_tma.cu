@@ -1407,23 +1407,25 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72;  // 2 CTAs/SM
+                                  VER == 72 || VER == 73;  // 2 CTAs/SM
+    static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 72);  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 74);  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
-    // changes (see R9 in gemm_decode_v5)
-    static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : VER == 68 ? 3 : (VER == 69 || VER == 71 || VER == 72) ? 7 : 0;
+    // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
+    static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74) ? 3 :
+                              (VER == 69 || VER == 71 || VER == 72) ? 7 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50;
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
-    static constexpr int KC = SMALL || WIDE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
-    static constexpr int STAGES = SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
+    static constexpr int KC = SMALL || WIDE || FINE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
+    static constexpr int STAGES = FINE ? 8 : SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
     static constexpr bool PDL = VER >= 8;                // kernel code: weights requested before the wait
     static constexpr bool LAUNCH_PDL = PDL && VER != 11;  // 11: the code of 10 launched without the attribute
     static constexpr int MINB = SMALL ? 2 : 1;
@@ -1481,7 +1483,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
-    const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72;
+    const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
+                       ver == 73 || (int4 && ver == 74);  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1556,6 +1559,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 70: if (!int4) return 0; rc = V45_LAUNCH(70); break;
     case 71: if (!int4) return 0; rc = V45_LAUNCH(71); break;
     case 72: if (!int4) return 0; rc = V45_LAUNCH(72); break;
+    case 73: if (!int4) return 0; rc = V45_LAUNCH(73); break;
+    case 74: if (!int4) return 0; rc = V45_LAUNCH(74); break;
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
 #define BK_LAUNCH(V)                                                                                      \
     (int4 ? (m > 8 ? launch_bk<true, true, V>(p, splits, stream) : launch_bk<true, false, V>(p, splits, stream)) \
