@@ -21,17 +21,17 @@ extern "C" {
  * weights as the register A operand (X permuted into the fragment order with 4-byte cp.async), 24 = 22 without
  * the arithmetic, 25 = 22 with 4 accumulator chains per group, 26 / 27 = 25 / its load-only form on weights
  * packed by assay_cuda_int4_pack_wg (X copied as stored; entry assay_cuda_gemm_int4g128_wg below), 28 / 29 =
- * mma.sync with the weights as the A operand (16 rows) and the tokens as n8 B tiles, 8 / 16 warps (28 is the
- * int4 default since run h200-gpu6-int4w3); 23 = removed (22 with 16 warps: equal to 22, spilled); 30 = 28 on
- * weights packed by assay_cuda_int4_pack_wa with the f16 magic-number dequantization (entry
+ * mma.sync with the weights as the A operand (16 rows) and the tokens as n8 B tiles, 8 / 16 warps (28 was the
+ * int4 default from run h200-gpu6-int4w3 to round 9); 23 = removed (22 with 16 warps: equal to 22, spilled);
+ * 30 = 28 on weights packed by assay_cuda_int4_pack_wa with the f16 magic-number dequantization (entry
  * assay_cuda_gemm_int4g128_wa), 31 / 32 = 28 / 30 with stages of 256 K columns and two CTAs per SM, 33 = 30 with
- * 16 warps (31 is the int4 default when the 128-column tiles need more than one wave); 36 = 31 with the K split
- * chosen for two CTAs per SM; fp8 only: 34 / 35 = 8 / 10 with the weights as the A operand and the tokens as n8
- * B tiles, 37 = 35 with the K split chosen for two CTAs per SM; round 8, a producer warp streaming each stage as
- * a few large cp.async.bulk copies onto full / empty mbarriers (no block barrier in the loop), 4 stages, PDL:
- * fp8 38 (16 consumer warps), 40 = 38 without the arithmetic, 41 = 40 without PDL, 42 = 38 with an L2
- * evict-first hint on the weight copies, 64 = 42 with X copied by 16-byte cp.async from the producer lanes
- * (tracked by the stage barrier), 67 = 64 with 8 consumer warps; int4 43 (v28's arithmetic, 8 consumer warps),
+ * 16 warps (31 was the int4 default when the 128-column tiles need more than one wave, until round 9); 36 = 31
+ * with the K split chosen for two CTAs per SM; fp8 only: 34 / 35 = 8 / 10 with the weights as the A operand and
+ * the tokens as n8 B tiles, 37 = 35 with the K split chosen for two CTAs per SM; round 8, a producer warp
+ * streaming each stage as a few large cp.async.bulk copies onto full / empty mbarriers (no block barrier in the
+ * loop), 4 stages, PDL: fp8 38 (16 consumer warps), 40 = 38 without the arithmetic, 41 = 40 without PDL, 42 = 38
+ * with an L2 evict-first hint on the weight copies, 64 = 42 with X copied by 16-byte cp.async from the producer
+ * lanes (tracked by the stage barrier), 67 = 64 with 8 consumer warps; int4 43 (v28's arithmetic, 8 consumer warps),
  * 46 = 43 without the arithmetic, 65 = 43 with the cp.async X; with a staggered K order (column block b starts
  * at stage b % stages): 50 = 15 (both types), 52 = 40, 56 = 64, 59 = 52 with the cp.async X, 60 = 65, 63 = 60
  * without the arithmetic; 45 (both types) = a read probe (plain 16-byte loads of the weights, no X, no output).
@@ -39,7 +39,8 @@ extern "C" {
  * (int4, fewer instructions per stage): 70 = 28 with a lean loader (per-thread copy addresses fixed at entry),
  * 68 = 70 with the dequantization by byte permutes (1 shift + 2 LOP3 + 4 PRMT per word), 69 = 68 with the offset
  * 136 removed once per group by a correction mma instead of a subtraction per weight, 71 = 69 with 16 warps,
- * 72 = 31 (two CTAs per SM) with 69's changes. See
+ * 72 = 31 (two CTAs per SM) with 69's changes, 73 = 31 with 68's changes (the int4 default at every shape with
+ * n % 128 == 0 and k % 256 == 0 since run h200-gpu7-int4-2), 74 = 68 on 8 stages of 256 K columns. See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
