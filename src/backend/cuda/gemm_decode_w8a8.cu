@@ -37,12 +37,11 @@ namespace cg = cooperative_groups;
 namespace {
 
 constexpr int W8_BN = 128;                  // output channels per CTA
-constexpr int W8_KC = 256;                  // K columns per stage
-constexpr int W8_KSL = W8_KC / 64;          // K slices per stage (one 64-column chunk per consumer warp)
-constexpr int W8_WB = W8_BN * W8_KC;        // weight bytes per stage (one contiguous packed run)
-constexpr int W8_XP = W8_KC + 64;           // X row pitch: rows g and g + 1 land in different bank halves
-constexpr int W8_STAGE = W8_WB + 16 * W8_XP;
-static_assert(W8_STAGE % 128 == 0, "stages stay 128-byte aligned");
+constexpr int W8_KC = 256;                  // K columns per stage (lab versions 10-11: 128); k % 256 == 0 for all
+// a stage of KC columns: the weights (one contiguous packed run of 128 x KC bytes), then 16 X rows of pitch KC + 64
+// (rows g and g + 1 land in different bank halves)
+__host__ __device__ constexpr int w8_stage_bytes(int kc) { return W8_BN * kc + 16 * (kc + 64); }
+static_assert(w8_stage_bytes(256) % 128 == 0 && w8_stage_bytes(128) % 128 == 0, "stages stay 128-byte aligned");
 
 struct W8Params {
     const uint8_t *x;     // e4m3 [m][k]
@@ -124,12 +123,15 @@ __device__ __forceinline__ void w8_cp_async_arrive_noinc(uint64_t *bar) {
 // NW consumer warps (warp w: K slice w % 4, row group w / 4 of RT 16-row tiles) + 1 producer warp (the last).
 // LOADONLY: the ring without the arithmetic (lab diagnostic, no output). CHAIN: one mma chain over all stages
 // (lab precision probe) instead of a fresh fp32 tile per stage.
-template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN, int MATH = 0>
-__global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
+// KC: K columns per stage; MAXR: register cap per thread (112 lets two CTAs of 288 threads share an SM).
+template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN, int MATH = 0, int KC = 256, int MAXR = 255>
+__global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_bk(W8Params p) {
     // MATH: 0 = mma.sync m16n8k32 e4m3; 1 = e4m3 -> f16 by cvt once per fragment, mma.sync m16n8k16 f16; 2 = wgmma
     // m64nNk32 e4m3 (NW = 8: two warpgroups of 64 rows, each through all 4 K slices; X stored permuted + swizzled)
     constexpr bool WG = MATH == 2;
-    constexpr int KSL = WG ? 1 : W8_KSL, BN = W8_BN, NTH = (NW + 1) * 32, RT = BN / 16 / (NW / KSL);
+    constexpr int WB = W8_BN * KC, XP = KC + 64, W8_STAGE = w8_stage_bytes(KC);
+    static_assert(!WG || KC == 256, "the wgmma form takes stages of 256 K columns");
+    constexpr int KSL = WG ? 1 : KC / 64, BN = W8_BN, NTH = (NW + 1) * 32, RT = BN / 16 / (NW / KSL);
     static_assert(NW % KSL == 0 && RT >= 1 && (!WG || NW == 8), "warps must tile the stage");
     static_assert(KSL * 16 * BN * 4 + 16 * BN * 4 <= STAGES * W8_STAGE, "reduction buffers reuse the stages");
     extern __shared__ __align__(128) uint8_t sm_raw[];
@@ -138,7 +140,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
     uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * W8_STAGE);
     uint64_t *empty = full + STAGES;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / W8_KC;
+    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1 + 32);  // the producer's expect_tx arrival + one cp.async arrival per lane
@@ -159,17 +161,17 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
         auto issue_w = [&](int st) {  // independent of the previous kernel
             if (lane == 0) {
                 uint64_t *bar = &full[st % STAGES];
-                mbar_arrive_expect_tx(bar, W8_WB);
-                const int k0 = kbase + st * W8_KC;
+                mbar_arrive_expect_tx(bar, WB);
+                const int k0 = kbase + st * KC;
                 const uint8_t *src = p.w + ((size_t)(n0 / 128) * (p.k / 64) + k0 / 64) * (16 * 512);
                 uint8_t *dst = sm + (st % STAGES) * W8_STAGE;
-                if (EVICT) bulk_g2s_hint(dst, src, W8_WB, bar, pol);
-                else bulk_g2s(dst, src, W8_WB, bar);
+                if (EVICT) bulk_g2s_hint(dst, src, WB, bar, pol);
+                else bulk_g2s(dst, src, WB, bar);
             }
         };
-        auto issue_x = [&](int st) {  // m rows x 256 bytes, 16 chunks per row
-            uint8_t *xd = sm + (st % STAGES) * W8_STAGE + W8_WB;
-            const int k0 = kbase + st * W8_KC;
+        auto issue_x = [&](int st) {  // m rows x KC bytes, KC / 16 chunks per row
+            uint8_t *xd = sm + (st % STAGES) * W8_STAGE + WB;
+            const int k0 = kbase + st * KC;
             if (WG) {
                 // 4-byte groups: physical group pg of the stage (chunk ks = pg / 16, lane t = (pg / 4) % 4, step
                 // s = (pg / 2) % 2, half h = pg % 2) is logical group 8s + 4h + t of its chunk (the K order of the
@@ -183,9 +185,10 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
                                  p.x + (size_t)row * p.k + k0 + pg * 4);
                 }
             } else {
-                for (int c = lane; c < p.m * 16; c += 32) {
-                    const int row = c >> 4, off = c & 15;
-                    cp_async16(xd + row * W8_XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 16, 16);
+                constexpr int CPR = KC / 16;  // 16-byte chunks per X row
+                for (int c = lane; c < p.m * CPR; c += 32) {
+                    const int row = c / CPR, off = c % CPR;
+                    cp_async16(xd + row * XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 16, 16);
                 }
             }
             w8_cp_async_arrive_noinc(&full[st % STAGES]);
@@ -220,7 +223,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
                     a[2 * c + 1][0] = u.z; a[2 * c + 1][1] = v.z; a[2 * c + 1][2] = u.w; a[2 * c + 1][3] = v.w;
                 }
                 w8_fence_proxy_async();  // X landed through cp.async (generic proxy); wgmma reads it (async proxy)
-                const uint32_t xs = smem_u32(stg + W8_WB);
+                const uint32_t xs = smem_u32(stg + WB);
                 float d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
                 wgmma_fence();
 #pragma unroll
@@ -237,7 +240,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
             } else if (!LOADONLY && MATH == 1) {
                 // own conversion: each W byte and each X byte of the warp converted once (cvt e4m3x2 -> f16x2),
                 // then m16n8k16 f16 with the K order of the W8A16 kernels (lane t's word q: k 2t, 2t + 1 / 2t + 8, 2t + 9)
-                const uint8_t *xr = stg + W8_WB + g * W8_XP + ks * 64 + 16 * t;
+                const uint8_t *xr = stg + WB + g * XP + ks * 64 + 16 * t;
                 const uint4 xa = *reinterpret_cast<const uint4 *>(xr);
                 uint32_t xf[8], xg[8];
                 byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xa.x, xf[0], xf[1]);
@@ -245,7 +248,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
                 byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xa.z, xf[4], xf[5]);
                 byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xa.w, xf[6], xf[7]);
                 if (M16) {
-                    const uint4 xb = *reinterpret_cast<const uint4 *>(xr + 8 * W8_XP);
+                    const uint4 xb = *reinterpret_cast<const uint4 *>(xr + 8 * XP);
                     byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xb.x, xg[0], xg[1]);
                     byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xb.y, xg[2], xg[3]);
                     byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(xb.z, xg[4], xg[5]);
@@ -274,10 +277,10 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
                     }
                 }
             } else if (!LOADONLY) {
-                const uint8_t *xr = stg + W8_WB + g * W8_XP + ks * 64 + 16 * t;
+                const uint8_t *xr = stg + WB + g * XP + ks * 64 + 16 * t;
                 const uint4 xa = *reinterpret_cast<const uint4 *>(xr);
                 uint4 xb = make_uint4(0u, 0u, 0u, 0u);
-                if (M16) xb = *reinterpret_cast<const uint4 *>(xr + 8 * W8_XP);
+                if (M16) xb = *reinterpret_cast<const uint4 *>(xr + 8 * XP);
 #pragma unroll
                 for (int j = 0; j < RT; ++j) {
                     const int at = rg * RT + j;  // 16-row tile: n8 tiles 2 at and 2 at + 1
@@ -360,25 +363,38 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_w8a8_bk(W8Params p) {
 // warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only diagnostic); 5 = 1 without the evict-first hint;
 // 6 = 1 with one mma chain across all stages (precision probe, m <= 8); 7 = 1 with the e4m3 -> f16 conversion
 // done once per fragment by the kernel and f16 mma (mma.sync e4m3 is not native on Hopper: ptxas converts per mma);
-// 8 = wgmma m64nNk32 e4m3 (native FP8), 8 consumer warps as two warpgroups.
+// 8 = wgmma m64nNk32 e4m3 (native FP8), 8 consumer warps as two warpgroups. Round 10, the ~100 KB forms with two
+// CTAs per SM (the next launch's CTAs fit beside the running ones and stream their prologue under its tail; round
+// 9's v73 for int4): 9 = 8 consumer warps, 3 stages of 256 K columns (111 KB); 10 = 8 consumer warps, 5 stages of
+// 128 K columns (95 KB); 11 = 9 without the arithmetic (load-only). 16 consumer warps do not fit twice per SM (64
+// registers a thread; capped at 56 they spill). The register cap is set with __maxnreg__(112): v9's m16 form takes
+// 117 registers uncapped (2 x 288 x 120 > 64 K) and spills under __launch_bounds__(288, 2), which caps it at 96.
 template <int VER>
 struct W8Ver {
-    static constexpr int NW = VER == 2 || VER == 8 ? 8 : 16;
-    static constexpr int STAGES = VER == 3 ? 6 : 4;
-    static constexpr bool LOADONLY = VER == 4;
+    static constexpr bool TWO = VER >= 9 && VER <= 11;  // two CTAs per SM
+    static constexpr int NW = VER == 2 || VER == 8 || TWO ? 8 : 16;
+    static constexpr int KC = VER == 10 ? 128 : 256;
+    static constexpr int MAXR = TWO ? 112 : 255;
+    static constexpr int STAGES = VER == 3 ? 6 : VER == 9 || VER == 11 ? 3 : VER == 10 ? 5 : 4;
+    static constexpr bool LOADONLY = VER == 4 || VER == 11;
     static constexpr bool EVICT = VER != 5;
     static constexpr bool CHAIN = VER == 6;
     static constexpr int MATH = VER == 7 ? 1 : VER == 8 ? 2 : 0;
-    static constexpr size_t SMEM = (size_t)STAGES * W8_STAGE + 2 * STAGES * 8 + (MATH == 2 ? 1024 : 0);
+    static constexpr size_t SMEM = (size_t)STAGES * w8_stage_bytes(KC) + 2 * STAGES * 8 + (MATH == 2 ? 1024 : 0);
+    static_assert(!TWO || SMEM <= 113 * 1024, "two CTAs per SM (228 KB, 1 KB reserved per CTA)");
 };
 
 template <bool M16, int VER>
 int launch_w8a8(const W8Params &p0, int splits, cudaStream_t stream) {
     using VC = W8Ver<VER>;
-    auto kern = gemm_w8a8_bk<M16, VC::NW, VC::STAGES, VC::LOADONLY, VC::EVICT, VC::CHAIN, VC::MATH>;
+    auto kern = gemm_w8a8_bk<M16, VC::NW, VC::STAGES, VC::LOADONLY, VC::EVICT, VC::CHAIN, VC::MATH, VC::KC, VC::MAXR>;
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)VC::SMEM));
+        // two CTAs per SM need the whole unified L1 / shared array as shared memory
+        if (VC::TWO)
+            ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                (int)cudaSharedmemCarveoutMaxShared));
         configured = true;
     }
     W8Params p = p0;
@@ -451,6 +467,9 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
         break;
     case 7: rc = W8_LAUNCH(7); break;
     case 8: rc = W8_LAUNCH(8); break;
+    case 9: rc = W8_LAUNCH(9); break;
+    case 10: rc = W8_LAUNCH(10); break;
+    case 11: rc = W8_LAUNCH(11); break;
     default: rc = W8_LAUNCH(1); break;  // 0 (automatic) and 1
     }
 #undef W8_LAUNCH
