@@ -58,13 +58,13 @@ int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (1); 1 = producer warp with bulk weight copies and
- * cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8 consumer warps; 3 = 6 stages; 4 = 1
- * without the arithmetic (load-only, no output); 5 = 1 without the evict-first hint; 6 = 1 with one mma chain
- * over all stages (precision probe, m <= 8 only); 7 = 1 with the e4m3 -> f16 conversion done once per
- * fragment and f16 mma; 8 = wgmma m64nNk32 e4m3 (two warpgroups, X stored permuted and swizzled); two CTAs per
- * SM (~100 KB each): 9 = 8 consumer warps, 3 stages of 256 K columns; 10 = 8 consumer warps, 5 stages of 128;
- * 11 = 9 without the arithmetic (load-only). */
+/* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (1 at one wave of 128-channel tiles, 10 above); 1 =
+ * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8
+ * consumer warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only, no output); 5 = 1 without the evict-first
+ * hint; 6 = 1 with one mma chain over all stages (precision probe, m <= 8 only); 7 = 1 with the e4m3 -> f16
+ * conversion done once per fragment and f16 mma; 8 = wgmma m64nNk32 e4m3 (two warpgroups, X stored permuted and
+ * swizzled); two CTAs per SM (~100 KB each): 9 = 8 consumer warps, 3 stages of 256 K columns; 10 = 8 consumer
+ * warps, 5 stages of 128; 11 = 9 without the arithmetic (load-only). */
 void assay_cuda_lab_set_w8a8_variant(int v);
 /* Decode attention: 0 = automatic (on Hopper with head_dim 128 and group sizes <= 8: 8 for bf16 caches, 15 for
  * 8-bit caches; elsewhere 4 for bf16, 3 for 8-bit); 1 = block-table entry read when a tile is issued, 2 = read

@@ -368,7 +368,10 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_
 // 9's v73 for int4): 9 = 8 consumer warps, 3 stages of 256 K columns (111 KB); 10 = 8 consumer warps, 5 stages of
 // 128 K columns (95 KB); 11 = 9 without the arithmetic (load-only). 16 consumer warps do not fit twice per SM (64
 // registers a thread; capped at 56 they spill). The register cap is set with __maxnreg__(112): v9's m16 form takes
-// 117 registers uncapped (2 x 288 x 120 > 64 K) and spills under __launch_bounds__(288, 2), which caps it at 96.
+// 117 registers uncapped and spills under __launch_bounds__(288, 2), which caps it at 96. At 112 it does not run
+// twice per SM all the same (its n28672 time is v1's, run h200-gpu7-gemm10): inferred, the register file is split
+// over the 4 schedulers (16 K each) and 18 warps put 5 on one of them, 5 x 32 x 112 > 16 K; 92-96 registers fit.
+// v10 (multi-wave shapes, the default there) and v11 run two CTAs per SM.
 template <int VER>
 struct W8Ver {
     static constexpr bool TWO = VER >= 9 && VER <= 11;  // two CTAs per SM
@@ -470,7 +473,12 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     case 9: rc = W8_LAUNCH(9); break;
     case 10: rc = W8_LAUNCH(10); break;
     case 11: rc = W8_LAUNCH(11); break;
-    default: rc = W8_LAUNCH(1); break;  // 0 (automatic) and 1
+    case 1: rc = W8_LAUNCH(1); break;
+    default:  // 0 (automatic): 1 when the 128-channel tiles fit one wave of one CTA per SM, else 10 (two CTAs per
+              // SM, the whole grid resident at once: m16 n28672 70.1 against v1's 81.9 us, run h200-gpu7-gemm10;
+              // at n8192 v10 is ~1 us slower than v1)
+        rc = tiles > sms ? W8_LAUNCH(10) : W8_LAUNCH(1);
+        break;
     }
 #undef W8_LAUNCH
     if (rc < 0) return -1;
