@@ -1268,16 +1268,18 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 // 29 as built before the tmq64 argument was added ran 848 / 716 in the same call: the argument changed 29's
 // codegen, and LATE is worth ~0 on 192-key tiles; 33 (128-key tiles) lost 2% to 31, whose hoisted wait is the
 // faster schedule there; 34 838 (30: 826).
-// Three consumer warpgroups (192 query rows per CTA, 160 registers each, 128-key tiles, single P kept live:
-// S 64 + O 64 + P 16) compiled to 372-424 bytes of spills and serialized wgmma (C7512) and were never run; their
-// template parameter and the extra Q tensor map are gone again (round 5), because the unused argument alone
-// changed the code of every instantiated variant. Without it 29 and 31 compile to the SASS they had before.
+// NCW = 3 (three consumer warpgroups, 192 query rows per CTA, 160 registers each, 128-key tiles, single P kept
+// live: S 64 + O 64 + P 16) compiles to 372-424 bytes of spills and serialized wgmma (C7512), so no variant
+// instantiates it; the parameter stays for a later attempt with fewer live registers. Removing it and its Q map
+// (round 5, h200-gpu7-fp8pf6) gave 29 and 31 their pre-round-4 SASS back but made 32 5% slower (805 vs 847 full),
+// and the best full variant without it (29, 843) was still slower than 32 with it, so the argument stays.
 constexpr int F83_STAGES = 3;
-template <int TBN>
+template <int TBN, int NCW = 2>
 struct F83 {
+    static constexpr int QB = NCW * 64 * 128;                           // Q bytes (NCW consumer warpgroups)
     static constexpr int KST = TBN * 128;                               // K bytes of a stage
     static constexpr int VST = F8_TILE + (TBN - 128) * 128;             // V^T bytes (128-key box + 64-key box)
-    static constexpr int SMEM = F8_TILE + F83_STAGES * (KST + VST) + 128 + 1024;
+    static constexpr int SMEM = QB + F83_STAGES * (KST + VST) + 128 + 1024;
 };
 static_assert(F83<192>::SMEM <= 232448, "FP8 version 3 shared memory exceeds the sm_90 opt-in limit");
 
@@ -1295,19 +1297,22 @@ __device__ __forceinline__ void wgmma_wait0_tagged() {
     else asm volatile("wgmma.wait_group.sync.aligned 0; // b\n" ::: "memory");
 }
 
-template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false, bool LATE = false>
-__global__ void __launch_bounds__(NTHREADS, 1)
+template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false, bool LATE = false, int NCW = 2>
+__global__ void __launch_bounds__(128 * (NCW + 1), 1)
     fa_wgmma_fp8_v3(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
                     const __grid_constant__ CUtensorMap tmv, const __grid_constant__ CUtensorMap tmk64,
-                    const __grid_constant__ CUtensorMap tmv64, Fp8WgParams p) {
+                    const __grid_constant__ CUtensorMap tmv64, const __grid_constant__ CUtensorMap tmq64,
+                    Fp8WgParams p) {
 #ifdef ASSAY_SM90A
-    constexpr int S = F83_STAGES, F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST;
+    constexpr int S = F83_STAGES, F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST, QB = F83<TBN, NCW>::QB;
+    constexpr int BM = NCW * 64;  // query rows per CTA (shadows the file's 128)
     constexpr float TAU = F8_RESCALE_TAU, POFF = 8.f;
     static_assert(!LATE || (KEEP && !DBUF), "LATE orders the wait of the single kept P buffer");
+    static_assert(NCW == 2 || (NCW == 3 && TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *Qs = sm, *Ks = sm + F8_TILE, *Vs = sm + F8_TILE + S * F83_KST;
-    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + F8_TILE + S * (F83_KST + F83_VST));
+    unsigned char *Qs = sm, *Ks = sm + QB, *Vs = sm + QB + S * F83_KST;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + QB + S * (F83_KST + F83_VST));
     uint64_t *qfull = bars, *kfull = bars + 1, *vfull = kfull + S, *kempty = vfull + S, *vempty = kempty + S;
 
     const int b = blockIdx.z, h = blockIdx.y;
@@ -1331,8 +1336,8 @@ __global__ void __launch_bounds__(NTHREADS, 1)
         for (int s = 0; s < S; ++s) {
             mbar_init(kfull + s, 1);
             mbar_init(vfull + s, 1);
-            mbar_init(kempty + s, 8);
-            mbar_init(vempty + s, 8);
+            mbar_init(kempty + s, 4 * NCW);
+            mbar_init(vempty + s, 4 * NCW);
         }
         mbar_fence_init();
     }
@@ -1341,8 +1346,9 @@ __global__ void __launch_bounds__(NTHREADS, 1)
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (tid == 0 && n_max > 0) {
-            mbar_arrive_expect_tx(qfull, F8_TILE);
+            mbar_arrive_expect_tx(qfull, QB);
             tma_load_3d(Qs, &tmq, 0, h, q0 + mblk * BM, qfull);
+            if (NCW == 3) tma_load_3d(Qs + F8_TILE, &tmq64, 0, h, q0 + mblk * BM + 128, qfull);
             // Boxes past the tensor's end are zero-filled and still count their bytes; their keys are masked, and
             // zero V^T codes keep P V finite.
             for (int j = 0, s = 0, ph = 0; j < n_max; ++j) {
@@ -1360,18 +1366,21 @@ __global__ void __launch_bounds__(NTHREADS, 1)
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    // 2 consumer warpgroups: 240 registers each (2 x 128 x 240 + 128 x 24 <= 64K); 3: 160 each
+    if (NCW == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int cw = wg - 1, wiw = warp & 3;
     const int g = lane >> 2, t = lane & 3;
     const int row0 = mblk * BM + cw * 64 + wiw * 16 + g;
-    // Ping-pong turns: the last one (the final P V of warpgroup 1) passes the turn to nobody.
+    // Ping-pong turns, round robin over the NCW consumer warpgroups (barrier 1 + c: "c may issue now", synced by
+    // c and arrived by its predecessor): the last one (the final P V of the last warpgroup) passes it to nobody.
     auto turn_begin = [&]() {
         if (PINGPONG) named_sync(1 + cw);
     };
     auto turn_end = [&](bool final) {
-        if (PINGPONG && !(cw == 1 && final)) named_arrive(2 - cw);
+        if (PINGPONG && !(cw == NCW - 1 && final)) named_arrive(cw == NCW - 1 ? 1 : 2 + cw);
     };
-    if (PINGPONG && cw == 1 && n_max > 0) named_arrive(1);
+    if (PINGPONG && cw == NCW - 1 && n_max > 0) named_arrive(1);
 
     float qf[2];  // per-row factor: q scale * softmax scale * log2(e)
 #pragma unroll
@@ -2126,10 +2135,12 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE
-        CUtensorMap mk64, mv64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle)
+        CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
+                                       // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
         if (make_map_u8(&mk64, a->k, dk, sk, box_k64) ||
-            make_map_u8(&mv64, a->vt, dv, sv, box_vt64, CU_TENSOR_MAP_SWIZZLE_64B))
+            make_map_u8(&mv64, a->vt, dv, sv, box_vt64, CU_TENSOR_MAP_SWIZZLE_64B) ||
+            make_map_u8(&mq64, a->q, dq, sq, box_k64))
             return -1;
         auto kern = v == 25   ? fa_wgmma_fp8_v3<192, true, true>
                     : v == 26 ? fa_wgmma_fp8_v3<192, false, true>
@@ -2143,7 +2154,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                               : fa_wgmma_fp8_v3<192, false, false, true, true>;
         const int smem = v == 28 || v == 31 || v == 33 ? F83<128>::SMEM : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, p);
+        kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
         auto kern = v == 7    ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY4>
                     : v == 8  ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY2>
