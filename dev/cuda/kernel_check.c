@@ -691,15 +691,16 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
  * error against the unquantized bf16 X is printed for both W8A8 and the W8A16 default (activation quantization).
  * ASSAY_LAB_W8A8_VARIANTS="1,3" limits the lab versions (the default, 0, always runs); unset: all. */
 typedef struct w8a8_ctx {
-    int m, n, k, copies;
-    uint8_t *dxq, *dw[8];
+    int m, n, k, copies, layout;
+    uint8_t *dxq, *dw[8], *dwl[2][8]; /* dwl: the weights in layouts 1 and 2 of assay_cuda_lab_w8a8_layout */
     float *dxs, *dws[8];
     void *dx, *dy;
 } w8a8_ctx;
 static void w8a8_fn(void *ctx, int it) {
     w8a8_ctx *g = ctx;
     int c = it % g->copies;
-    KCALL(assay_cuda_gemm_fp8_w8a8(g->dxq, g->dxs, g->dw[c], g->dws[c], g->dy, g->m, g->n, g->k, NULL));
+    const uint8_t *w = g->layout ? g->dwl[g->layout - 1][c] : g->dw[c];
+    KCALL(assay_cuda_gemm_fp8_w8a8(g->dxq, g->dxs, w, g->dws[c], g->dy, g->m, g->n, g->k, NULL));
 }
 static void w8a16_fn(void *ctx, int it) {
     w8a8_ctx *g = ctx;
@@ -745,6 +746,18 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
     if (g.copies < 1) g.copies = 1;
     if (g.copies > 8) g.copies = 8;
     for (int c = 0; c < g.copies; ++c) { g.dw[c] = lab_upload(wp, wbytes); g.dws[c] = lab_upload(ws, sizeof(float) * n); }
+    /* the other weight layouts, uploaded only when a selected version reads them */
+    int need[2] = {0, 0};
+    for (int v = 1; v < 16; ++v)
+        if (w8a8_variant_selected(v) && assay_cuda_lab_w8a8_layout(v)) need[assay_cuda_lab_w8a8_layout(v) - 1] = 1;
+    if (need[0]) {
+        uint8_t *wsw = malloc(wbytes);
+        assay_cuda_fp8w_pack_sw128(w, n, k, wsw);
+        for (int c = 0; c < g.copies; ++c) g.dwl[0][c] = lab_upload(wsw, wbytes);
+        free(wsw);
+    }
+    if (need[1])
+        for (int c = 0; c < g.copies; ++c) g.dwl[1][c] = lab_upload(w, wbytes);
     g.dx = lab_upload(x, nx * 2);
     g.dxq = lab_dmalloc(nx);
     g.dxs = lab_dmalloc(sizeof(float) * m);
@@ -779,12 +792,13 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
     for (int i = 0; i < ncheck * m; ++i) lab_err_add(&fl, lab_bf16_to_f32(lab_f32_to_bf16((float)ref[i])), ref[i]);
     printf("INFO   gemm_fp8_w8a8 %-22s bf16 output rounding of the reference alone: rel %.3e\n", shape, lab_err_rel(&fl));
     uint16_t *y = malloc((size_t)m * n * 2);
-    static const int variants[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
-    for (int vi = 0; vi < 12; ++vi) {
+    static const int variants[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    for (int vi = 0; vi < 16; ++vi) {
         int v = variants[vi];
         int loadonly = v == 4 || v == 11;
         if (!w8a8_variant_selected(v) || (loadonly && !bench) || (v == 6 && m > 8)) continue; /* 6: m <= 8 only */
         assay_cuda_lab_set_w8a8_variant(v);
+        g.layout = assay_cuda_lab_w8a8_layout(v);
         char name[64];
         snprintf(name, sizeof name, vi ? "gemm_fp8_w8a8_v%d" : "gemm_fp8_w8a8", v);
         if (!loadonly) {
@@ -807,6 +821,7 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
                              (double)wbytes + 4.0 * n + (double)nx + 4.0 * m + 2.0 * m * n);
     }
     assay_cuda_lab_set_w8a8_variant(0);
+    g.layout = 0;
     /* the W8A16 default on the same weights and bf16 X (its error against the unquantized X, and at m8, a shape
      * the fp8 cases above do not time, its time); the per-token quantization of X timed on its own */
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
@@ -825,7 +840,7 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
         snprintf(qs, sizeof qs, "m%d k%d (gemm input)", m, k);
         lab_bench(o, "quant_fp8_per_token", qs, lab_time_us(w8a8_quant_fn, &g, 20, 9), 0, 3.0 * nx + 4.0 * m);
     }
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(g.dws[c]); }
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(g.dws[c]); cudaFree(g.dwl[0][c]); cudaFree(g.dwl[1][c]); }
     cudaFree(g.dx); cudaFree(g.dxq); cudaFree(g.dxs); cudaFree(g.dy);
     free(x); free(w); free(wp); free(ws); free(xq); free(xs); free(cols); free(ref); free(refx); free(y);
 }

@@ -64,8 +64,18 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
  * hint; 6 = 1 with one mma chain over all stages (precision probe, m <= 8 only); 7 = 1 with the e4m3 -> f16
  * conversion done once per fragment and f16 mma; 8 = wgmma m64nNk32 e4m3 (two warpgroups, X stored permuted and
  * swizzled); two CTAs per SM (~100 KB each): 9 = 8 consumer warps, 3 stages of 256 K columns; 10 = 8 consumer
- * warps, 5 stages of 128; 11 = 9 without the arithmetic (load-only). */
+ * warps, 5 stages of 128; 11 = 9 without the arithmetic (load-only); wgmma m64nNk32 e4m3 with both operands in
+ * shared memory (128-byte swizzle, no conversion, no K permutation): 12 = two consumer warpgroups (a 64-row half
+ * each), 13 = four (half x K half), 15 = one (both halves), weights packed by assay_cuda_fp8w_pack_sw128; 14 = 12
+ * with the weights as stored (w[n][k]) through a 2-D TMA map with the 128-byte swizzle. The versions that take
+ * another weight layout than assay_cuda_fp8w_pack are named by assay_cuda_lab_w8a8_layout. */
 void assay_cuda_lab_set_w8a8_variant(int v);
+/* Weight layout lab version v of the W8A8 GEMM reads: 0 = assay_cuda_fp8w_pack, 1 = assay_cuda_fp8w_pack_sw128,
+ * 2 = unpacked w[n][k]. */
+int assay_cuda_lab_w8a8_layout(int v);
+/* Host packing for versions 12, 13, 15: per 128-row tile and 256-column stage, the 128-byte-swizzled K-major
+ * shared-memory image of wgmma's A operand (layout in cuda_pack.c). n % 128 == 0, k % 256 == 0; out has n*k bytes. */
+void assay_cuda_fp8w_pack_sw128(const uint8_t *w, int32_t n, int32_t k, uint8_t *out);
 /* Decode attention: 0 = automatic (on Hopper with head_dim 128 and group sizes <= 8: 8 for bf16 caches, 15 for
  * 8-bit caches; elsewhere 4 for bf16, 3 for 8-bit); 1 = block-table entry read when a tile is issued, 2 = read
  * one tile ahead, 3 = transposed kernel (tokens as mma rows, heads as columns), 4 = the transposed kernel with 4

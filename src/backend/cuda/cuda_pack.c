@@ -52,6 +52,24 @@ void assay_cuda_fp8w_pack(const uint8_t *w, int32_t n, int32_t k, uint8_t *out) 
             }
 }
 
+/* Layout (gemm_decode_w8a8.cu, lab versions 12, 13, 15): the shared-memory image that wgmma reads as its A operand
+ * (K-major, 128-byte swizzle), stored in the order the kernel streams it. For each 128-row tile nb and each
+ * 256-column stage st, 32 KB at (nb * (k/256) + st) * 32768: two 16 KB halves kb (columns st*256 + kb*128 +
+ * [0, 128)), each 128 rows of 128 bytes, the 16-byte piece c of row r stored at piece position c ^ (r & 7). The
+ * swizzle repeats every 8 rows (1024 bytes), so a 1024-byte aligned copy of the run is the tile wgmma expects. */
+void assay_cuda_fp8w_pack_sw128(const uint8_t *w, int32_t n, int32_t k, uint8_t *out) {
+    int32_t nst = k / 256;
+    for (int32_t nb = 0; nb < n / 128; ++nb)
+        for (int32_t st = 0; st < nst; ++st)
+            for (int kb = 0; kb < 2; ++kb)
+                for (int r = 0; r < 128; ++r) {
+                    uint8_t *row = out + ((size_t)nb * nst + st) * 32768 + kb * 16384 + r * 128;
+                    const uint8_t *src = w + (size_t)(nb * 128 + r) * k + st * 256 + kb * 128;
+                    for (int c = 0; c < 8; ++c)
+                        for (int i = 0; i < 16; ++i) row[((c ^ (r & 7)) << 4) + i] = src[c * 16 + i];
+                }
+}
+
 /* Layout (gemm_decode_tma.cu, v26): for each 16-row tile rt and 128-column group gr, 1024 bytes at
  * (rt * (k/128) + gr) * 1024: two halves of 512 bytes (k16 steps 0-3 and 4-7 of the group), in which lane
  * (g, t) = 4g + t owns bytes [16*lane, 16*lane + 16), word j being step q = 4 * half + j. The word holds the

@@ -89,6 +89,39 @@ __device__ __forceinline__ void w8_wgmma(float *d, const uint32_t *a, uint64_t d
     __trap();
 #endif
 }
+// The same with A from shared memory too (descriptor da): both operands K-major in the 128-byte swizzle.
+template <int N>
+__device__ __forceinline__ void w8_wgmma_ss(float *d, uint64_t da, uint64_t db, int acc) {
+#ifdef ASSAY_SM90A
+    if (N == 16)
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+            : "l"(da), "l"(db), "r"(acc));
+    else
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "l"(da), "l"(db), "r"(acc));
+#else
+    __trap();
+#endif
+}
+// 2-D TMA box (coordinates c0 = column, c1 = row) onto an mbarrier, with an L2 cache policy.
+__device__ __forceinline__ void w8_tma_2d_hint(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar,
+                                               uint64_t pol) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+        "%3}], [%4], %5;\n" ::"r"(smem_u32(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(pol)
+        : "memory");
+#else
+    __trap();
+#endif
+}
 // Descriptor of a K-major operand in the 128-byte swizzle (8-row atoms of 1024 bytes, SBO = 1024).
 __device__ __forceinline__ uint64_t w8_desc_sw128(uint32_t saddr) {
     return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
@@ -125,18 +158,26 @@ __device__ __forceinline__ void w8_cp_async_arrive_noinc(uint64_t *bar) {
 // (lab precision probe) instead of a fresh fp32 tile per stage.
 // KC: K columns per stage; MAXR: register cap per thread (112 lets two CTAs of 288 threads share an SM).
 template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN, int MATH = 0, int KC = 256, int MAXR = 255>
-__global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_bk(W8Params p) {
+__global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
+    gemm_w8a8_bk(W8Params p, const __grid_constant__ CUtensorMap tmw) {
     // MATH: 0 = mma.sync m16n8k32 e4m3; 1 = e4m3 -> f16 by cvt once per fragment, mma.sync m16n8k16 f16; 2 = wgmma
-    // m64nNk32 e4m3 (NW = 8: two warpgroups of 64 rows, each through all 4 K slices; X stored permuted + swizzled)
-    constexpr bool WG = MATH == 2;
+    // m64nNk32 e4m3 (NW = 8: two warpgroups of 64 rows, each through all 4 K slices; X stored permuted + swizzled);
+    // 3 = wgmma with A (weights) from shared memory as well, packed by assay_cuda_fp8w_pack_sw128 (NW / 4
+    // warpgroups: 1 = both 64-row halves, 2 = a half each, 4 = a half and a K half each); 4 = 3 with the weights
+    // as stored, loaded by a 2-D TMA map (tmw) with the 128-byte swizzle. In 3 / 4 the stage's X rows are K-major
+    // in the same swizzle, rows m..15 zero (written once at entry: the producer never touches them).
+    constexpr bool WG = MATH == 2, SS = MATH >= 3;
+    static_assert(!SS || (KC == 256 && (NW == 4 || NW == 8 || NW == 16)), "the SS form: 256 K columns, 1 / 2 / 4 warpgroups");
     constexpr int WB = W8_BN * KC, XP = KC + 64, W8_STAGE = w8_stage_bytes(KC);
     static_assert(!WG || KC == 256, "the wgmma form takes stages of 256 K columns");
-    constexpr int KSL = WG ? 1 : KC / 64, BN = W8_BN, NTH = (NW + 1) * 32, RT = BN / 16 / (NW / KSL);
+    // SS: KSL = K halves of the stage split over warpgroups, RT = 64-row halves per warpgroup
+    constexpr int KSL = WG ? 1 : SS ? (NW == 16 ? 2 : 1) : KC / 64, BN = W8_BN, NTH = (NW + 1) * 32;
+    constexpr int RT = SS ? (NW == 4 ? 2 : 1) : BN / 16 / (NW / KSL);
     static_assert(NW % KSL == 0 && RT >= 1 && (!WG || NW == 8), "warps must tile the stage");
     static_assert(KSL * 16 * BN * 4 + 16 * BN * 4 <= STAGES * W8_STAGE, "reduction buffers reuse the stages");
     extern __shared__ __align__(128) uint8_t sm_raw[];
     // the 128-byte swizzle of the wgmma X tiles is a function of the address bits: align the ring to 1024 bytes
-    uint8_t *sm = WG ? sm_raw + ((1024u - (smem_u32(sm_raw) & 1023u)) & 1023u) : sm_raw;
+    uint8_t *sm = WG || SS ? sm_raw + ((1024u - (smem_u32(sm_raw) & 1023u)) & 1023u) : sm_raw;
     uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * W8_STAGE);
     uint64_t *empty = full + STAGES;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -147,6 +188,11 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_
             mbar_init(&empty[s], NW);
         }
         mbar_fence_init();
+    }
+    if (SS) {  // the X tiles of every stage: 2 x 16 rows x 128 bytes, zero where no token is loaded
+        for (int i = threadIdx.x; i < STAGES * 256; i += NTH)
+            reinterpret_cast<uint4 *>(sm + (i >> 8) * W8_STAGE + WB)[i & 255] = make_uint4(0u, 0u, 0u, 0u);
+        w8_fence_proxy_async();  // generic-proxy zeros, read by wgmma (async proxy)
     }
     __syncthreads();
     float acc[RT][2][4];
@@ -165,14 +211,23 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_
                 const int k0 = kbase + st * KC;
                 const uint8_t *src = p.w + ((size_t)(n0 / 128) * (p.k / 64) + k0 / 64) * (16 * 512);
                 uint8_t *dst = sm + (st % STAGES) * W8_STAGE;
-                if (EVICT) bulk_g2s_hint(dst, src, WB, bar, pol);
+                if (MATH == 4) {  // two boxes of 128 rows x 128 columns, swizzled by the copy engine
+                    w8_tma_2d_hint(dst, &tmw, k0, n0, bar, pol);
+                    w8_tma_2d_hint(dst + WB / 2, &tmw, k0 + 128, n0, bar, pol);
+                } else if (EVICT) bulk_g2s_hint(dst, src, WB, bar, pol);
                 else bulk_g2s(dst, src, WB, bar);
             }
         };
         auto issue_x = [&](int st) {  // m rows x KC bytes, KC / 16 chunks per row
             uint8_t *xd = sm + (st % STAGES) * W8_STAGE + WB;
             const int k0 = kbase + st * KC;
-            if (WG) {
+            if (SS) {
+                // 16-byte piece c (of 16) of row r: half kb = c / 8 of the stage, position (c % 8) ^ (r & 7)
+                for (int c = lane; c < p.m * 16; c += 32) {
+                    const int row = c >> 4, kb = (c >> 3) & 1, pc = c & 7;
+                    cp_async16(xd + kb * 2048 + row * 128 + ((pc ^ (row & 7)) << 4), p.x + (size_t)row * p.k + k0 + (c & 15) * 16, 16);
+                }
+            } else if (WG) {
                 // 4-byte groups: physical group pg of the stage (chunk ks = pg / 16, lane t = (pg / 4) % 4, step
                 // s = (pg / 2) % 2, half h = pg % 2) is logical group 8s + 4h + t of its chunk (the K order of the
                 // A fragments), stored K-major in two 128-column blocks [16 rows][128 B], 16-byte chunk c of row
@@ -211,7 +266,40 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_
             const int s = st % STAGES;
             mbar_wait(&full[s], (st / STAGES) & 1);
             const uint8_t *stg = sm + s * W8_STAGE;
-            if (!LOADONLY && WG) {
+            if (!LOADONLY && SS) {
+                // warpgroup wg, warp w of it: rows 64 h + 16 w (h = its half, or both when RT = 2), K half kh
+                const int wg = warp >> 2, kh = wg % KSL;
+                w8_fence_proxy_async();  // X landed through cp.async (generic proxy); wgmma reads it (async proxy)
+                const uint32_t ws = smem_u32(stg), xs = smem_u32(stg + WB);
+                float d[RT][8];
+#pragma unroll
+                for (int j = 0; j < RT; ++j)
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) d[j][e] = 0.f;
+                wgmma_fence();
+#pragma unroll
+                for (int j = 0; j < RT; ++j) {
+                    const int h = RT == 2 ? j : wg / KSL;
+#pragma unroll
+                    for (int qq = 0; qq < 8 / KSL; ++qq) {
+                        // k32 step q: 128-column half q / 4 (16 KB of W, 2 KB of X), byte 32 (q % 4) of its rows
+                        const int q = kh * (8 / KSL) + qq;
+                        w8_wgmma_ss<M16 ? 16 : 8>(d[j], w8_desc_sw128(ws + (q >> 2) * 16384 + h * 8192 + (q & 3) * 32),
+                                                  w8_desc_sw128(xs + (q >> 2) * 2048 + (q & 3) * 32), qq > 0);
+                    }
+                }
+                wgmma_commit();
+                wgmma_wait<0>();
+#pragma unroll
+                for (int j = 0; j < RT; ++j) {
+                    reg_fence<8>(d[j]);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        acc[j][0][e] += d[j][e];
+                        if (M16) acc[j][1][e] += d[j][4 + e];
+                    }
+                }
+            } else if (!LOADONLY && WG) {
                 // warp w (warp w % 4 of warpgroup w / 4): A tile w (rows 16w + g, + 8), every K slice of the stage
                 const int at = warp;
                 uint32_t a[8][4];
@@ -319,14 +407,18 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_
     float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
     float *tot = wred + KSL * 16 * BN;            // [16][BN]
     if (warp < NW) {
-        const int ks = warp % KSL, rg = warp / KSL;
+        // SS: warp w of warpgroup wg holds the 16-row tile 4 h + w of its half h (the wgmma accumulator layout is
+        // the mma.sync one per 16 rows), K half wg % KSL
+        const int ks = SS ? (warp >> 2) % KSL : warp % KSL, rg = warp / KSL;
 #pragma unroll
-        for (int j = 0; j < RT; ++j)
+        for (int j = 0; j < RT; ++j) {
+            const int tile = SS ? 4 * (RT == 2 ? j : (warp >> 2) / KSL) + (warp & 3) : rg * RT + j;
 #pragma unroll
             for (int tt = 0; tt < 2; ++tt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
-                    wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + 16 * (rg * RT + j) + g + 8 * (e >> 1)] = acc[j][tt][e];
+                    wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + 16 * tile + g + 8 * (e >> 1)] = acc[j][tt][e];
+        }
     }
     __syncthreads();
     for (int i = threadIdx.x; i < p.m * BN; i += NTH) {
@@ -371,21 +463,48 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR) gemm_w8a8_
 // 117 registers uncapped and spills under __launch_bounds__(288, 2), which caps it at 96. At 112 it does not run
 // twice per SM all the same (its n28672 time is v1's, run h200-gpu7-gemm10): inferred, the register file is split
 // over the 4 schedulers (16 K each) and 18 warps put 5 on one of them, 5 x 32 x 112 > 16 K; 92-96 registers fit.
-// v10 (multi-wave shapes, the default there) and v11 run two CTAs per SM.
+// v10 (multi-wave shapes, the default there) and v11 run two CTAs per SM. Round 11, wgmma with both operands in
+// shared memory (weights in the 128-byte swizzle, no conversion, no K permutation): 12 = two consumer warpgroups,
+// 13 = four, 15 = one, weights from assay_cuda_fp8w_pack_sw128; 14 = 12 with unpacked weights through a TMA map.
 template <int VER>
 struct W8Ver {
     static constexpr bool TWO = VER >= 9 && VER <= 11;  // two CTAs per SM
-    static constexpr int NW = VER == 2 || VER == 8 || TWO ? 8 : 16;
+    static constexpr int NW = VER == 2 || VER == 8 || VER == 12 || VER == 14 || TWO ? 8 : VER == 15 ? 4 : 16;
     static constexpr int KC = VER == 10 ? 128 : 256;
     static constexpr int MAXR = TWO ? 112 : 255;
     static constexpr int STAGES = VER == 3 ? 6 : VER == 9 || VER == 11 ? 3 : VER == 10 ? 5 : 4;
     static constexpr bool LOADONLY = VER == 4 || VER == 11;
     static constexpr bool EVICT = VER != 5;
     static constexpr bool CHAIN = VER == 6;
-    static constexpr int MATH = VER == 7 ? 1 : VER == 8 ? 2 : 0;
-    static constexpr size_t SMEM = (size_t)STAGES * w8_stage_bytes(KC) + 2 * STAGES * 8 + (MATH == 2 ? 1024 : 0);
+    static constexpr int MATH = VER == 7 ? 1 : VER == 8 ? 2 : VER == 14 ? 4 : VER >= 12 ? 3 : 0;
+    static constexpr size_t SMEM = (size_t)STAGES * w8_stage_bytes(KC) + 2 * STAGES * 8 + (MATH >= 2 ? 1024 : 0);
     static_assert(!TWO || SMEM <= 113 * 1024, "two CTAs per SM (228 KB, 1 KB reserved per CTA)");
 };
+
+// 2-D map over unpacked weights w[n][k] (bytes): boxes of 128 columns x 128 rows, 128-byte swizzle. Encoded per
+// weight pointer; the last few are kept (the lab cycles through up to 8 weight copies).
+int w8_weight_map(CUtensorMap *out, const uint8_t *w, int n, int k) {
+    struct Ent { const uint8_t *w; int n, k; CUtensorMap m; };
+    static Ent cache[8];
+    static int next = 0;
+    for (auto &e : cache)
+        if (e.w == w && e.n == n && e.k == k) { *out = e.m; return 0; }
+    PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
+    if (!enc) return assay_cuda_fail("gemm_fp8_w8a8: cuTensorMapEncodeTiled is not available");
+    cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)n};
+    cuuint64_t strides[1] = {(cuuint64_t)k};
+    cuuint32_t box[2] = {128, 128};
+    cuuint32_t estr[2] = {1, 1};
+    Ent &e = cache[next];
+    next = (next + 1) % 8;
+    CUresult r = enc(&e.m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t *>(w), dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { e.w = nullptr; return assay_cuda_fail("gemm_fp8_w8a8: cuTensorMapEncodeTiled failed (%d)", (int)r); }
+    e.w = w; e.n = n; e.k = k;
+    *out = e.m;
+    return 0;
+}
 
 template <bool M16, int VER>
 int launch_w8a8(const W8Params &p0, int splits, cudaStream_t stream) {
@@ -418,7 +537,10 @@ int launch_w8a8(const W8Params &p0, int splits, cudaStream_t stream) {
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 2;
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
+    CUtensorMap tmw;
+    memset(&tmw, 0, sizeof tmw);
+    if (VC::MATH == 4 && w8_weight_map(&tmw, p.w, p.n, p.k)) return -1;
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p, tmw));
     return 0;
 }
 
@@ -428,6 +550,9 @@ int g_w8a8_ok = -1;  // compute capability 9.x (the sm_90a code: fp8 mma, bulk c
 }  // namespace
 
 extern "C" void assay_cuda_lab_set_w8a8_variant(int v) { g_w8a8_variant = v; }
+extern "C" int assay_cuda_lab_w8a8_layout(int v) {
+    return v == 14 ? 2 : v >= 12 && v <= 15 ? 1 : 0;  // 14: MATH 4 (TMA map); 12, 13, 15: MATH 3
+}
 
 extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_scale, const uint8_t *w_packed,
                                         const float *w_scale, void *y_bf16, int32_t m, int32_t n, int32_t k,
@@ -473,6 +598,10 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     case 9: rc = W8_LAUNCH(9); break;
     case 10: rc = W8_LAUNCH(10); break;
     case 11: rc = W8_LAUNCH(11); break;
+    case 12: rc = W8_LAUNCH(12); break;
+    case 13: rc = W8_LAUNCH(13); break;
+    case 14: rc = W8_LAUNCH(14); break;
+    case 15: rc = W8_LAUNCH(15); break;
     case 1: rc = W8_LAUNCH(1); break;
     default:  // 0 (automatic): 1 when the 128-channel tiles fit one wave of one CTA per SM, else 10 (two CTAs per
               // SM, the whole grid resident at once: m16 n28672 70.1 against v1's 81.9 us, run h200-gpu7-gemm10;
