@@ -748,8 +748,8 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
     for (int c = 0; c < g.copies; ++c) { g.dw[c] = lab_upload(wp, wbytes); g.dws[c] = lab_upload(ws, sizeof(float) * n); }
     /* the other weight layouts, uploaded only when a selected version reads them */
     int need[2] = {0, 0};
-    for (int v = 1; v < 16; ++v)
-        if (w8a8_variant_selected(v) && assay_cuda_lab_w8a8_layout(v)) need[assay_cuda_lab_w8a8_layout(v) - 1] = 1;
+    for (int v = 0; v < 16; ++v)
+        if (w8a8_variant_selected(v) && assay_cuda_lab_w8a8_layout(v, n)) need[assay_cuda_lab_w8a8_layout(v, n) - 1] = 1;
     if (need[0]) {
         uint8_t *wsw = malloc(wbytes);
         assay_cuda_fp8w_pack_sw128(w, n, k, wsw);
@@ -798,7 +798,7 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
         int loadonly = v == 4 || v == 11;
         if (!w8a8_variant_selected(v) || (loadonly && !bench) || (v == 6 && m > 8)) continue; /* 6: m <= 8 only */
         assay_cuda_lab_set_w8a8_variant(v);
-        g.layout = assay_cuda_lab_w8a8_layout(v);
+        g.layout = assay_cuda_lab_w8a8_layout(v, n);
         char name[64];
         snprintf(name, sizeof name, vi ? "gemm_fp8_w8a8_v%d" : "gemm_fp8_w8a8", v);
         if (!loadonly) {

@@ -194,7 +194,8 @@ void assay_cuda_fp8w_pack(const uint8_t *w, int32_t n, int32_t k, uint8_t *out);
 
 /* FP8 W8A8 (the operation of cuBLASLt FP8 with per-token x per-channel scales): e4m3 activations x[m][k] with
  * one fp32 scale per token (x_scale[m], e.g. from assay_cuda_quant_fp8_per_token) and e4m3 weights packed by
- * assay_cuda_fp8w_pack with one fp32 scale per output channel (w_scale[n]):
+ * the packing assay_cuda_gemm_fp8_w8a8_layout(n) names (it depends on n and the device's SM count), with one fp32
+ * scale per output channel (w_scale[n]):
  *   y[i][j] = bf16(x_scale[i] * w_scale[j] * sum_k X[i][k] W[j][k]), fp32 accumulation.
  * The codes go into the fp8 mma as stored. 1 <= m <= 16, N % 128 == 0,
  * K % 256 == 0, compute capability 9.x; launched with programmatic dependent launch like the packed FP8 GEMM
@@ -202,6 +203,12 @@ void assay_cuda_fp8w_pack(const uint8_t *w, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_scale, const uint8_t *w_packed,
                              const float *w_scale, void *y_bf16, int32_t m, int32_t n, int32_t k,
                              assay_cuda_stream stream);
+/* The weight packing assay_cuda_gemm_fp8_w8a8 reads on the current device at n output channels: 1 =
+ * assay_cuda_fp8w_pack_sw128 (n / 128 tiles fit one wave: the wgmma kernel), 0 = assay_cuda_fp8w_pack (more). */
+int assay_cuda_gemm_fp8_w8a8_layout(int32_t n);
+/* Host packing for the W8A8 wgmma kernel: per 128-row tile and 256-column stage, the 128-byte-swizzled K-major
+ * shared-memory image of wgmma's A operand (layout in cuda_pack.c). n % 128 == 0, k % 256 == 0; out has n*k bytes. */
+void assay_cuda_fp8w_pack_sw128(const uint8_t *w, int32_t n, int32_t k, uint8_t *out);
 
 /* INT4 weights, symmetric (q - 8) * scale, groups of 128 along K, packed by assay_cuda_int4_pack.
  * Scales fp16 [K/128][N]. K % 128 == 0, N % 64 == 0. */

@@ -58,7 +58,7 @@ int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (1 at one wave of 128-channel tiles, 10 above); 1 =
+/* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (12 at one wave of 128-channel tiles, 10 above); 1 =
  * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8
  * consumer warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only, no output); 5 = 1 without the evict-first
  * hint; 6 = 1 with one mma chain over all stages (precision probe, m <= 8 only); 7 = 1 with the e4m3 -> f16
@@ -70,12 +70,9 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
  * with the weights as stored (w[n][k]) through a 2-D TMA map with the 128-byte swizzle. The versions that take
  * another weight layout than assay_cuda_fp8w_pack are named by assay_cuda_lab_w8a8_layout. */
 void assay_cuda_lab_set_w8a8_variant(int v);
-/* Weight layout lab version v of the W8A8 GEMM reads: 0 = assay_cuda_fp8w_pack, 1 = assay_cuda_fp8w_pack_sw128,
- * 2 = unpacked w[n][k]. */
-int assay_cuda_lab_w8a8_layout(int v);
-/* Host packing for versions 12, 13, 15: per 128-row tile and 256-column stage, the 128-byte-swizzled K-major
- * shared-memory image of wgmma's A operand (layout in cuda_pack.c). n % 128 == 0, k % 256 == 0; out has n*k bytes. */
-void assay_cuda_fp8w_pack_sw128(const uint8_t *w, int32_t n, int32_t k, uint8_t *out);
+/* Weight layout lab version v of the W8A8 GEMM reads at n output channels: 0 = assay_cuda_fp8w_pack, 1 =
+ * assay_cuda_fp8w_pack_sw128, 2 = unpacked w[n][k] (v = 0: assay_cuda_gemm_fp8_w8a8_layout(n)). */
+int assay_cuda_lab_w8a8_layout(int v, int32_t n);
 /* Decode attention: 0 = automatic (on Hopper with head_dim 128 and group sizes <= 8: 8 for bf16 caches, 15 for
  * 8-bit caches; elsewhere 4 for bf16, 3 for 8-bit); 1 = block-table entry read when a tile is issued, 2 = read
  * one tile ahead, 3 = transposed kernel (tokens as mma rows, heads as columns), 4 = the transposed kernel with 4

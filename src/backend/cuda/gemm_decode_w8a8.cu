@@ -27,6 +27,10 @@
 // run of W and of X feed the fragments of the chunk's two k32 steps as they are (no PRMT, no conversion).
 // Accumulation: each stage's two mma go into a fresh fp32 tile that is added to the running sums (the internal
 // accumulation precision of the fp8 mma is not documented; lab version 6 chains all stages to measure it).
+//
+// Round 11 (lab versions 12-15, the default at one wave since run h200-gpu7-w8a8-3): the native FP8 wgmma with both
+// operands in shared memory in the canonical 128-byte swizzle, the weights re-packed on the host into that image
+// (assay_cuda_fp8w_pack_sw128), so the consumers neither convert nor permute; same ring, PDL and split-K as above.
 #include <cooperative_groups.h>
 
 #include "common.cuh"
@@ -550,7 +554,17 @@ int g_w8a8_ok = -1;  // compute capability 9.x (the sm_90a code: fp8 mma, bulk c
 }  // namespace
 
 extern "C" void assay_cuda_lab_set_w8a8_variant(int v) { g_w8a8_variant = v; }
-extern "C" int assay_cuda_lab_w8a8_layout(int v) {
+namespace {
+int w8a8_sms() {
+    int sms = assay_cuda_sm_count();
+    return sms > 0 ? sms : 132;
+}
+}  // namespace
+
+// The automatic choice: v12 (sw128 layout) while the 128-channel tiles fit one wave of one CTA per SM, else v10.
+extern "C" int assay_cuda_gemm_fp8_w8a8_layout(int32_t n) { return n / W8_BN > w8a8_sms() ? 0 : 1; }
+extern "C" int assay_cuda_lab_w8a8_layout(int v, int32_t n) {
+    if (v == 0) return assay_cuda_gemm_fp8_w8a8_layout(n);
     return v == 14 ? 2 : v >= 12 && v <= 15 ? 1 : 0;  // 14: MATH 4 (TMA map); 12, 13, 15: MATH 3
 }
 
@@ -567,8 +581,7 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     }
     if (!g_w8a8_ok) return assay_cuda_fail("gemm_fp8_w8a8: needs a compute capability 9.x device");
     // K splits (cluster size): the one whose CTA count best fills the SMs with one CTA each; ties to fewer.
-    int sms = assay_cuda_sm_count();
-    if (sms <= 0) sms = 132;
+    const int sms = w8a8_sms();
     const int tiles = n / W8_BN;
     int splits = 1;
     double best = 0;
@@ -603,10 +616,11 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     case 14: rc = W8_LAUNCH(14); break;
     case 15: rc = W8_LAUNCH(15); break;
     case 1: rc = W8_LAUNCH(1); break;
-    default:  // 0 (automatic): 1 when the 128-channel tiles fit one wave of one CTA per SM, else 10 (two CTAs per
-              // SM, the whole grid resident at once: m16 n28672 70.1 against v1's 81.9 us, run h200-gpu7-gemm10;
-              // at n8192 v10 is ~1 us slower than v1)
-        rc = tiles > sms ? W8_LAUNCH(10) : W8_LAUNCH(1);
+    default:  // 0 (automatic): 12 when the 128-channel tiles fit one wave of one CTA per SM (m1 / m8 / m16 n8192
+              // 17.66 / 18.57 / 19.69 us against v1's 18.31 / 18.88 / 20.60, run h200-gpu7-w8a8-3), else 10 (two
+              // CTAs per SM, the whole grid resident at once: m16 n28672 70.4 against v12's 76.1 and v1's 82.7).
+              // The two read different weight layouts: assay_cuda_gemm_fp8_w8a8_layout(n) names the one.
+        rc = tiles > sms ? W8_LAUNCH(10) : W8_LAUNCH(12);
         break;
     }
 #undef W8_LAUNCH
