@@ -160,7 +160,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", help="gemm / gemm_lt / decode / prefill: the ceilings and those peers only")
+    ap.add_argument("--only", help="gemm / gemm_lt / decode / prefill / fp8attn / quant: the ceilings and the peers of "
+                    "that kernel_check section only (fp8attn: the bf16 prefill peers it is compared with; quant: none)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("peers.py: no CUDA device", file=sys.stderr)
@@ -170,7 +171,7 @@ def main():
                         cudnn=torch.backends.cudnn.version()))
     steps = [ceilings, big_gemms, decode, lambda: gemms(args.quick), lambda: prefill(args.quick)]
     groups = dict(gemm=[lambda: gemms(args.quick)], gemm_lt=[big_gemms], decode=[decode],
-                  prefill=[lambda: prefill(args.quick)])
+                  prefill=[lambda: prefill(args.quick)], fp8attn=[lambda: prefill(args.quick)], quant=[])
     if args.only in groups:
         steps = [ceilings] + groups[args.only]
     for step in steps:

@@ -6,9 +6,9 @@
 #   scripts/device-check.sh [OUTDIR] [--quick]      (default OUTDIR: bench/results/latest)
 #
 # Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 450) shared by build, kernels and peers.
-# ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and, for gemm,
-# gemm_lt, decode and prefill, only the ceilings and the matching peers (iterations on one kernel family; a full
-# run validates everything).
+# ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and only the
+# ceilings and the matching peers (fp8attn: the bf16 prefill peers; quant: none) (iterations on one kernel family;
+# a full run validates everything).
 # Builds with nvcc directly (sm_90a), so it needs no CMake configure of the CPU library on the GPU machine.
 # Exit status: 1 if the build or any validation failed.
 set -uo pipefail
