@@ -548,6 +548,18 @@ static void gemm_fn(void *ctx, int it) {
     else KCALL(assay_cuda_gemm_int4g128(g->dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
 }
 
+/* Whether the comma-separated list of integers in `list` (an ASSAY_LAB_*_VARIANTS value) holds v. */
+static int list_has(const char *list, long v) {
+    for (const char *s = list; *s;) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s) break;
+        if (x == v) return 1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* ASSAY_LAB_GEMM_VARIANTS="int4:0,9,22" (or "fp8:..." / "0,9,22" for both) limits the gemm section to the
  * listed versions of that weight type (the default, 0, always runs) and skips the other type's cases; unset: all. */
 static int gemm_variant_selected(int which, int variant) {
@@ -555,15 +567,7 @@ static int gemm_variant_selected(int which, int variant) {
     if (!f || !*f) return 1;
     if (!strncmp(f, "int4:", 5)) { if (which != 1) return 0; f += 5; }
     else if (!strncmp(f, "fp8:", 4)) { if (which != 0) return 0; f += 4; }
-    if (variant == 0) return 1;
-    for (const char *s = f; *s;) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s) break;
-        if (v == variant) return 1;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return 0;
+    return variant == 0 || list_has(f, variant);
 }
 
 /* One GEMM case: builds weights, validates (all outputs, or sampled columns for big shapes), optionally times. */
@@ -714,15 +718,7 @@ static void w8a8_quant_fn(void *ctx, int it) {
 }
 static int w8a8_variant_selected(int v) {
     const char *f = getenv("ASSAY_LAB_W8A8_VARIANTS");
-    if (!f || !*f || v == 0) return 1;
-    for (const char *s = f; *s;) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s) break;
-        if (x == v) return 1;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return 0;
+    return !f || !*f || v == 0 || list_has(f, v);
 }
 static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
     size_t nx = (size_t)m * k, wbytes = (size_t)n * k;
@@ -1032,15 +1028,7 @@ static int g_fp8_sm90_variant = 0, g_fp8_sm90_blk = 0;
    and times (both K scalings); unset = all. */
 static int fp8_variant_selected(int v) {
     const char *f = getenv("ASSAY_LAB_FP8_VARIANTS");
-    if (!f || !*f) return 1;
-    for (const char *q = f; *q;) {
-        char *end;
-        long x = strtol(q, &end, 10);
-        if (end == q) break;
-        if (x == v) return 1;
-        q = *end == ',' ? end + 1 : end;
-    }
-    return 0;
+    return !f || !*f || list_has(f, v);
 }
 static void fp8_sm90_run(fp8_ctx *f) {
     assay_cuda_attn_prefill_fp8_sm90_args a;

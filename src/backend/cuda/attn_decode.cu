@@ -538,15 +538,6 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, i
 #endif
 }
 
-// Arrives on the mbarrier once every cp.async this thread issued before has landed (.noinc: the arrival is one
-// of the barrier's expected count).
-__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *bar) {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-#else
-    __trap();
-#endif
-}
 
 // 2^x in one MUFU.EX2 (exp2f adds a range test and two multiplies to keep denormal results; softmax weights
 // below 2^-126 may flush to zero). ex2(-inf) = +0, as masked tokens need.

@@ -896,7 +896,7 @@ __global__ void __launch_bounds__(NTHREADS, 1)
     if (TCSUM) {  // the ones rows after each V^T stage, written once; the tensor cores read them (async proxy)
         for (int i = tid; i < S * 256; i += NTHREADS)
             reinterpret_cast<uint32_t *>(Vs + (i >> 8) * VST + F8_TILE)[i & 255] = 0x38383838u;
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        fence_proxy_async();
     }
     __syncthreads();
 

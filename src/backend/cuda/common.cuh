@@ -280,3 +280,65 @@ __device__ __forceinline__ void bulk_g2s_hint(void *dst, const void *src, uint32
     __trap();
 #endif
 }
+
+// cp.async copies are tracked by the mbarrier: arrives once every cp.async this thread issued before has landed
+// (.noinc: the arrival is one of the barrier's expected count).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *bar) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+// Data written through the generic proxy (stores, cp.async) is read by wgmma / bulk copies through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Descriptor of a K-major shared-memory wgmma operand in the 128-byte swizzle (8-row atoms of 1024 bytes; SBO = 1024).
+__device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t saddr) {
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+// Programmatic dependent launch (sm_90): a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization
+// may start while the previous kernel in the stream still runs; griddepcontrol.wait blocks until that kernel has
+// completed and its writes are visible (a no-op when launched without the attribute); launch_dependents lets the
+// next such kernel start launching.
+__device__ __forceinline__ void pdl_wait() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Host side: the launch configuration of the split-K decode GEMMs. The grid's y CTAs (the K split of one column
+// tile) form a thread-block cluster, and with pdl the kernel may start before the previous kernel in the stream
+// ends (it waits for it itself, griddepcontrol.wait). Not copyable: cfg.attrs points into the object.
+struct SplitKLaunch {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[2];
+    SplitKLaunch(dim3 grid, int threads, size_t smem, cudaStream_t stream, bool pdl) {
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(threads, 1, 1);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 1;
+        attr[0].val.clusterDim.y = grid.y;
+        attr[0].val.clusterDim.z = 1;
+        attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[1].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = pdl ? 2 : 1;
+    }
+    SplitKLaunch(const SplitKLaunch &) = delete;
+    SplitKLaunch &operator=(const SplitKLaunch &) = delete;
+};

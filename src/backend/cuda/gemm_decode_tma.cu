@@ -375,20 +375,6 @@ struct LeanLoader {
     }
 };
 
-// Programmatic dependent launch (sm_90): a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization
-// may start while the previous kernel in the stream still runs; griddepcontrol.wait blocks until that kernel has
-// completed and its writes are visible (a no-op when launched without the attribute); launch_dependents lets the
-// next such kernel start launching.
-__device__ __forceinline__ void pdl_wait() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
 
 // int4 pair -> bf16x2 (q - 8) for the nibbles at bits 0-3 and 16-19 of v: OR into the mantissa of 128.0 (bf16
 // 0x4300, mantissa step 1 in [128, 256)) and subtract 136 = 128 + 8. Exact.
@@ -816,14 +802,6 @@ struct WGCfg {
     static_assert(2 * 16 * V4_BN * 4 * 2 <= WG_STAGES * STAGE, "reduction buffers reuse the stages");
 };
 
-__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-
-// Descriptor of a K-major shared-memory operand in the 128-byte swizzle (8-row atoms of 1024 bytes; SBO = 1024).
-__device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t saddr) {
-    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
 
 // D[64 x N] (+)= A[64 x 16] (bf16 pairs in registers) * B[16 x N] (bf16, K-major in shared memory); acc = 0
 // overwrites D.
@@ -845,12 +823,6 @@ __device__ __forceinline__ void wg_mma_rs(float *d, const uint32_t *a, uint64_t 
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
 #else
     __trap();
-#endif
-}
-// cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy.
-__device__ __forceinline__ void fence_proxy_async() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 
@@ -1058,21 +1030,8 @@ int launch_wg(const V4Params &p0, int splits, cudaStream_t stream) {
     V4Params p = p0;
     p.splits = splits;
     p.kper = p.k / splits;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
-    cfg.blockDim = dim3(NWG * 128, 1, 1);
-    cfg.dynamicSmemBytes = WGCfg::SMEM;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = splits;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
+    SplitKLaunch launch(dim3(p.n / V4_BN, splits, 1), NWG * 128, WGCfg::SMEM, stream, true);
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
     return 0;
 }
 
@@ -1248,8 +1207,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
                     const int row = c / XCH, off = c % XCH;
                     cp_async16(stg + C::XOFF + row * C::XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 8, 16);
                 }
-                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(&full[st % STAGES]))
-                             : "memory");
+                cp_async_mbar_arrive(&full[st % STAGES]);
             } else if (lane < p.m) {
                 bulk_g2s(stg + C::XOFF + lane * C::XP, p.x + (size_t)lane * p.k + k0, KC * 2, &full[st % STAGES]);
             }
@@ -1374,21 +1332,8 @@ int launch_bk(const V4Params &p0, int splits, cudaStream_t stream) {
     V4Params p = p0;
     p.splits = splits;
     p.kper = p.k / splits;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(p.n / V4_BN, splits, 1);
-    cfg.blockDim = dim3((VC::NW + 1) * 32, 1, 1);
-    cfg.dynamicSmemBytes = VC::SMEM;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = splits;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = VC::PDL ? 2 : 1;
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
+    SplitKLaunch launch(dim3(p.n / V4_BN, splits, 1), (VC::NW + 1) * 32, VC::SMEM, stream, VC::PDL);
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
     return 0;
 }
 
@@ -1448,22 +1393,9 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
     V4Params p = p0;
     p.splits = splits;
     p.kper = p.k / splits;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(p.n / VC::BN, splits, 1);
-    cfg.blockDim = dim3(VER == 4 ? V4_THREADS : VC::NW * 32, 1, 1);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = splits;
-    attr[0].val.clusterDim.z = 1;
-    // PDL versions may start before the previous kernel in the stream ends (they wait for it in the kernel)
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = VER != 4 && VC::LAUNCH_PDL ? 2 : 1;
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p));
+    SplitKLaunch launch(dim3(p.n / VC::BN, splits, 1), VER == 4 ? V4_THREADS : VC::NW * 32, smem, stream,
+                        VER != 4 && VC::LAUNCH_PDL);
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
     return 0;
 }
 

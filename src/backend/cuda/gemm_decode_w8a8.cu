@@ -126,36 +126,6 @@ __device__ __forceinline__ void w8_tma_2d_hint(void *dst, const CUtensorMap *map
     __trap();
 #endif
 }
-// Descriptor of a K-major operand in the 128-byte swizzle (8-row atoms of 1024 bytes, SBO = 1024).
-__device__ __forceinline__ uint64_t w8_desc_sw128(uint32_t saddr) {
-    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
-__device__ __forceinline__ void w8_cp_async4(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-__device__ __forceinline__ void w8_fence_proxy_async() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void w8_pdl_wait() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void w8_pdl_launch_dependents() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void w8_cp_async_arrive_noinc(uint64_t *bar) {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-#else
-    __trap();
-#endif
-}
 
 // NW consumer warps (warp w: K slice w % 4, row group w / 4 of RT 16-row tiles) + 1 producer warp (the last).
 // LOADONLY: the ring without the arithmetic (lab diagnostic, no output). CHAIN: one mma chain over all stages
@@ -196,7 +166,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     if (SS) {  // the X tiles of every stage: 2 x 16 rows x 128 bytes, zero where no token is loaded
         for (int i = threadIdx.x; i < STAGES * 256; i += NTH)
             reinterpret_cast<uint4 *>(sm + (i >> 8) * W8_STAGE + WB)[i & 255] = make_uint4(0u, 0u, 0u, 0u);
-        w8_fence_proxy_async();  // generic-proxy zeros, read by wgmma (async proxy)
+        fence_proxy_async();  // generic-proxy zeros, read by wgmma (async proxy)
     }
     __syncthreads();
     float acc[RT][2][4];
@@ -240,8 +210,8 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
                     const int row = c >> 6, pg = c & 63, q = pg & 15;
                     const int lg = (pg >> 4) * 16 + 8 * ((q >> 1) & 1) + 4 * (q & 1) + (q >> 2);
                     const int cb = (lg * 4) & 127;
-                    w8_cp_async4(xd + (lg >> 5) * 2048 + row * 128 + ((((cb >> 4) ^ (row & 7))) << 4) + (cb & 15),
-                                 p.x + (size_t)row * p.k + k0 + pg * 4);
+                    cp_async4(xd + (lg >> 5) * 2048 + row * 128 + ((((cb >> 4) ^ (row & 7))) << 4) + (cb & 15),
+                              p.x + (size_t)row * p.k + k0 + pg * 4);
                 }
             } else {
                 constexpr int CPR = KC / 16;  // 16-byte chunks per X row
@@ -250,21 +220,21 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
                     cp_async16(xd + row * XP + off * 16, p.x + (size_t)row * p.k + k0 + off * 16, 16);
                 }
             }
-            w8_cp_async_arrive_noinc(&full[st % STAGES]);
+            cp_async_mbar_arrive(&full[st % STAGES]);
         };
         const int pro = nst < STAGES ? nst : STAGES;
         for (int st = 0; st < pro; ++st) issue_w(st);
-        w8_pdl_wait();  // X is written by the previous kernel
+        pdl_wait();  // X is written by the previous kernel
         for (int st = 0; st < pro; ++st) issue_x(st);
         for (int st = pro; st < nst; ++st) {
             mbar_wait(&empty[st % STAGES], ((st / STAGES) - 1) & 1);
             issue_w(st);
             issue_x(st);
         }
-        w8_pdl_launch_dependents();  // every load of this CTA is issued
+        pdl_launch_dependents();  // every load of this CTA is issued
     } else {
         // ---- consumers ----
-        w8_pdl_wait();  // orders this thread's Y stores after the previous kernel
+        pdl_wait();  // orders this thread's Y stores after the previous kernel
         const int ks = warp % KSL, rg = warp / KSL;
         for (int st = 0; st < nst; ++st) {
             const int s = st % STAGES;
@@ -273,7 +243,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
             if (!LOADONLY && SS) {
                 // warpgroup wg, warp w of it: rows 64 h + 16 w (h = its half, or both when RT = 2), K half kh
                 const int wg = warp >> 2, kh = wg % KSL;
-                w8_fence_proxy_async();  // X landed through cp.async (generic proxy); wgmma reads it (async proxy)
+                fence_proxy_async();  // X landed through cp.async (generic proxy); wgmma reads it (async proxy)
                 const uint32_t ws = smem_u32(stg), xs = smem_u32(stg + WB);
                 float d[RT][8];
 #pragma unroll
@@ -288,8 +258,8 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
                     for (int qq = 0; qq < 8 / KSL; ++qq) {
                         // k32 step q: 128-column half q / 4 (16 KB of W, 2 KB of X), byte 32 (q % 4) of its rows
                         const int q = kh * (8 / KSL) + qq;
-                        w8_wgmma_ss<M16 ? 16 : 8>(d[j], w8_desc_sw128(ws + (q >> 2) * 16384 + h * 8192 + (q & 3) * 32),
-                                                  w8_desc_sw128(xs + (q >> 2) * 2048 + (q & 3) * 32), qq > 0);
+                        w8_wgmma_ss<M16 ? 16 : 8>(d[j], wg_desc_sw128(ws + (q >> 2) * 16384 + h * 8192 + (q & 3) * 32),
+                                                  wg_desc_sw128(xs + (q >> 2) * 2048 + (q & 3) * 32), qq > 0);
                     }
                 }
                 wgmma_commit();
@@ -314,13 +284,13 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
                     a[2 * c][0] = u.x; a[2 * c][1] = v.x; a[2 * c][2] = u.y; a[2 * c][3] = v.y;
                     a[2 * c + 1][0] = u.z; a[2 * c + 1][1] = v.z; a[2 * c + 1][2] = u.w; a[2 * c + 1][3] = v.w;
                 }
-                w8_fence_proxy_async();  // X landed through cp.async (generic proxy); wgmma reads it (async proxy)
+                fence_proxy_async();  // X landed through cp.async (generic proxy); wgmma reads it (async proxy)
                 const uint32_t xs = smem_u32(stg + WB);
                 float d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
                 wgmma_fence();
 #pragma unroll
                 for (int q = 0; q < 8; ++q)  // logical K 32q of the stage: block q / 4, byte 32 (q % 4) of its rows
-                    w8_wgmma<M16 ? 16 : 8>(d, a[q], w8_desc_sw128(xs + (q >> 2) * 2048 + (q & 3) * 32), q > 0);
+                    w8_wgmma<M16 ? 16 : 8>(d, a[q], wg_desc_sw128(xs + (q >> 2) * 2048 + (q & 3) * 32), q > 0);
                 wgmma_commit();
                 wgmma_wait<0>();
                 reg_fence<8>(d);
@@ -526,25 +496,11 @@ int launch_w8a8(const W8Params &p0, int splits, cudaStream_t stream) {
     W8Params p = p0;
     p.splits = splits;
     p.kper = p.k / splits;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(p.n / W8_BN, splits, 1);
-    cfg.blockDim = dim3((VC::NW + 1) * 32, 1, 1);
-    cfg.dynamicSmemBytes = VC::SMEM;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = splits;
-    attr[0].val.clusterDim.z = 1;
-    // may start before the previous kernel in the stream ends (it waits for it in the kernel)
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
+    SplitKLaunch launch(dim3(p.n / W8_BN, splits, 1), (VC::NW + 1) * 32, VC::SMEM, stream, true);
     CUtensorMap tmw;
     memset(&tmw, 0, sizeof tmw);
     if (VC::MATH == 4 && w8_weight_map(&tmw, p.w, p.n, p.k)) return -1;
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, p, tmw));
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p, tmw));
     return 0;
 }
 
