@@ -1274,6 +1274,13 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 // (round 5, h200-gpu7-fp8pf6) gave 29 and 31 their pre-round-4 SASS back but made 32 5% slower (805 vs 847 full),
 // and the best full variant without it (29, 843) was still slower than 32 with it, so the argument stays.
 constexpr int F83_STAGES = 3;
+// Lab modes of version 3 (bit mask, round 6). S2 (128-key tiles, single P kept live): S double-buffered (s for
+// the even tiles, s2 for the odd ones), so S_{j+1} is issued before the softmax of tile j, together with
+// P_{j-1} V_{j-1}; the S GEMM's latency leaves the warpgroup's critical path (GEMM -> softmax -> GEMM), which in
+// the other variants holds S_j's whole GEMM before every softmax. Registers: 2 x S 64 + O 64 + P 16 = 208 live
+// across the softmax. TAU48: O rescale threshold 4.8 (log2 units) with P = 2^(x - m + 4) (still <= 2^8.8 < 448):
+// fewer O rescales, P loses 4 binades at the bottom (weights below ~2^-13 of the row maximum round to zero).
+enum { F83M_S2 = 1, F83M_TAU48 = 2 };
 template <int TBN, int NCW = 2>
 struct F83 {
     static constexpr int QB = NCW * 64 * 128;                           // Q bytes (NCW consumer warpgroups)
@@ -1297,7 +1304,7 @@ __device__ __forceinline__ void wgmma_wait0_tagged() {
     else asm volatile("wgmma.wait_group.sync.aligned 0; // b\n" ::: "memory");
 }
 
-template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false, bool LATE = false, int NCW = 2>
+template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false, bool LATE = false, int NCW = 2, int MODE = 0>
 __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     fa_wgmma_fp8_v3(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
                     const __grid_constant__ CUtensorMap tmv, const __grid_constant__ CUtensorMap tmk64,
@@ -1306,8 +1313,10 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 #ifdef ASSAY_SM90A
     constexpr int S = F83_STAGES, F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST, QB = F83<TBN, NCW>::QB;
     constexpr int BM = NCW * 64;  // query rows per CTA (shadows the file's 128)
-    constexpr float TAU = F8_RESCALE_TAU, POFF = 8.f;
+    constexpr bool S2 = (MODE & F83M_S2) != 0;
+    constexpr float TAU = (MODE & F83M_TAU48) ? 4.8f : F8_RESCALE_TAU, POFF = (MODE & F83M_TAU48) ? 4.f : 8.f;
     static_assert(!LATE || (KEEP && !DBUF), "LATE orders the wait of the single kept P buffer");
+    static_assert(!S2 || (KEEP && !DBUF && TBN == 128 && NCW == 2), "S2: 128-key tiles, single P kept live");
     static_assert(NCW == 2 || (NCW == 3 && TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -1391,7 +1400,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     const float *kblk = p.k_blk + (size_t)hk * p.kblk_stride + vt0 / 32;
 
     float o[F8_D / 2];
-    float s[TBN / 2];
+    float s[TBN / 2], s2[S2 ? TBN / 2 : 1];  // s2: S of the odd tiles (S2)
     uint32_t pa0[TBN / 32][4], pa1[DBUF ? TBN / 32 : 1][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     uint32_t keep = 0;
@@ -1401,15 +1410,16 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     const uint64_t dq = sw128_desc(Qs + cw * 64 * 128, 16, 1024);
     const uint64_t dk = sw128_desc(Ks, 16, 1024), dv = sw128_desc(Vs, 16, 1024), dv64 = sw64_desc(Vs + F8_TILE);
 
-    auto issue_qk = [&](int st) {
+    auto issue_qk_to = [&](int st, float *sx) {
         const uint64_t d = dk + (uint64_t)(st * (F83_KST >> 4));
 #pragma unroll
         for (int kk = 0; kk < F8_D / 32; ++kk) {
-            if (TBN == 192) wgmma_ss_e4m3_n192(s, dq + 2 * kk, d + 2 * kk, kk > 0);
-            else wgmma_ss_e4m3_n128(s, dq + 2 * kk, d + 2 * kk, kk > 0);
+            if (TBN == 192) wgmma_ss_e4m3_n192(sx, dq + 2 * kk, d + 2 * kk, kk > 0);
+            else wgmma_ss_e4m3_n128(sx, dq + 2 * kk, d + 2 * kk, kk > 0);
         }
         wgmma_commit();
     };
+    auto issue_qk = [&](int st) { issue_qk_to(st, s); };
     auto issue_pv = [&](int st, uint32_t (*pa)[4]) {
         const uint64_t d = dv + (uint64_t)(st * (F83_VST >> 4)), d64 = dv64 + (uint64_t)(st * (F83_VST >> 4));
 #pragma unroll
@@ -1419,7 +1429,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     };
     // Masks, row maxima, P = 2^(x - max + 8) in place in s (DBUF: packed straight into pc), row sums; returns the
     // O rescale factors. odd: the tile's K-block split is at key 64 instead of 128 (constant after inlining).
-    auto softmax = [&](int j, bool odd, float *alpha, uint32_t (*pc)[4]) {
+    auto softmax_on = [&](float *s, int j, bool odd, float *alpha) {
         const int split = odd && TBN == 192 ? 8 : 16;  // in groups of 8 keys
         // k_quant_blocks writes a block's scale at its first 32-column slot only: slot 4 * (key / 128)
         const float kba = __ldg(kblk + ((j * TBN) >> 7 << 2));
@@ -1468,7 +1478,8 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
             m[r] = mnew;
         }
     };
-    auto convert_p = [&](uint32_t (*pa)[4]) {
+    auto softmax = [&](int j, bool odd, float *alpha, uint32_t (*pc)[4]) { softmax_on(s, j, odd, alpha); };
+    auto convert_p_from = [&](const float *s, uint32_t (*pa)[4]) {
 #pragma unroll
         for (int kc = 0; kc < TBN / 32; ++kc)
 #pragma unroll
@@ -1483,6 +1494,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
                     pa[kc][2 * hh + r] = lo | (hi << 16);
                 }
     };
+    auto convert_p = [&](uint32_t (*pa)[4]) { convert_p_from(s, pa); };
     auto rescale = [&](const float *alpha) {
 #pragma unroll
         for (int i = 0; i < F8_D / 8; ++i) {
@@ -1549,7 +1561,79 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         convert_p(pc);
     };
 
-    if (n_max > 0) {
+    // S2: stage and phase of tiles j - 1, j, j + 1 rotate through (s0, p0), (s1, p1), (s2n, p2n). S_{j+1} is issued
+    // before P_{j-1} V_{j-1} in the same turn, so the wait for P V after the softmax also retires S_{j+1} (groups
+    // complete in order) and no group is pending across the loop's back edge (with one pending there ptxas
+    // serialized every wgmma: C7514 / C7515).
+    auto step2 = [&](int j, float *sc, float *sn, int &s0, int &p0, int &s1, int &p1, int &s2n, int &p2n) {
+        // After the last tile S_{j+1} is computed anyway, from a stage nothing writes any more, and discarded: a
+        // wgmma under a branch made ptxas serialize them all.
+        mbar_wait(vfull + s0, p0);
+        if (j + 1 < n_max) mbar_wait(kfull + s2n, p2n);
+        wgmma_fence();
+        turn_begin();
+        issue_qk_to(s2n, sn);  // into the buffer of S_{j-1}, dead since P_{j-1} was packed
+        issue_pv(s0, pa0);
+        turn_end(false);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(kempty + s1);  // S_j was retired by the previous wait
+        float alpha[2];
+        softmax_on(sc, j, false, alpha);
+#pragma unroll
+        for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pa0[kc][0] ^ pa0[kc][1] ^ pa0[kc][2] ^ pa0[kc][3];
+        // S_{j+1} and P_{j-1} V_{j-1} done: V stage free, P may be overwritten. The wait sits in both arms of the
+        // rescale branch (LATE): as one wait ptxas hoisted it above the softmax (SASS: above all 64 MUFU.EX2 in
+        // one half of the unrolled loop, above all but 2 in the other), which puts both GEMMs back on the path.
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+            wgmma_wait0_tagged<1>();
+            reg_fence<F8_D / 2>(o);
+            rescale(alpha);
+        } else {
+            wgmma_wait0_tagged<2>();
+            reg_fence<F8_D / 2>(o);
+        }
+        reg_fence<TBN / 2>(sn);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(vempty + s0);
+        convert_p_from(sc, pa0);
+        // rotate: j -> j - 1, j + 1 -> j, j + 2 -> j + 1
+        s0 = s1, p0 = p1, s1 = s2n, p1 = p2n;
+        if (++s2n == S) s2n = 0, p2n ^= 1;
+    };
+    if (S2 && n_max > 0) {
+        int s0 = 0, p0 = 0, s1 = 1, p1 = 0, s2n = 2, p2n = 0;  // tiles j - 1 = 0, j = 1, j + 1 = 2 at j = 1
+        mbar_wait(qfull, 0);
+        mbar_wait(kfull, 0);
+        if (n_max > 1) mbar_wait(kfull + 1, 0);
+        wgmma_fence();
+        turn_begin();
+        issue_qk_to(0, s);
+        issue_qk_to(1, s2);  // read and discarded when n_max == 1
+        turn_end(false);
+        wgmma_wait<1>();  // S_0 done
+        reg_fence<TBN / 2>(s);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(kempty);
+        float alpha0[2];
+        softmax_on(s, 0, false, alpha0);
+        wgmma_wait<0>();  // S_1
+        reg_fence<TBN / 2>(s2);
+        convert_p_from(s, pa0);
+        int j = 1;
+        for (; j + 1 < n_max; j += 2) {
+            step2(j, s2, s, s0, p0, s1, p1, s2n, p2n);
+            step2(j + 1, s, s2, s0, p0, s1, p1, s2n, p2n);
+        }
+        if (j < n_max) step2(j, s2, s, s0, p0, s1, p1, s2n, p2n);
+        // s0, p0: the stage of the last tile
+        mbar_wait(vfull + s0, p0);
+        wgmma_fence();
+        turn_begin();
+        issue_pv(s0, pa0);
+        turn_end(true);
+        wgmma_wait<0>();
+        reg_fence<F8_D / 2>(o);
+    } else if (n_max > 0) {
         mbar_wait(qfull, 0);
         mbar_wait(kfull, 0);
         wgmma_fence();
@@ -2082,7 +2166,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 34);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 38);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
@@ -2131,10 +2215,12 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 31 : 32) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 34) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (v >= 25 && v <= 38) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
-                                    // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE
+                                    // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
+                                    // round 6: 35 = 31 + S2 (S double-buffered), 36 = 35 without ping-pong,
+                                    // 37 = 32 + TAU48, 38 = 35 + TAU48
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2151,8 +2237,12 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 31 ? fa_wgmma_fp8_v3<128, true, false, true>
                     : v == 32 ? fa_wgmma_fp8_v3<192, true, false, true, true>
                     : v == 33 ? fa_wgmma_fp8_v3<128, true, false, true, true>
-                              : fa_wgmma_fp8_v3<192, false, false, true, true>;
-        const int smem = v == 28 || v == 31 || v == 33 ? F83<128>::SMEM : F83<192>::SMEM;
+                    : v == 34 ? fa_wgmma_fp8_v3<192, false, false, true, true>
+                    : v == 35 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_S2>
+                    : v == 36 ? fa_wgmma_fp8_v3<128, false, false, true, false, 2, F83M_S2>
+                    : v == 37 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_TAU48>
+                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_S2 | F83M_TAU48>;
+        const int smem = v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 ? F83<128>::SMEM : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
