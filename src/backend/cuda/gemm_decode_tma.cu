@@ -411,8 +411,46 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     auto kst = [&](int s) { return kbase + (ROT ? (s + rot) % nst : s) * KC; };
     // R9 (round 9, int4 WA only): bit 0 = the lean loader (addresses fixed at entry), bit 1 = dequantization by
     // byte permutes, bit 2 = the offset of 136 removed once per group by a correction mma instead of per weight.
+    // Round 12 (int4, versions 75-79): bit 3 (MB) = per-stage completion on mbarriers: the weights and group
+    // scales of a stage are cp.async.bulk copies (one per n8 tile run and scale row, from the lanes of warp 0)
+    // that complete on the stage's full barrier by bytes, the X slice stays 16-byte cp.async from all threads,
+    // each thread then making the barrier track its copies (cp.async.mbarrier.arrive.noinc; count NTH + 1). So
+    // stage 0 waits for W_0 + X_0 only (with cp.async groups completing in order it waited for W_0..W_{S-2} and
+    // X_0), and with PDL the weights of all STAGES slots are requested before griddepcontrol.wait. The block
+    // barrier per stage stays (it frees the slot refilled next). bit 4 (PF) = before griddepcontrol.wait, the
+    // CTA also asks the L2 for the weights of its next PFST stages (cp.async.bulk.prefetch.L2), to use the DRAM
+    // time the previous kernel's tail leaves idle. bit 5 (NOLD, timing probe, wrong results) = no loads after the
+    // first STAGES stages: the compute of the ring on stale data, the arithmetic's own floor.
     constexpr bool LEAN = (R9 & 1) != 0;
+    constexpr bool MB = (R9 & 8) != 0, PF = (R9 & 16) != 0, NOLD = (R9 & 32) != 0;
+    constexpr int PFST = 4;
     static_assert(!LEAN || (INT4 && WA && !FM && !ROT), "the lean loader serves the int4 WA path");
+    static_assert(!(MB || PF || NOLD) || (LEAN && PDL), "round 12 switches extend the lean int4 PDL ring");
+    uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * C::STAGE);  // MB: one barrier per slot
+    if (MB) {
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int s = 0; s < STAGES; ++s) mbar_init(&full[s], NTH + 1);
+            mbar_fence_init();
+        }
+        __syncthreads();
+    }
+    // MB: the weight and scale copies of stage s into slot s % STAGES (warp 0; lane 0 arms the barrier first)
+    auto issue_wb = [&](int s) {
+        if (warp != 0) return;
+        constexpr int RUN = (KC / 128) * 512, WSB = BN * KC / 2 + (KC / 128) * BN * 2;
+        uint8_t *stg = sm + (s % STAGES) * C::STAGE;
+        uint64_t *bar = &full[s % STAGES];
+        if (lane == 0) mbar_arrive_expect_tx(bar, WSB);
+        __syncwarp();
+        const int k0 = kbase + s * KC;
+        if (lane < BN / 8)
+            bulk_g2s(stg + lane * RUN, p.w + ((size_t)(n0 / 8 + lane) * (p.k / 128) + k0 / 128) * 512, RUN, bar);
+        else if (lane < BN / 8 + KC / 128) {
+            const int gi = lane - BN / 8;
+            bulk_g2s(stg + C::SOFF + gi * BN * 2, p.gscale + (size_t)(k0 / 128 + gi) * p.n + n0, BN * 2, bar);
+        }
+    };
     const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128> ld(p, n0, kbase);  // unused unless LEAN
     auto load = [&](int s, int slot, auto part) {
         constexpr int PT = decltype(part)::value;
@@ -427,7 +465,37 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     float acc[NTW][4];
 #pragma unroll
     for (int nt = 0; nt < NTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    if (PDL) {
+    if (MB) {
+        const int pro = nst < STAGES ? nst : STAGES;
+        for (int s = 0; s < pro; ++s) issue_wb(s);
+        if (PF && warp == 1) {
+            // the weights of stages STAGES .. STAGES + PFST - 1: BN / 8 runs of RUN bytes each
+            constexpr int RUN = (KC / 128) * 512;
+            for (int i = lane; i < PFST * (BN / 8); i += 32) {
+                const int s = STAGES + i / (BN / 8), r = i % (BN / 8);
+                if (s < nst) {
+                    const uint8_t *src = p.w + ((size_t)(n0 / 8 + r) * (p.k / 128) + (kbase + s * KC) / 128) * 512;
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"((uint32_t)RUN) : "memory");
+                }
+            }
+        }
+        pdl_wait();
+        for (int s = 0; s < pro; ++s) {
+            load(s, s, std::integral_constant<int, 2>());
+            cp_async_mbar_arrive(&full[s]);
+        }
+        if (nst <= STAGES - 1) pdl_launch_dependents();
+    } else if (PDL) {
+        if (PF && warp == 1) {
+            constexpr int RUN = (KC / 128) * 512;
+            for (int i = lane; i < PFST * (BN / 8); i += 32) {
+                const int s = STAGES - 1 + i / (BN / 8), r = i % (BN / 8);
+                if (s < nst) {
+                    const uint8_t *src = p.w + ((size_t)(n0 / 8 + r) * (p.k / 128) + (kbase + s * KC) / 128) * 512;
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"((uint32_t)RUN) : "memory");
+                }
+            }
+        }
         // groups: W_0 .. W_{S-2}, then X_0 .. X_{S-2} one group each, so stage 0 waits for W_0 and X_0 only
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
@@ -449,6 +517,17 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         }
     }
     for (int st = 0; st < nst; ++st) {
+        if (MB) {
+            mbar_wait(&full[st % STAGES], (st / STAGES) & 1);
+            if (st == nst - STAGES + 1) pdl_launch_dependents();  // every load has been issued
+            __syncthreads();  // everyone finished stage st - 1, whose slot is refilled now
+            const int nx = st + STAGES - 1;
+            if (nx >= STAGES && nx < nst) {  // (stages < STAGES came in the prologue)
+                issue_wb(nx);
+                load(nx, nx % STAGES, std::integral_constant<int, 2>());
+                cp_async_mbar_arrive(&full[nx % STAGES]);
+            }
+        } else {
         // Groups committed so far: STAGES - 1 (twice that with PDL) + st. The last group stage st needs (its
         // own, or with PDL its X group for st < STAGES - 1) is the one STAGES - 2 back from the newest.
         cp_async_wait<STAGES - 2>();
@@ -456,8 +535,9 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
         {
             const int nx = st + STAGES - 1;
-            if (nx < nst) load(nx, nx % STAGES, std::integral_constant<int, 0>());
+            if (nx < nst && (!NOLD || nx < STAGES)) load(nx, nx % STAGES, std::integral_constant<int, 0>());
             cp_async_commit();
+        }
         }
         if (LOADONLY) continue;
         const uint8_t *stg = sm + (st % STAGES) * C::STAGE;
@@ -1352,22 +1432,27 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73;  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 79);  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 74);  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 79);  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
-    static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74) ? 3 :
-                              (VER == 69 || VER == 71 || VER == 72) ? 7 : 0;
+    // round 12 (int4, all 73's kernel): 75 = 73 load-only, 76 = 73 without loads after the first 4 stages
+    // (timing probe), 77 = 73 with per-stage mbarriers and bulk weight copies, 78 = 77 + L2 prefetch of the next
+    // 4 stages' weights before griddepcontrol.wait, 79 = 73 + that prefetch (see MB / PF / NOLD in gemm_decode_v5)
+    static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
+                              (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
+                              VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
-    static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50;
+    static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
+                                     (INT4 && VER == 75);
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
     static constexpr int KC = SMALL || WIDE || FINE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
     static constexpr int STAGES = FINE ? 8 : SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
@@ -1375,7 +1460,7 @@ struct V5Ver {
     static constexpr bool LAUNCH_PDL = PDL && VER != 11;  // 11: the code of 10 launched without the attribute
     static constexpr int MINB = SMALL ? 2 : 1;
     static constexpr bool BF16 = INT4 && VER == 13;  // 10-11 used it in run h200-gpu5-gemm1
-    static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, BN>::STAGE;
+    static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, BN>::STAGE + ((R9 & 8) ? 8 * STAGES : 0);
 };
 
 template <bool INT4, bool M16, int VER>
@@ -1416,7 +1501,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ver == 74);  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 79);  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1493,6 +1578,13 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 72: if (!int4) return 0; rc = V45_LAUNCH(72); break;
     case 73: if (!int4) return 0; rc = V45_LAUNCH(73); break;
     case 74: if (!int4) return 0; rc = V45_LAUNCH(74); break;
+#define V45_LAUNCH4(V) (m > 8 ? launch_v45<true, true, V>(p, splits, stream) : launch_v45<true, false, V>(p, splits, stream))
+    case 75: if (!int4) return 0; rc = V45_LAUNCH4(75); break;
+    case 76: if (!int4) return 0; rc = V45_LAUNCH4(76); break;
+    case 77: if (!int4) return 0; rc = V45_LAUNCH4(77); break;
+    case 78: if (!int4) return 0; rc = V45_LAUNCH4(78); break;
+    case 79: if (!int4) return 0; rc = V45_LAUNCH4(79); break;
+#undef V45_LAUNCH4
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
 #define BK_LAUNCH(V)                                                                                      \
     (int4 ? (m > 8 ? launch_bk<true, true, V>(p, splits, stream) : launch_bk<true, false, V>(p, splits, stream)) \
