@@ -43,7 +43,8 @@ extern "C" {
  * n % 128 == 0 and k % 256 == 0 since run h200-gpu7-int4-2), 74 = 68 on 8 stages of 256 K columns. Round 12
  * (int4, 73's kernel): 75 = 73 without the arithmetic, 76 = 73 without loads after its first 4 stages (timing
  * probe), 77 = 73 with per-stage mbarriers (bulk weight copies, cp.async X tracked by the barrier), 78 = 77 with an
- * L2 prefetch of the next 4 stages' weights before griddepcontrol.wait, 79 = 73 with that prefetch. See
+ * L2 prefetch of the next 4 stages' weights before griddepcontrol.wait, 79 = 73 with that prefetch, 80 = 73 with
+ * the X slice swizzled in shared memory (conflict-free fragment loads), 81 / 82 = 80 as 76 / 75. See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 

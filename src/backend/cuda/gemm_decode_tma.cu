@@ -325,7 +325,7 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
 // Weights: BN / 8 runs (n8 tiles) of (KC / 128) * 512 bytes per stage, TPR threads per run, each copying WCH
 // 16-byte chunks TPR * 16 bytes apart (a warp covers 32 * 16 contiguous bytes per copy instruction). X: rows
 // xrow + i * XRP (i < 16 / XRP, row < m), chunk xoff of each row. Scales: SCH threads, one chunk each.
-template <int NTH, int KC, int BN>
+template <int NTH, int KC, int BN, bool XSW = false>
 struct LeanLoader {
     static constexpr int RUN = (KC / 128) * 512, NRUN = BN / 8, TPR = NTH / NRUN, WCH = RUN / 16 / TPR;
     static constexpr int XCH = KC * 2 / 16, XRP = NTH / XCH, XPASS = 16 / XRP;
@@ -350,7 +350,9 @@ struct LeanLoader {
         const int xrow = tid / XCH, xoff = tid % XCH;
         x = p.x + (size_t)xrow * p.k + kbase + xoff * 8;
         xstride = (size_t)XRP * p.k;
-        xdst = C::XOFF + xrow * C::XP + xoff * 16;
+        // XSW: chunk xoff at xoff ^ ((xoff >> 3) & 1) (the readers' 16-byte X loads then hit 8 different bank
+        // groups per quarter warp; in the plain layout lanes t and t + 2 of a row are 128 bytes apart)
+        xdst = C::XOFF + xrow * C::XP + (XSW ? (xoff ^ ((xoff >> 3) & 1)) : xoff) * 16;
         xrows = xrow < p.m ? (p.m - xrow + XRP - 1) / XRP : 0;
     }
     __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
@@ -422,10 +424,10 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // time the previous kernel's tail leaves idle. bit 5 (NOLD, timing probe, wrong results) = no loads after the
     // first STAGES stages: the compute of the ring on stale data, the arithmetic's own floor.
     constexpr bool LEAN = (R9 & 1) != 0;
-    constexpr bool MB = (R9 & 8) != 0, PF = (R9 & 16) != 0, NOLD = (R9 & 32) != 0;
+    constexpr bool MB = (R9 & 8) != 0, PF = (R9 & 16) != 0, NOLD = (R9 & 32) != 0, XSW = (R9 & 64) != 0;
     constexpr int PFST = 4;
     static_assert(!LEAN || (INT4 && WA && !FM && !ROT), "the lean loader serves the int4 WA path");
-    static_assert(!(MB || PF || NOLD) || (LEAN && PDL), "round 12 switches extend the lean int4 PDL ring");
+    static_assert(!(MB || PF || NOLD || XSW) || (LEAN && PDL && (R9 & 2)), "round 12 switches extend 73's ring");
     uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * C::STAGE);  // MB: one barrier per slot
     if (MB) {
         if (threadIdx.x == 0) {
@@ -451,7 +453,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             bulk_g2s(stg + C::SOFF + gi * BN * 2, p.gscale + (size_t)(k0 / 128 + gi) * p.n + n0, BN * 2, bar);
         }
     };
-    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128> ld(p, n0, kbase);  // unused unless LEAN
+    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW> ld(p, n0, kbase);  // unused unless LEAN
     auto load = [&](int s, int slot, auto part) {
         constexpr int PT = decltype(part)::value;
         if (LEAN) ld.template load<PT>(sm + slot * C::STAGE, p, s);
@@ -610,12 +612,17 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             constexpr int RT = NTW / 2;
             uint32_t xa[16], xb[16];
             const uint8_t *xr = stg + C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
+            // XSW (round 12): chunk c of an X row is stored at c ^ ((c >> 3) & 1), so chunk h of lane t sits at
+            // h ^ (t >> 1): even h at xr + 16 (t >> 1) + 16 h, odd h at xr - 16 (t >> 1) + 16 h
+            const int tb = XSW ? (t >> 1) * 16 : 0;
+            const uint8_t *xre = xr + tb, *xro = xr - tb;
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
-                const uint4 v = *reinterpret_cast<const uint4 *>(xr + 16 * h);
+                const uint8_t *xh = (h & 1) ? xro : xre;
+                const uint4 v = *reinterpret_cast<const uint4 *>(xh + 16 * h);
                 xa[4 * h] = v.x; xa[4 * h + 1] = v.y; xa[4 * h + 2] = v.z; xa[4 * h + 3] = v.w;
                 if (M16) {
-                    const uint4 u = *reinterpret_cast<const uint4 *>(xr + 8 * C::XP + 16 * h);
+                    const uint4 u = *reinterpret_cast<const uint4 *>(xh + 8 * C::XP + 16 * h);
                     xb[4 * h] = u.x; xb[4 * h + 1] = u.y; xb[4 * h + 2] = u.z; xb[4 * h + 3] = u.w;
                 }
             }
@@ -1432,27 +1439,30 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 79);  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 82);  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 79);  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 82);  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
     // round 12 (int4, all 73's kernel): 75 = 73 load-only, 76 = 73 without loads after the first 4 stages
     // (timing probe), 77 = 73 with per-stage mbarriers and bulk weight copies, 78 = 77 + L2 prefetch of the next
-    // 4 stages' weights before griddepcontrol.wait, 79 = 73 + that prefetch (see MB / PF / NOLD in gemm_decode_v5)
+    // 4 stages' weights before griddepcontrol.wait, 79 = 73 + that prefetch; 80 = 73 with the X chunks swizzled
+    // in shared memory (conflict-free 16-byte fragment loads), 81 = 80 without loads after the first 4 stages
+    // (probe), 82 = 80 load-only (see MB / PF / NOLD / XSW in gemm_decode_v5)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
-                              VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : 0;
+                              VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
+                              VER == 81 ? 3 + 64 + 32 : VER == 82 ? 3 + 64 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
-                                     (INT4 && VER == 75);
+                                     (INT4 && (VER == 75 || VER == 82));
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
     static constexpr int KC = SMALL || WIDE || FINE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
     static constexpr int STAGES = FINE ? 8 : SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
@@ -1501,7 +1511,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ver >= 74 && ver <= 79);  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 82);  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1584,6 +1594,9 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 77: if (!int4) return 0; rc = V45_LAUNCH4(77); break;
     case 78: if (!int4) return 0; rc = V45_LAUNCH4(78); break;
     case 79: if (!int4) return 0; rc = V45_LAUNCH4(79); break;
+    case 80: if (!int4) return 0; rc = V45_LAUNCH4(80); break;
+    case 81: if (!int4) return 0; rc = V45_LAUNCH4(81); break;
+    case 82: if (!int4) return 0; rc = V45_LAUNCH4(82); break;
 #undef V45_LAUNCH4
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
 #define BK_LAUNCH(V)                                                                                      \
