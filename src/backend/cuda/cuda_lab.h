@@ -40,11 +40,13 @@ extern "C" {
  * 68 = 70 with the dequantization by byte permutes (1 shift + 2 LOP3 + 4 PRMT per word), 69 = 68 with the offset
  * 136 removed once per group by a correction mma instead of a subtraction per weight, 71 = 69 with 16 warps,
  * 72 = 31 (two CTAs per SM) with 69's changes, 73 = 31 with 68's changes (the int4 default at every shape with
- * n % 128 == 0 and k % 256 == 0 since run h200-gpu7-int4-2), 74 = 68 on 8 stages of 256 K columns. Round 12
+ * n % 128 == 0 and k % 256 == 0 from run h200-gpu7-int4-2 to h200-gpu8-int4-2), 74 = 68 on 8 stages of 256 K
+ * columns. Round 12
  * (int4, 73's kernel): 75 = 73 without the arithmetic, 76 = 73 without loads after its first 4 stages (timing
  * probe), 77 = 73 with per-stage mbarriers (bulk weight copies, cp.async X tracked by the barrier), 78 = 77 with an
  * L2 prefetch of the next 4 stages' weights before griddepcontrol.wait, 79 = 73 with that prefetch, 80 = 73 with
- * the X slice swizzled in shared memory (conflict-free fragment loads), 81 / 82 = 80 as 76 / 75. See
+ * the X slice swizzled in shared memory (conflict-free fragment loads; the int4 default since run
+ * h200-gpu8-int4-2), 81 / 82 = 80 as 76 / 75. See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
