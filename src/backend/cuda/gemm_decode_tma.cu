@@ -1439,14 +1439,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 82);  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84);  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 82);  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84);  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -1454,11 +1454,12 @@ struct V5Ver {
     // (timing probe), 77 = 73 with per-stage mbarriers and bulk weight copies, 78 = 77 + L2 prefetch of the next
     // 4 stages' weights before griddepcontrol.wait, 79 = 73 + that prefetch; 80 = 73 with the X chunks swizzled
     // in shared memory (conflict-free 16-byte fragment loads), 81 = 80 without loads after the first 4 stages
-    // (probe), 82 = 80 load-only (see MB / PF / NOLD / XSW in gemm_decode_v5)
+    // (probe), 82 = 80 load-only (see MB / PF / NOLD / XSW in gemm_decode_v5); 83 / 84 = 80 with K split 4 / 2
+    // ways above one CTA per SM (assay_cuda_gemm_v45)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
-                              VER == 81 ? 3 + 64 + 32 : VER == 82 ? 3 + 64 : 0;
+                              VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -1511,7 +1512,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ver >= 74 && ver <= 82);  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 84);  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1528,6 +1529,13 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
         double waves = (double)tiles * s / sms;
         double eff = waves / ceil(waves);
         if (eff > best + 0.02) { best = eff; splits = s; }
+    }
+    // 83 / 84 (round 12): 80 with K split 4 / 2 ways when the tiles need more than one CTA per SM (n28672: 896 /
+    // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
+    // (with 224 CTAs, 92 SMs run two and 40 run one)
+    if ((ver == 83 || ver == 84) && tiles > sms) {
+        const int s = ver == 83 ? 4 : 2;
+        if (k % (kc * s) == 0) splits = s;
     }
     V4Params p;
     p.x = (const __nv_bfloat16 *)x;
@@ -1597,6 +1605,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 80: if (!int4) return 0; rc = V45_LAUNCH4(80); break;
     case 81: if (!int4) return 0; rc = V45_LAUNCH4(81); break;
     case 82: if (!int4) return 0; rc = V45_LAUNCH4(82); break;
+    case 83: if (!int4) return 0; rc = V45_LAUNCH4(83); break;
+    case 84: if (!int4) return 0; rc = V45_LAUNCH4(84); break;
 #undef V45_LAUNCH4
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
 #define BK_LAUNCH(V)                                                                                      \
