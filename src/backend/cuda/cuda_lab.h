@@ -45,9 +45,9 @@ extern "C" {
  * (int4, 73's kernel): 75 = 73 without the arithmetic, 76 = 73 without loads after its first 4 stages (timing
  * probe), 77 = 73 with per-stage mbarriers (bulk weight copies, cp.async X tracked by the barrier), 78 = 77 with an
  * L2 prefetch of the next 4 stages' weights before griddepcontrol.wait, 79 = 73 with that prefetch, 80 = 73 with
- * the X slice swizzled in shared memory (conflict-free fragment loads; the int4 default since run
- * h200-gpu8-int4-2), 81 / 82 = 80 as 76 / 75, 83 / 84 = 80 with K split 4 / 2 ways when the 128-column tiles
- * need more than one CTA per SM. See
+ * the X slice swizzled in shared memory (conflict-free fragment loads; the int4 default in run
+ * h200-gpu8-int4-3), 81 / 82 = 80 as 76 / 75, 83 / 84 = 80 with K split 4 / 2 ways when the 128-column tiles
+ * need more than one CTA per SM (84: the int4 default since run h200-gpu8-int4-4). See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
