@@ -378,6 +378,15 @@ struct LeanLoader {
 };
 
 
+// Asks the L2 for bytes (a multiple of 16) at src (cp.async.bulk.prefetch, sm_90; nothing on older targets).
+__device__ __forceinline__ void l2_prefetch_bulk(const void *src, uint32_t bytes) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#else
+    (void)src; (void)bytes;
+#endif
+}
+
 // int4 pair -> bf16x2 (q - 8) for the nibbles at bits 0-3 and 16-19 of v: OR into the mantissa of 128.0 (bf16
 // 0x4300, mantissa step 1 in [128, 256)) and subtract 136 = 128 + 8. Exact.
 __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
@@ -477,7 +486,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                 const int s = STAGES + i / (BN / 8), r = i % (BN / 8);
                 if (s < nst) {
                     const uint8_t *src = p.w + ((size_t)(n0 / 8 + r) * (p.k / 128) + (kbase + s * KC) / 128) * 512;
-                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"((uint32_t)RUN) : "memory");
+                    l2_prefetch_bulk(src, RUN);
                 }
             }
         }
@@ -494,7 +503,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                 const int s = STAGES - 1 + i / (BN / 8), r = i % (BN / 8);
                 if (s < nst) {
                     const uint8_t *src = p.w + ((size_t)(n0 / 8 + r) * (p.k / 128) + (kbase + s * KC) / 128) * 512;
-                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"((uint32_t)RUN) : "memory");
+                    l2_prefetch_bulk(src, RUN);
                 }
             }
         }
