@@ -1172,7 +1172,7 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
             } else {
                 fp8_sm90_prepare(&f, 1);
             }
-            for (int v = 3; v <= (blk ? 38 : 6); ++v) {
+            for (int v = 3; v <= (blk ? 42 : 6); ++v) {
                 if ((v >= 19 && v <= 22) || !fp8_variant_selected(v)) continue; /* 20-22: timing probes */
                 g_fp8_sm90_variant = v;
                 CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
@@ -1232,7 +1232,7 @@ static void section_fp8_attn(lab_out *o) {
                                         {6, 1}, {7, 1}, {8, 1}, {9, 1}, {10, 1}, {11, 1}, {12, 1}, {13, 1},
                                         {14, 1}, {15, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {20, 1}, {21, 1},
                                         {22, 1}, {23, 1}, {24, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
-                                        {35, 1}, {36, 1}, {37, 1}, {38, 1}};
+                                        {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1}};
             for (int rep = 0; rep < 2; ++rep)
                 for (size_t k = 0; k < sizeof vs / sizeof vs[0]; ++k) {
                     const int v = vs[k][0], blk = vs[k][1];
@@ -1268,7 +1268,7 @@ static void section_fp8_attn(lab_out *o) {
         prefill_data p2;
         prefill_alloc(&p2, &c2);
         static const int vr[][2] = {{2, 0}, {4, 0}, {4, 1}, {6, 1}, {12, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {23, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
-                                        {35, 1}, {36, 1}, {37, 1}, {38, 1}};
+                                        {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1}};
         for (int causal = 0; causal <= 1; ++causal) {
             c2.causal = causal;
             char shape[96];

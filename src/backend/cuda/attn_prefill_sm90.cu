@@ -1282,14 +1282,22 @@ constexpr int F83_STAGES = 3;
 // fewer O rescales, P loses 4 binades at the bottom (weights below ~2^-13 of the row maximum round to zero).
 // Measured (h200-gpu8-fp8pf1, full / causal TFLOP/s, outlier data): 35 (S2) 778 / 665 and 36 (S2 without
 // ping-pong) 820 / 676 vs 31 843 / 718; 37 (32 + TAU48) 852 / 710 vs 32 855 / 712 (randn 864 vs 850); 38 782 / 667.
-enum { F83M_S2 = 1, F83M_TAU48 = 2 };
-template <int TBN, int NCW = 2>
+// ST4 / ST5 (round 7): 4 / 5 K/V stages instead of 3 (128-key tiles: 144 / 176 KB). With S2 the K tile two ahead
+// is needed one step earlier; with 3 stages the producer can start it only when V_{j-2} is freed, one softmax
+// before it is needed; 4-5 stages give it two or more.
+enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8 };
+__host__ __device__ constexpr int f83_stages(int mode) {
+    return (mode & F83M_ST5) ? 5 : (mode & F83M_ST4) ? 4 : F83_STAGES;
+}
+template <int TBN, int NCW = 2, int NST = F83_STAGES>
 struct F83 {
     static constexpr int QB = NCW * 64 * 128;                           // Q bytes (NCW consumer warpgroups)
     static constexpr int KST = TBN * 128;                               // K bytes of a stage
     static constexpr int VST = F8_TILE + (TBN - 128) * 128;             // V^T bytes (128-key box + 64-key box)
-    static constexpr int SMEM = QB + F83_STAGES * (KST + VST) + 128 + 1024;
+    static constexpr int BARB = NST <= 3 ? 128 : 256;                   // mbarriers: 1 + 4 x NST of 8 bytes
+    static constexpr int SMEM = QB + NST * (KST + VST) + BARB + 1024;
 };
+static_assert(F83<128, 2, 5>::SMEM <= 232448, "FP8 version 3 with 5 stages exceeds the sm_90 opt-in limit");
 static_assert(F83<192>::SMEM <= 232448, "FP8 version 3 shared memory exceeds the sm_90 opt-in limit");
 
 // K-major 64-byte swizzle descriptor (8 rows of 64 bytes = 512 between 8-row groups), layout type 2.
@@ -1313,12 +1321,13 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
                     const __grid_constant__ CUtensorMap tmv64, const __grid_constant__ CUtensorMap tmq64,
                     Fp8WgParams p) {
 #ifdef ASSAY_SM90A
-    constexpr int S = F83_STAGES, F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST, QB = F83<TBN, NCW>::QB;
+    constexpr int S = f83_stages(MODE), F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST, QB = F83<TBN, NCW>::QB;
     constexpr int BM = NCW * 64;  // query rows per CTA (shadows the file's 128)
     constexpr bool S2 = (MODE & F83M_S2) != 0;
     constexpr float TAU = (MODE & F83M_TAU48) ? 4.8f : F8_RESCALE_TAU, POFF = (MODE & F83M_TAU48) ? 4.f : 8.f;
     static_assert(!LATE || (KEEP && !DBUF), "LATE orders the wait of the single kept P buffer");
     static_assert(!S2 || (KEEP && !DBUF && TBN == 128 && NCW == 2), "S2: 128-key tiles, single P kept live");
+    static_assert(!DBUF || S == 3, "DBUF frees the V stage of tile j - 2 at a 3-stage offset");
     static_assert(NCW == 2 || (NCW == 3 && TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -2217,12 +2226,13 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 31 : 32) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 38) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (v >= 25 && v <= 42) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
                                     // round 6: 35 = 31 + S2 (S double-buffered), 36 = 35 without ping-pong,
-                                    // 37 = 32 + TAU48, 38 = 35 + TAU48
+                                    // 37 = 32 + TAU48, 38 = 35 + TAU48; round 7: 39 = 35 with 4
+                                    // stages, 40 = 35 with 5, 41 = 36 with 5, 42 = 31 with 5
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2243,8 +2253,15 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 35 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_S2>
                     : v == 36 ? fa_wgmma_fp8_v3<128, false, false, true, false, 2, F83M_S2>
                     : v == 37 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_TAU48>
-                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_S2 | F83M_TAU48>;
-        const int smem = v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 ? F83<128>::SMEM : F83<192>::SMEM;
+                    : v == 38 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_S2 | F83M_TAU48>
+                    : v == 39 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_S2 | F83M_ST4>
+                    : v == 40 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_S2 | F83M_ST5>
+                    : v == 41 ? fa_wgmma_fp8_v3<128, false, false, true, false, 2, F83M_S2 | F83M_ST5>
+                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_ST5>;
+        const int smem = v == 39                       ? F83<128, 2, 4>::SMEM
+                         : v >= 40                     ? F83<128, 2, 5>::SMEM
+                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 ? F83<128>::SMEM
+                                                                                         : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
