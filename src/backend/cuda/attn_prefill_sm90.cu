@@ -1284,7 +1284,9 @@ constexpr int F83_STAGES = 3;
 // ping-pong) 820 / 676 vs 31 843 / 718; 37 (32 + TAU48) 852 / 710 vs 32 855 / 712 (randn 864 vs 850); 38 782 / 667.
 // ST4 / ST5 (round 7): 4 / 5 K/V stages instead of 3 (128-key tiles: 144 / 176 KB). With S2 the K tile two ahead
 // is needed one step earlier; with 3 stages the producer can start it only when V_{j-2} is freed, one softmax
-// before it is needed; 4-5 stages give it two or more.
+// before it is needed; 4-5 stages give it two or more. Measured (h200-gpu8-fp8pf2, full / causal TFLOP/s): 39
+// (35, 4 stages) 777 / 664 and 40 (35, 5) 775 / 663 vs 35 777 / 666; 41 (36, 5) 822 / 679 vs 36 822 / 679; 42
+// (31, 5) 836 / 717 vs 31 839 / 721: the load lead is not what S2 loses.
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8 };
 __host__ __device__ constexpr int f83_stages(int mode) {
     return (mode & F83M_ST5) ? 5 : (mode & F83M_ST4) ? 4 : F83_STAGES;
