@@ -1131,6 +1131,235 @@ int launch_wg(const V4Params &p0, int splits, cudaStream_t stream) {
     return 0;
 }
 
+// ---- v85 / v86 (round 13, int4 only): v80's ring with the tensor work on wgmma, the dequantized weights as the
+// register A operand ----
+// Why (dev/cuda/NOTES.md, round 12): v80 is held by its arithmetic (its compute-only probe v81 takes 14.6 us at m16
+// against 13.0 for its ring alone), and on Hopper each mma.sync m16n8k16 seems to hold its scheduler ~10 cycles, so
+// the 32 HMMA of a warp-stage are ~40% of its issue time. wgmma is asynchronous: one instruction per warp covers 64
+// weight rows x 16 K of a warpgroup, the tensor cores read X (the B operand) from shared memory themselves (no X
+// fragment loads), and the next tile's dequantization issues while it runs. Round 6's wgmma versions (v22-v27)
+// were slower, but on the old ring (512-column stages, one CTA per SM, X copied with per-copy address arithmetic).
+// Here: v80's ring (2 CTAs per SM, 4 stages of 256 K columns, addresses fixed at entry, PDL, split-K cluster,
+// v84's 2-way K split above one CTA per SM) and v80's byte-permute dequantization, written straight into the wgmma
+// A fragments (which are the mma.sync m16n8k16 A fragments of warp w, rows 16 w .. 16 w + 15: the fragment order
+// of v22 / v28, so the production packing is used as is). Warpgroup j takes group j of the stage (K slice), both
+// 64-row tiles: per stage and warpgroup 2 x 8 wgmma m64nNk16 (N = 16 tokens, 8 when m <= 8), each tile's 8 into a
+// fresh fp32 tile that is scaled once per row into the running sums; tile 1 is dequantized while tile 0 runs, and
+// tile 1 is waited for only at the next stage's barrier (which frees its slot). X is stored in v22's layout: the
+// fragments' K order (logical column 16 q + 8 h + 2 t + e of a group = physical 32 t + 8 w + 4 s + 2 h + e, q = 2 w
+// + s) in the 128-byte-swizzled K-major layout, by 4-byte cp.async from fixed per-thread addresses (a warp reads 128
+// contiguous bytes of X per copy instruction).
+constexpr int WR_KC = 256, WR_STAGES = 4;
+struct WRCfg {
+    static constexpr int XBYTES = (WR_KC / 64) * 2048;          // 4 swizzled blocks of [16 tokens][128 B]
+    static constexpr int WOFF = XBYTES;                          // weights: 16 n8 tiles x 2 groups x 512 B
+    static constexpr int RUN = (WR_KC / 128) * 512;
+    static constexpr int SOFF = WOFF + V4_BN * WR_KC / 2;        // group scales: [2][128] f16
+    static constexpr int STAGE = (SOFF + (WR_KC / 128) * V4_BN * 2 + 1023) / 1024 * 1024;
+    static constexpr size_t SMEM = (size_t)WR_STAGES * STAGE + 1024;  // + alignment of the ring to 1024 bytes
+    static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
+    static_assert(2 * 16 * V4_BN * 4 + 16 * V4_BN * 4 <= WR_STAGES * STAGE, "reduction buffers reuse the stages");
+};
+
+// Per-thread copy addresses of one stage, fixed at entry (256 threads). Weights: 16 runs (n8 tiles) of RUN bytes,
+// 16 threads per run, 4 chunks each; scales: threads 0-31, one chunk each; X: thread (row xrow = tid / 128 + 2 i,
+// column pair pp = tid % 128), 4 bytes each, into its logical (fragment-order, swizzled) place.
+struct WRLoader {
+    const uint8_t *w;
+    const __half *sc;
+    const __nv_bfloat16 *x;
+    size_t xstride;  // 2 rows of X, in elements
+    uint32_t wdst, sdst, xdst0;
+    int xrows;
+    __device__ __forceinline__ WRLoader(const V4Params &p, int n0, int kbase) {
+        const int tid = threadIdx.x, ngroup = p.k / 128;
+        const int run = tid >> 4, sub = tid & 15;
+        w = p.w + ((size_t)(n0 / 8 + run) * ngroup + kbase / 128) * 512 + sub * 16;
+        wdst = WRCfg::WOFF + run * WRCfg::RUN + sub * 16;
+        const int gi = (tid >> 4) & 1, so = tid & 15;
+        sc = p.gscale + (size_t)(kbase / 128 + gi) * p.n + n0 + so * 8;
+        sdst = WRCfg::SOFF + gi * V4_BN * 2 + so * 16;
+        const int xrow = tid >> 7, pp = tid & 127;
+        const int g2 = pp >> 6, pi = pp & 63, t = pi >> 4, ww = (pi >> 2) & 3, s = (pi >> 1) & 1, h = pi & 1;
+        const int lc = g2 * 128 + (2 * ww + s) * 16 + 8 * h + 2 * t;  // logical column of the pair
+        const int byte = (lc & 63) * 2;
+        x = p.x + (size_t)xrow * p.k + kbase + 2 * pp;
+        xstride = (size_t)2 * p.k;
+        // pass i writes row xrow + 2 i, chunk (byte >> 4) ^ (row & 7) = ((byte >> 4) ^ xrow) ^ 2 (i & 3)
+        xdst0 = (lc >> 6) * 2048 + xrow * 128 + (((byte >> 4) ^ xrow) << 4) + (byte & 15);
+        xrows = xrow < p.m ? (p.m - xrow + 1) / 2 : 0;
+    }
+    __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+    }
+    __device__ __forceinline__ static void cp4(uint32_t dst, const void *src) {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+    }
+    template <int PART>
+    __device__ __forceinline__ void load(uint8_t *stg, const V4Params &p, int s) const {
+        const uint32_t base = smem_u32(stg);
+        if (PART != 2) {
+            const uint8_t *src = w + (size_t)s * WRCfg::RUN;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 256, src + i * 256);
+            if (threadIdx.x < 32) cp16(base + sdst, sc + (size_t)s * (WR_KC / 128) * p.n);
+        }
+        if (PART != 1) {
+            const __nv_bfloat16 *src = x + (size_t)s * WR_KC;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                if (i < xrows) cp4(base + ((xdst0 ^ ((2 * (i & 3)) << 4)) + i * 2 * 128), src + i * xstride);
+        }
+    }
+};
+
+// CORR (v87): the A fragments hold 128 + q (no subtraction per weight, 64 HADD2 per warp-stage fewer); the offset
+// 136 * (sum of the group's X per token), the same for every row, comes from 8 more wgmma per stage and warpgroup
+// with all A entries 136, issued first (its own group), and is taken off both tiles' sums before the scale.
+template <bool M16, bool LOADONLY, bool CORR = false>
+__global__ void __launch_bounds__(256, 2) gemm_int4_wgr(V4Params p) {
+    constexpr int NTH = 256, STAGES = WR_STAGES, STAGE = WRCfg::STAGE, N = M16 ? 16 : 8, NA = N / 2;
+    extern __shared__ uint8_t sm_raw[];
+    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int gi = warp >> 2, wiw = warp & 3;  // group (K slice) of the stage; warp in the warpgroup
+    const int n0 = blockIdx.x * V4_BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / WR_KC;
+    const WRLoader ld(p, n0, kbase);
+
+    float acc[2][NA], d[2][NA], dc[NA];
+#pragma unroll
+    for (int i = 0; i < NA; ++i) acc[0][i] = acc[1][i] = d[0][i] = d[1][i] = dc[i] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) ld.load<1>(sm + s * STAGE, p, s);
+        cp_async_commit();
+    }
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) ld.load<2>(sm + s * STAGE, p, s);
+        cp_async_commit();
+    }
+    if (nst <= STAGES - 1) pdl_launch_dependents();
+
+    // tile rt's group sums d[rt] (rows 64 rt + 16 wiw + g and + 8) scaled into acc[rt] (scales of the stage at stg)
+    auto apply = [&](int rt, const uint8_t *stg) {
+        const __half *sc = reinterpret_cast<const __half *>(stg + WRCfg::SOFF) + gi * V4_BN + 64 * rt + 16 * wiw + g;
+        const float s0 = __half2float(sc[0]), s1 = __half2float(sc[8]);
+#pragma unroll
+        for (int j = 0; j < NA / 4; ++j) {
+            acc[rt][4 * j + 0] = fmaf(CORR ? d[rt][4 * j + 0] - dc[4 * j + 0] : d[rt][4 * j + 0], s0, acc[rt][4 * j + 0]);
+            acc[rt][4 * j + 1] = fmaf(CORR ? d[rt][4 * j + 1] - dc[4 * j + 1] : d[rt][4 * j + 1], s0, acc[rt][4 * j + 1]);
+            acc[rt][4 * j + 2] = fmaf(CORR ? d[rt][4 * j + 2] - dc[4 * j + 2] : d[rt][4 * j + 2], s1, acc[rt][4 * j + 2]);
+            acc[rt][4 * j + 3] = fmaf(CORR ? d[rt][4 * j + 3] - dc[4 * j + 3] : d[rt][4 * j + 3], s1, acc[rt][4 * j + 3]);
+        }
+    };
+    // The constants go through z = m >> 5 (0 here) so that ptxas keeps them as operands (see v73).
+    const uint32_t z = (uint32_t)p.m >> 5, M43 = 0x43434343u | z, SUB = 0x43084308u | z;
+    // CORR: bf16 136.0 in four distinct registers (one register four times serialized the wgmma: ptxas C7512)
+    const uint32_t c136[4] = {SUB, 0x43084308u | (z << 1), 0x43084308u | (z << 2), 0x43084308u | (z << 3)};
+
+    for (int st = 0; st < nst; ++st) {
+        cp_async_wait<STAGES - 2>();
+        if (!LOADONLY) {
+            wgmma_wait<0>();  // tile 1 of stage st - 1 (it read that stage's slot, refilled after the barrier)
+            reg_fence<NA>(d[1]);
+            if (st > 0) apply(1, sm + ((st - 1) % STAGES) * STAGE);
+            fence_proxy_async();  // this thread's X copies of stage st, read next by wgmma (async proxy)
+        }
+        if (st == nst - STAGES + 1) pdl_launch_dependents();  // every load has been issued
+        __syncthreads();
+        {
+            const int nx = st + STAGES - 1;
+            if (nx < nst) ld.load<0>(sm + (nx % STAGES) * STAGE, p, nx);
+            cp_async_commit();
+        }
+        if (LOADONLY) continue;
+        const uint8_t *stg = sm + (st % STAGES) * STAGE;
+        const uint32_t xs = smem_u32(stg);
+        if (CORR) {
+            wgmma_fence();
+#pragma unroll
+            for (int q = 0; q < 8; ++q)
+                wg_mma_rs<N>(dc, c136, wg_desc_sw128(xs + (gi * 2 + (q >> 2)) * 2048 + (q & 3) * 32), q > 0);
+            wgmma_commit();
+        }
+#pragma unroll
+        for (int rt = 0; rt < 2; ++rt) {
+            const int tile = 8 * rt + 2 * wiw;  // n8 tile of rows 16 wiw + g; tile + 1 holds rows + 8
+            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + WRCfg::WOFF + (tile * 2 + gi) * 512 + lane * 16);
+            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + WRCfg::WOFF + ((tile + 1) * 2 + gi) * 512 + lane * 16);
+            uint32_t a[8][4];
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                const uint32_t u = w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w;
+                const uint32_t v = w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w;
+                const uint32_t ul = u & 0x0F0F0F0Fu, uh = (u >> 4) & 0x0F0F0F0Fu;
+                const uint32_t vl = v & 0x0F0F0F0Fu, vh = (v >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+                for (int s2 = 0; s2 < 2; ++s2) {
+                    // step q = 2 w + s2: the pairs at shifts 8 s2 (registers 0 / 1) and 8 s2 + 4 (2 / 3) as 128 + q
+                    const uint32_t sel = s2 ? 0x4341u : 0x4240u;
+                    uint32_t r[4] = {__byte_perm(ul, M43, sel), __byte_perm(vl, M43, sel), __byte_perm(uh, M43, sel),
+                                     __byte_perm(vh, M43, sel)};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        __nv_bfloat162 dd = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&r[e]),
+                                                    *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
+                        a[2 * w + s2][e] = CORR ? r[e] : *reinterpret_cast<uint32_t *>(&dd);
+                    }
+                }
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int q = 0; q < 8; ++q)
+                wg_mma_rs<N>(d[rt], a[q], wg_desc_sw128(xs + (gi * 2 + (q >> 2)) * 2048 + (q & 3) * 32), q > 0);
+            wgmma_commit();
+        }
+        wgmma_wait<1>();  // tile 0 (tile 1 stays in flight into the next stage's wait)
+        reg_fence<NA>(d[0]);
+        if (CORR) reg_fence<NA>(dc);
+        apply(0, stg);
+    }
+    cp_async_wait<0>();
+    if (!LOADONLY) {
+        wgmma_wait<0>();
+        reg_fence<NA>(d[1]);
+        if (nst > 0) apply(1, sm + ((nst - 1) % STAGES) * STAGE);
+    }
+    __syncthreads();
+    // acc[rt][4 j + e]: row 64 rt + 16 wiw + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1); K slice gi
+    float *wred = reinterpret_cast<float *>(sm);  // [2][16 tokens][128]
+    float *tot = wred + 2 * 16 * V4_BN;           // [16][128]
+#pragma unroll
+    for (int rt = 0; rt < 2; ++rt)
+#pragma unroll
+        for (int j = 0; j < NA / 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                wred[(gi * 16 + 8 * j + 2 * t + (e & 1)) * V4_BN + 64 * rt + 16 * wiw + g + 8 * (e >> 1)] = acc[rt][4 * j + e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * V4_BN; i += NTH) tot[i] = wred[i] + wred[16 * V4_BN + i];
+    v4_store_tot<true, NTH, V4_BN>(tot, p, n0, split);
+}
+
+template <bool M16, bool LOADONLY, bool CORR = false>
+int launch_wgr(const V4Params &p0, int splits, cudaStream_t stream) {
+    auto kern = gemm_int4_wgr<M16, LOADONLY, CORR>;
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WRCfg::SMEM));
+        configured = true;
+    }
+    V4Params p = p0;
+    p.splits = splits;
+    p.kper = p.k / splits;
+    SplitKLaunch launch(dim3(p.n / V4_BN, splits, 1), 256, WRCfg::SMEM, stream, true);
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
+    return 0;
+}
+
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
 // Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
 // from all threads and holds every warp at one block barrier per stage, so the slowest warp of a stage sets the
@@ -1521,7 +1750,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ver >= 74 && ver <= 84);  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 87);  // (85-87: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1542,8 +1771,9 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 83 / 84 (round 12): 80 with K split 4 / 2 ways when the tiles need more than one CTA per SM (n28672: 896 /
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
-    if ((ver == 83 || ver == 84) && tiles > sms) {
-        const int s = ver == 83 ? 4 : 2;
+    // 85-87 (round 13, gemm_int4_wgr) take 84's splits
+    if ((ver == 83 || (ver >= 84 && ver <= 87)) && tiles > sms) {
+        const int s = ver == 83 ? 4 : 2;  // (85-87: 2)
         if (k % (kc * s) == 0) splits = s;
     }
     V4Params p;
@@ -1616,6 +1846,14 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 82: if (!int4) return 0; rc = V45_LAUNCH4(82); break;
     case 83: if (!int4) return 0; rc = V45_LAUNCH4(83); break;
     case 84: if (!int4) return 0; rc = V45_LAUNCH4(84); break;
+    case 85:
+    case 86:
+    case 87:
+        if (!int4 || !g_wg_ok) return 0;
+        rc = ver == 85   ? (m > 8 ? launch_wgr<true, false>(p, splits, stream) : launch_wgr<false, false>(p, splits, stream))
+             : ver == 86 ? (m > 8 ? launch_wgr<true, true>(p, splits, stream) : launch_wgr<false, true>(p, splits, stream))
+                         : (m > 8 ? launch_wgr<true, false, true>(p, splits, stream) : launch_wgr<false, false, true>(p, splits, stream));
+        break;
 #undef V45_LAUNCH4
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
 #define BK_LAUNCH(V)                                                                                      \
