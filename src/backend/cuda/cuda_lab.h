@@ -50,7 +50,8 @@ extern "C" {
  * need more than one CTA per SM (84: the int4 default since run h200-gpu8-int4-4). Round 13: 85 = 84's ring and
  * splits with the tensor work on wgmma m64nNk16 (the dequantized weights as the register A operand, X from shared
  * memory in the fragments' K order, 4-byte copies), 86 = 85 without the arithmetic, 87 = 85 with the offset 136
- * taken off once per group by 8 more wgmma per stage (A = 136) instead of a subtraction per weight. See
+ * taken off once per group by 8 more wgmma per stage (A = 136) instead of a subtraction per weight, 88 = 85 with
+ * both tiles waited for at the next stage's barrier (no wait inside the stage). See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 

@@ -1216,7 +1216,8 @@ struct WRLoader {
 // CORR (v87): the A fragments hold 128 + q (no subtraction per weight, 64 HADD2 per warp-stage fewer); the offset
 // 136 * (sum of the group's X per token), the same for every row, comes from 8 more wgmma per stage and warpgroup
 // with all A entries 136, issued first (its own group), and is taken off both tiles' sums before the scale.
-template <bool M16, bool LOADONLY, bool CORR = false>
+// DEFER (v88): no wait inside the stage; both tiles are waited for and scaled at the next stage's barrier.
+template <bool M16, bool LOADONLY, bool CORR = false, bool DEFER = false>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgr(V4Params p) {
     constexpr int NTH = 256, STAGES = WR_STAGES, STAGE = WRCfg::STAGE, N = M16 ? 16 : 8, NA = N / 2;
     extern __shared__ uint8_t sm_raw[];
@@ -1265,6 +1266,9 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgr(V4Params p) {
         if (!LOADONLY) {
             wgmma_wait<0>();  // tile 1 of stage st - 1 (it read that stage's slot, refilled after the barrier)
             reg_fence<NA>(d[1]);
+            if (DEFER) reg_fence<NA>(d[0]);
+            if (CORR) reg_fence<NA>(dc);
+            if (DEFER && st > 0) apply(0, sm + ((st - 1) % STAGES) * STAGE);
             if (st > 0) apply(1, sm + ((st - 1) % STAGES) * STAGE);
             fence_proxy_async();  // this thread's X copies of stage st, read next by wgmma (async proxy)
         }
@@ -1317,15 +1321,20 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgr(V4Params p) {
                 wg_mma_rs<N>(d[rt], a[q], wg_desc_sw128(xs + (gi * 2 + (q >> 2)) * 2048 + (q & 3) * 32), q > 0);
             wgmma_commit();
         }
-        wgmma_wait<1>();  // tile 0 (tile 1 stays in flight into the next stage's wait)
-        reg_fence<NA>(d[0]);
-        if (CORR) reg_fence<NA>(dc);
-        apply(0, stg);
+        if (!DEFER) {
+            wgmma_wait<1>();  // tile 0 (tile 1 stays in flight into the next stage's wait)
+            reg_fence<NA>(d[0]);
+            if (CORR) reg_fence<NA>(dc);
+            apply(0, stg);
+        }
     }
     cp_async_wait<0>();
     if (!LOADONLY) {
         wgmma_wait<0>();
         reg_fence<NA>(d[1]);
+        if (DEFER) reg_fence<NA>(d[0]);
+        if (CORR) reg_fence<NA>(dc);
+        if (DEFER && nst > 0) apply(0, sm + ((nst - 1) % STAGES) * STAGE);
         if (nst > 0) apply(1, sm + ((nst - 1) % STAGES) * STAGE);
     }
     __syncthreads();
@@ -1344,9 +1353,9 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgr(V4Params p) {
     v4_store_tot<true, NTH, V4_BN>(tot, p, n0, split);
 }
 
-template <bool M16, bool LOADONLY, bool CORR = false>
+template <bool M16, bool LOADONLY, bool CORR = false, bool DEFER = false>
 int launch_wgr(const V4Params &p0, int splits, cudaStream_t stream) {
-    auto kern = gemm_int4_wgr<M16, LOADONLY, CORR>;
+    auto kern = gemm_int4_wgr<M16, LOADONLY, CORR, DEFER>;
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WRCfg::SMEM));
@@ -1750,7 +1759,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ver >= 74 && ver <= 87);  // (85-87: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 88);  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1771,9 +1780,9 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 83 / 84 (round 12): 80 with K split 4 / 2 ways when the tiles need more than one CTA per SM (n28672: 896 /
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
-    // 85-87 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 87)) && tiles > sms) {
-        const int s = ver == 83 ? 4 : 2;  // (85-87: 2)
+    // 85-88 (round 13, gemm_int4_wgr) take 84's splits
+    if ((ver == 83 || (ver >= 84 && ver <= 88)) && tiles > sms) {
+        const int s = ver == 83 ? 4 : 2;  // (85-88: 2)
         if (k % (kc * s) == 0) splits = s;
     }
     V4Params p;
@@ -1849,10 +1858,12 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 85:
     case 86:
     case 87:
+    case 88:
         if (!int4 || !g_wg_ok) return 0;
         rc = ver == 85   ? (m > 8 ? launch_wgr<true, false>(p, splits, stream) : launch_wgr<false, false>(p, splits, stream))
              : ver == 86 ? (m > 8 ? launch_wgr<true, true>(p, splits, stream) : launch_wgr<false, true>(p, splits, stream))
-                         : (m > 8 ? launch_wgr<true, false, true>(p, splits, stream) : launch_wgr<false, false, true>(p, splits, stream));
+             : ver == 87 ? (m > 8 ? launch_wgr<true, false, true>(p, splits, stream) : launch_wgr<false, false, true>(p, splits, stream))
+                         : (m > 8 ? launch_wgr<true, false, false, true>(p, splits, stream) : launch_wgr<false, false, false, true>(p, splits, stream));
         break;
 #undef V45_LAUNCH4
     case 37: if (int4) return 0; rc = V45_LAUNCH(37); break;
