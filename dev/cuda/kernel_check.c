@@ -624,18 +624,17 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * with PDL, 41 without), 43, 15 and 40 in the staggered K order, 59 = 52 with cp.async X, 63 of 60, and 45 the
      * plain-load read probe (timed, not validated); 75 = 73 load-only, 76 = 73 without loads after its first four
      * stages (timing probe, wrong results on purpose), 81 / 82 the same of 80, 86 = 85 load-only */
-    static const int variants[73] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
+    static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
                                      78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    for (int vi = 0; vi < 73; ++vi) {
+    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86};
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; ++vi) {
     int variant = variants[vi];
-    const int loadonly = variant == 7 || variant == 12 || variant == 15 || variant == 18 || variant == 21 || variant == 24 || variant == 27 ||
-                         variant == 40 || variant == 41 || variant == 45 || variant == 46 || variant == 50 || variant == 52 ||
-                         variant == 59 || variant == 63 || variant == 75 || variant == 76 || variant == 81 || variant == 82 ||
-                         variant == 86;
+    int loadonly = 0;
+    for (size_t t = 0; t < sizeof timed_only / sizeof timed_only[0]; ++t) loadonly |= variant == timed_only[t];
     if ((variant == 20 || variant == 21) && which == 1) continue; /* 20-21 differ from 8 and 15 only for fp8 */
     if (((variant >= 22 && variant <= 33) || variant == 36) && which == 0) continue; /* 22-33, 36: int4 only */
     if ((variant == 34 || variant == 35 || variant == 37) && which == 1) continue;   /* 34, 35, 37: fp8 only */

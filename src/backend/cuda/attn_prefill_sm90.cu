@@ -1517,6 +1517,19 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
             o[4 * i + 3] *= alpha[1];
         }
     };
+    // LATE: the wait for every pending wgmma group sits in both arms of the rescale branch, each copy with its own
+    // tag (identical asm in both arms would be hoisted above the branch), so it follows every instruction of the
+    // softmax block; a single wait was hoisted by ptxas above the exponentials.
+    auto wait_late_then_rescale = [&](const float *alpha) {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+            wgmma_wait0_tagged<1>();
+            reg_fence<F8_D / 2>(o);
+            rescale(alpha);
+        } else {
+            wgmma_wait0_tagged<2>();
+            reg_fence<F8_D / 2>(o);
+        }
+    };
     // st / phk: stage and phase of tile j; tile j - 1 is in stage sp (phase phv), tile j - 2 in sq2 (S = 3).
     int st = 0, phk = 0;
     // One tile j >= 1: issue S_j and P_{j-1} V_{j-1} (P in pp), softmax of S_j under the GEMM, P_j into pc.
@@ -1552,15 +1565,8 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 #pragma unroll
                 for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
             }
-            if (LATE) {  // the wait in both arms of the rescale branch: after every instruction of the softmax block
-                if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-                    wgmma_wait0_tagged<1>();
-                    reg_fence<F8_D / 2>(o);
-                    rescale(alpha);
-                } else {
-                    wgmma_wait0_tagged<2>();
-                    reg_fence<F8_D / 2>(o);
-                }
+            if (LATE) {
+                wait_late_then_rescale(alpha);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(vempty + sp);
             } else {
@@ -1597,14 +1603,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         // S_{j+1} and P_{j-1} V_{j-1} done: V stage free, P may be overwritten. The wait sits in both arms of the
         // rescale branch (LATE): as one wait ptxas hoisted it above the softmax (SASS: above all 64 MUFU.EX2 in
         // one half of the unrolled loop, above all but 2 in the other), which puts both GEMMs back on the path.
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-            wgmma_wait0_tagged<1>();
-            reg_fence<F8_D / 2>(o);
-            rescale(alpha);
-        } else {
-            wgmma_wait0_tagged<2>();
-            reg_fence<F8_D / 2>(o);
-        }
+        wait_late_then_rescale(alpha);
         reg_fence<TBN / 2>(sn);
         __syncwarp();
         if (lane == 0) mbar_arrive(vempty + s0);

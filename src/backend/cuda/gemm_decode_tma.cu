@@ -72,6 +72,24 @@ struct V4Params {
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
 };
 
+// Launches a split-K decode kernel: (n / bn) x splits CTAs, each cluster of splits CTAs reducing one output tile;
+// the dynamic shared-memory limit is raised once per kernel (KERN is a template argument, so each kernel has its
+// own flag).
+template <auto KERN>
+int launch_split_k(const V4Params &p0, int splits, int bn, int threads, size_t smem, bool pdl, cudaStream_t stream) {
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(KERN, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        configured = true;
+    }
+    V4Params p = p0;
+    p.splits = splits;
+    p.kper = p.k / splits;
+    SplitKLaunch launch(dim3(p.n / bn, splits, 1), threads, smem, stream, pdl);
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, KERN, p));
+    return 0;
+}
+
 template <bool INT4, int NTH, int BN>
 __device__ __forceinline__ void v4_store_tot(float *tot, const V4Params &p, int n0, int split);
 
@@ -1117,18 +1135,8 @@ __global__ void __launch_bounds__(NWG * 128, 1) gemm_int4_wg(V4Params p) {
 
 template <bool M16, int NWG, bool LOADONLY = false, int NCH = 1, bool WGPACK = false>
 int launch_wg(const V4Params &p0, int splits, cudaStream_t stream) {
-    auto kern = gemm_int4_wg<M16, NWG, LOADONLY, NCH, WGPACK>;
-    static bool configured = false;
-    if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WGCfg::SMEM));
-        configured = true;
-    }
-    V4Params p = p0;
-    p.splits = splits;
-    p.kper = p.k / splits;
-    SplitKLaunch launch(dim3(p.n / V4_BN, splits, 1), NWG * 128, WGCfg::SMEM, stream, true);
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
-    return 0;
+    return launch_split_k<gemm_int4_wg<M16, NWG, LOADONLY, NCH, WGPACK>>(p0, splits, V4_BN, NWG * 128, WGCfg::SMEM,
+                                                                         true, stream);
 }
 
 // ---- v85 / v86 (round 13, int4 only): v80's ring with the tensor work on wgmma, the dequantized weights as the
@@ -1355,18 +1363,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgr(V4Params p) {
 
 template <bool M16, bool LOADONLY, bool CORR = false, bool DEFER = false>
 int launch_wgr(const V4Params &p0, int splits, cudaStream_t stream) {
-    auto kern = gemm_int4_wgr<M16, LOADONLY, CORR, DEFER>;
-    static bool configured = false;
-    if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WRCfg::SMEM));
-        configured = true;
-    }
-    V4Params p = p0;
-    p.splits = splits;
-    p.kper = p.k / splits;
-    SplitKLaunch launch(dim3(p.n / V4_BN, splits, 1), 256, WRCfg::SMEM, stream, true);
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
-    return 0;
+    return launch_split_k<gemm_int4_wgr<M16, LOADONLY, CORR, DEFER>>(p0, splits, V4_BN, 256, WRCfg::SMEM, true, stream);
 }
 
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
@@ -1657,18 +1654,8 @@ struct BkVer {
 template <bool INT4, bool M16, int VER>
 int launch_bk(const V4Params &p0, int splits, cudaStream_t stream) {
     using VC = BkVer<INT4, VER>;
-    auto kern = gemm_decode_bk<INT4, M16, VC::NW, VC::KC, VC::STAGES, VC::LOADONLY, VC::PDL, VC::EVICT, VC::ROT, VC::XCA>;
-    static bool configured = false;
-    if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)VC::SMEM));
-        configured = true;
-    }
-    V4Params p = p0;
-    p.splits = splits;
-    p.kper = p.k / splits;
-    SplitKLaunch launch(dim3(p.n / V4_BN, splits, 1), (VC::NW + 1) * 32, VC::SMEM, stream, VC::PDL);
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
-    return 0;
+    return launch_split_k<gemm_decode_bk<INT4, M16, VC::NW, VC::KC, VC::STAGES, VC::LOADONLY, VC::PDL, VC::EVICT, VC::ROT,
+                                         VC::XCA>>(p0, splits, V4_BN, (VC::NW + 1) * 32, VC::SMEM, VC::PDL, stream);
 }
 
 int launch_read_probe(const uint8_t *w, size_t bytes, void *y, cudaStream_t stream) {
@@ -1723,23 +1710,14 @@ struct V5Ver {
 
 template <bool INT4, bool M16, int VER>
 int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
-    using VC = V5Ver<INT4, VER>;
-    auto kern = VER == 4 ? gemm_decode_v4<INT4, M16>
-                         : gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16, VC::EARLY,
-                                        VC::BN, VC::WA, VC::FM, VC::ROT, VC::R9>;
-    const size_t smem = VER == 4 ? V4Cfg<INT4>::SMEM : VC::SMEM;
-    static bool configured = false;
-    if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        configured = true;
+    if constexpr (VER == 4) {
+        return launch_split_k<gemm_decode_v4<INT4, M16>>(p0, splits, V4_BN, V4_THREADS, V4Cfg<INT4>::SMEM, false, stream);
+    } else {
+        using VC = V5Ver<INT4, VER>;
+        return launch_split_k<gemm_decode_v5<INT4, M16, VC::NW, VC::LOADONLY, VC::KC, VC::STAGES, VC::PDL, VC::MINB, VC::BF16,
+                                             VC::EARLY, VC::BN, VC::WA, VC::FM, VC::ROT, VC::R9>>(
+            p0, splits, VC::BN, VC::NW * 32, VC::SMEM, VC::LAUNCH_PDL, stream);
     }
-    V4Params p = p0;
-    p.splits = splits;
-    p.kper = p.k / splits;
-    SplitKLaunch launch(dim3(p.n / VC::BN, splits, 1), VER == 4 ? V4_THREADS : VC::NW * 32, smem, stream,
-                        VER != 4 && VC::LAUNCH_PDL);
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, p));
-    return 0;
 }
 
 }  // namespace
