@@ -924,6 +924,7 @@ static void copy_fn(void *ctx, int it) {
 /* =============================== profiling mode ========================================================== */
 /* --profile: one launch of each bench-shape kernel, nothing else (for Nsight Compute); the int4 decode GEMM also
  * launches the lab versions listed in ASSAY_PROFILE_GEMM_VARIANTS. */
+static void profile_fp8_prefill(void);
 static void section_profile(void) {
     int dts[2] = {ASSAY_CUDA_BF16, ASSAY_CUDA_FP8_E4M3};
     for (int i = 0; i < 2; ++i) {
@@ -974,6 +975,7 @@ static void section_profile(void) {
     prefill_run(&c, &p, 2);
     CK(cudaDeviceSynchronize());
     prefill_free(&p);
+    profile_fp8_prefill();
 }
 
 /* =============================== FP8 prefill attention with Hadamard rotation ============================= */
@@ -1188,6 +1190,28 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
     fp8_free(&f);
 }
 
+/* --profile's FP8 prefill launch: the Hopper default (per-block K scales) at the bench shape on the outlier data,
+   non-causal, then causal; nothing on GPUs before compute capability 9.0. */
+static void profile_fp8_prefill(void) {
+    if (!g_sm90) return;
+    prefill_case c = {4, 32, 32, 128, 0, {4096, 4096, 4096, 4096}, {4096, 4096, 4096, 4096}};
+    prefill_data p;
+    prefill_alloc(&p, &c);
+    add_outlier_channels(&c, &p);
+    for (int causal = 0; causal <= 1; ++causal) {
+        c.causal = causal;
+        fp8_ctx f;
+        fp8_alloc(&f, &c, &p);
+        fp8_sm90_prepare_blk(&f, 1);
+        g_fp8_sm90_blk = 1;
+        fp8_sm90_run(&f);
+        CK(cudaDeviceSynchronize());
+        g_fp8_sm90_blk = 0;
+        fp8_free(&f);
+    }
+    prefill_free(&p);
+}
+
 static void section_fp8_attn(lab_out *o) {
     prefill_case cases[] = {
         {2, 8, 2, 128, 1, {300, 513}, {300, 513}},
@@ -1299,10 +1323,11 @@ static void section_fp8_attn(lab_out *o) {
 
 int main(int argc, char **argv) {
     const char *json = NULL, *only = NULL;
+    int profile = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--quick")) g_quick = 1;
-        else if (!strcmp(argv[i], "--profile")) { section_profile(); return 0; }
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else { fprintf(stderr, "usage: kernel_check [--json out.json] [--quick] [--only section]\n"); return 2; }
     }
@@ -1317,6 +1342,7 @@ int main(int argc, char **argv) {
         CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
         g_sm90 = major == 9 && minor == 0;
     }
+    if (profile) { section_profile(); return 0; }
     lab_out o;
     lab_json_begin(&o, json);
     {
