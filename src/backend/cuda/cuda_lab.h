@@ -51,7 +51,9 @@ extern "C" {
  * splits with the tensor work on wgmma m64nNk16 (the dequantized weights as the register A operand, X from shared
  * memory in the fragments' K order, 4-byte copies), 86 = 85 without the arithmetic, 87 = 85 with the offset 136
  * taken off once per group by 8 more wgmma per stage (A = 136) instead of a subtraction per weight, 88 = 85 with
- * both tiles waited for at the next stage's barrier (no wait inside the stage). See
+ * both tiles waited for at the next stage's barrier (no wait inside the stage). Round 14: 89 = 84 with the split-K
+ * reduction of a cluster of 2 by pushing each CTA's sums for the peer's columns into its shared memory (one cluster
+ * barrier instead of two, no remote loads). See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
