@@ -47,13 +47,13 @@ extern "C" {
  * L2 prefetch of the next 4 stages' weights before griddepcontrol.wait, 79 = 73 with that prefetch, 80 = 73 with
  * the X slice swizzled in shared memory (conflict-free fragment loads; the int4 default in run
  * h200-gpu8-int4-3), 81 / 82 = 80 as 76 / 75, 83 / 84 = 80 with K split 4 / 2 ways when the 128-column tiles
- * need more than one CTA per SM (84: the int4 default since run h200-gpu8-int4-4). Round 13: 85 = 84's ring and
+ * need more than one CTA per SM (84: the int4 default from run h200-gpu8-int4-4 to h200-gpu9-int4-1). Round 13: 85 = 84's ring and
  * splits with the tensor work on wgmma m64nNk16 (the dequantized weights as the register A operand, X from shared
  * memory in the fragments' K order, 4-byte copies), 86 = 85 without the arithmetic, 87 = 85 with the offset 136
  * taken off once per group by 8 more wgmma per stage (A = 136) instead of a subtraction per weight, 88 = 85 with
  * both tiles waited for at the next stage's barrier (no wait inside the stage). Round 14: 89 = 84 with the split-K
  * reduction of a cluster of 2 by pushing each CTA's sums for the peer's columns into its shared memory (one cluster
- * barrier instead of two, no remote loads). See
+ * barrier instead of two, no remote loads; the int4 default since run h200-gpu9-int4-1). See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
