@@ -790,8 +790,8 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
     for (int i = 0; i < ncheck * m; ++i) lab_err_add(&fl, lab_bf16_to_f32(lab_f32_to_bf16((float)ref[i])), ref[i]);
     printf("INFO   gemm_fp8_w8a8 %-22s bf16 output rounding of the reference alone: rel %.3e\n", shape, lab_err_rel(&fl));
     uint16_t *y = malloc((size_t)m * n * 2);
-    static const int variants[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    for (int vi = 0; vi < 16; ++vi) {
+    static const int variants[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; ++vi) {
         int v = variants[vi];
         int loadonly = v == 4 || v == 11;
         if (!w8a8_variant_selected(v) || (loadonly && !bench) || (v == 6 && m > 8)) continue; /* 6: m <= 8 only */

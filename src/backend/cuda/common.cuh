@@ -204,6 +204,70 @@ __device__ __forceinline__ void reg_fence(float *r) {
 #define ASSAY_SM90_ASYNC 1
 #endif
 
+// ---- cluster barrier halves and the split-K reduction of a cluster of two CTAs (sm_90) ----------------------
+// relaxed: no memory ordering (the arrival only says "this CTA runs"); release / acquire: the stores before the
+// arrive, also those into a peer's shared memory, are visible to the cluster after the wait.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_sync_release_acquire() {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+// Split-K over a cluster of two CTAs (rank = split) by pushing: sum(row, c) is this CTA's partial for token row
+// and column c of its BN columns (complete in shared memory when called); each thread keeps the partials of its
+// outputs in its own half of the columns (split * BN / 2 ...) in registers and stores those of the peer's half
+// into the peer's receive buffer recv_sm [16][BN / 2] floats (st.shared::cluster), then one cluster barrier later
+// adds what it received and calls store(row, c, total) for rows < m. The pull form (two cluster barriers, remote
+// loads) spent 17% of the int4 decode GEMM's warp samples here (dev/cuda/NOTES.md, round 14). Preconditions:
+// every thread of the CTA calls this, and called cluster_arrive_relaxed() once at entry (the peer must run before
+// it is written to; that arrival is waited for here, long after). Nobody reads this CTA's shared memory after
+// the barrier, so it may exit at once.
+template <int BN, int NTH, class Sum, class Store>
+__device__ __forceinline__ void cluster_pair_push_store(Sum sum, Store store, int m, int split, uint8_t *recv_sm) {
+#ifdef ASSAY_SM90_ASYNC
+    constexpr int HALF = BN / 2, TOT = 16 * HALF, PER = (TOT + NTH - 1) / NTH;
+    const int peer = split ^ 1;
+    float own[PER], other[PER];
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+        const int i = threadIdx.x + q * NTH;
+        if (TOT % NTH == 0 || i < TOT) {
+            own[q] = sum(i / HALF, split * HALF + i % HALF);
+            other[q] = sum(i / HALF, peer * HALF + i % HALF);
+        }
+    }
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(recv_sm)), "r"(peer));
+    cluster_wait();  // the peer's entry arrival: it runs, so its shared memory takes stores
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+        const int i = threadIdx.x + q * NTH;
+        if ((TOT % NTH == 0 || i < TOT) && i / HALF < m)
+            asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote + 4u * i), "f"(other[q]) : "memory");
+    }
+    cluster_sync_release_acquire();  // the peer's partials of this CTA's columns have landed in recv_sm
+    const float *recv = reinterpret_cast<const float *>(recv_sm);
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+        const int i = threadIdx.x + q * NTH;
+        if ((TOT % NTH == 0 || i < TOT) && i / HALF < m) store(i / HALF, split * HALF + i % HALF, own[q] + recv[i]);
+    }
+#else
+    (void)sum; (void)store; (void)m; (void)split; (void)recv_sm;
+    __trap();
+#endif
+}
+
 __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
 #ifdef ASSAY_SM90_ASYNC
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");

@@ -80,7 +80,8 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
  * warps, 5 stages of 128; 11 = 9 without the arithmetic (load-only); wgmma m64nNk32 e4m3 with both operands in
  * shared memory (128-byte swizzle, no conversion, no K permutation): 12 = two consumer warpgroups (a 64-row half
  * each), 13 = four (half x K half), 15 = one (both halves), weights packed by assay_cuda_fp8w_pack_sw128; 14 = 12
- * with the weights as stored (w[n][k]) through a 2-D TMA map with the 128-byte swizzle. The versions that take
+ * with the weights as stored (w[n][k]) through a 2-D TMA map with the 128-byte swizzle; 16 = 12 with the
+ * cluster pair's split-K reduction pushed into the peer's shared memory (round 14). The versions that take
  * another weight layout than assay_cuda_fp8w_pack are named by assay_cuda_lab_w8a8_layout. */
 void assay_cuda_lab_set_w8a8_variant(int v);
 /* Weight layout lab version v of the W8A8 GEMM reads at n output channels: 0 = assay_cuda_fp8w_pack, 1 =

@@ -93,38 +93,14 @@ int launch_split_k(const V4Params &p0, int splits, int bn, int threads, size_t s
 template <bool INT4, int NTH, int BN>
 __device__ __forceinline__ void v4_store_tot(float *tot, const V4Params &p, int n0, int split);
 
-// Cluster barrier halves (sm_90). relaxed: no memory ordering (the arrival only says "this CTA runs");
-// release / acquire: the stores before the arrive (also to a peer's shared memory) are visible after the wait.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_sync_release_acquire() {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
 // Split-K reduction of a cluster of two CTAs by pushing (gemm_decode_v5's PUSH, int4 WA path). acc[2j + tt][e]
 // holds row nh * NTW * 8 + 16 j + g + 8 (e >> 1), token 8 tt + 2 t + (e & 1) of K slice ks. The K slices are
-// summed through wred [KSL][16][BN + 4] (in the free ring; the pad of 4 floats puts the 4 lanes t of a store on
-// different banks), then each thread keeps 4 sums of its own column half in registers and stores the 4 of the
-// peer's half into the peer's receive buffer recv [16][BN / 2]; after one cluster barrier it adds its receive
-// buffer and writes y. The peer's arrival at its entry (cluster_arrive_relaxed) is waited for before the remote
-// stores. Called by all threads once the ring is free.
+// summed through wred [KSL][16][BN + 4] in the free ring (the pad of 4 floats puts the 4 lanes t of a store on
+// different banks), the pair through cluster_pair_push_store. Called by all threads once the ring is free.
 template <int NTW, int KSL, int BN>
 __device__ __forceinline__ void push_reduce_store(const float (*acc)[4], const V4Params &p, uint8_t *sm, uint8_t *recv_sm,
                                                   int n0, int split, int ks, int nh) {
-#ifdef ASSAY_SM90_ASYNC
-    constexpr int BNP = BN + 4, HALF = BN / 2, NTH = (BN / 8 / NTW) * KSL * 32;
-    static_assert(16 * HALF % NTH == 0, "every thread takes the same number of outputs");
-    constexpr int PER = 16 * HALF / NTH;
+    constexpr int BNP = BN + 4, NTH = (BN / 8 / NTW) * KSL * 32;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float *wred = reinterpret_cast<float *>(sm);
 #pragma unroll
@@ -136,39 +112,14 @@ __device__ __forceinline__ void push_reduce_store(const float (*acc)[4], const V
                 wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BNP + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] =
                     acc[2 * j + tt][e];
     __syncthreads();
-    const int peer = split ^ 1;
-    float own[PER], other[PER];
+    cluster_pair_push_store<BN, NTH>(
+        [&](int row, int c) {
+            float v = 0.f;
 #pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH, row = i / HALF, cc = i % HALF;
-        float so = 0.f, sp = 0.f;
-#pragma unroll
-        for (int k = 0; k < KSL; ++k) {
-            so += wred[(k * 16 + row) * BNP + split * HALF + cc];
-            sp += wred[(k * 16 + row) * BNP + peer * HALF + cc];
-        }
-        own[q] = so; other[q] = sp;
-    }
-    uint32_t remote;
-    const uint32_t local = static_cast<uint32_t>(__cvta_generic_to_shared(recv_sm));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(peer));
-    cluster_wait();  // the peer runs (its entry arrival), so its shared memory takes stores
-#pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH;
-        if (i / HALF < p.m) asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote + 4u * i), "f"(other[q]) : "memory");
-    }
-    cluster_sync_release_acquire();  // the peer's half of this CTA's columns has landed in recv
-    const float *recv = reinterpret_cast<const float *>(recv_sm);
-#pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH, row = i / HALF, cc = i % HALF;
-        if (row < p.m) p.y[(size_t)row * p.n + n0 + split * HALF + cc] = __float2bfloat16(own[q] + recv[i]);
-    }
-#else
-    (void)acc; (void)p; (void)sm; (void)recv_sm; (void)n0; (void)split; (void)ks; (void)nh;
-    __trap();
-#endif
+            for (int k = 0; k < KSL; ++k) v += wred[(k * 16 + row) * BNP + c];
+            return v;
+        },
+        [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv_sm);
 }
 
 // Sums the KSL K-slice warps of each output column group inside the CTA (warp w = group * KSL + slice), then

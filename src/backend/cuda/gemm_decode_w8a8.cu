@@ -131,7 +131,11 @@ __device__ __forceinline__ void w8_tma_2d_hint(void *dst, const CUtensorMap *map
 // LOADONLY: the ring without the arithmetic (lab diagnostic, no output). CHAIN: one mma chain over all stages
 // (lab precision probe) instead of a fresh fp32 tile per stage.
 // KC: K columns per stage; MAXR: register cap per thread (112 lets two CTAs of 288 threads share an SM).
-template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN, int MATH = 0, int KC = 256, int MAXR = 255>
+// PUSH: with a 2-way K split the cluster pair sums through cluster_pair_push_store (common.cuh; one cluster
+// barrier, no remote loads) instead of two cluster barriers and remote loads; the receive buffer follows the
+// barriers.
+template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN, int MATH = 0, int KC = 256, int MAXR = 255,
+          bool PUSH = false>
 __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     gemm_w8a8_bk(W8Params p, const __grid_constant__ CUtensorMap tmw) {
     // MATH: 0 = mma.sync m16n8k32 e4m3; 1 = e4m3 -> f16 by cvt once per fragment, mma.sync m16n8k16 f16; 2 = wgmma
@@ -148,14 +152,19 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     constexpr int KSL = WG ? 1 : SS ? (NW == 16 ? 2 : 1) : KC / 64, BN = W8_BN, NTH = (NW + 1) * 32;
     constexpr int RT = SS ? (NW == 4 ? 2 : 1) : BN / 16 / (NW / KSL);
     static_assert(NW % KSL == 0 && RT >= 1 && (!WG || NW == 8), "warps must tile the stage");
-    static_assert(KSL * 16 * BN * 4 + 16 * BN * 4 <= STAGES * W8_STAGE, "reduction buffers reuse the stages");
+    static_assert(KSL * 16 * (BN + 4) * 4 + 16 * BN * 4 <= STAGES * W8_STAGE, "reduction buffers reuse the stages");
     extern __shared__ __align__(128) uint8_t sm_raw[];
     // the 128-byte swizzle of the wgmma X tiles is a function of the address bits: align the ring to 1024 bytes
     uint8_t *sm = WG || SS ? sm_raw + ((1024u - (smem_u32(sm_raw) & 1023u)) & 1023u) : sm_raw;
     uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * W8_STAGE);
     uint64_t *empty = full + STAGES;
+    uint8_t *recv = reinterpret_cast<uint8_t *>(empty + STAGES);  // PUSH: [16][BN / 2] floats from the peer
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
+    const bool push2 = PUSH && p.splits == 2;
+    if (push2) cluster_arrive_relaxed();  // waited for in cluster_pair_push_store, before the peer is written to
+    constexpr int WRS = PUSH ? BN + 4 : BN;  // row stride of wred (PUSH: padded, so the 4 lanes t of a store
+                                             // fall on different banks)
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1 + 32);  // the producer's expect_tx arrival + one cp.async arrival per lane
@@ -391,10 +400,24 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
             for (int tt = 0; tt < 2; ++tt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
-                    wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + 16 * tile + g + 8 * (e >> 1)] = acc[j][tt][e];
+                    wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * WRS + 16 * tile + g + 8 * (e >> 1)] = acc[j][tt][e];
         }
     }
     __syncthreads();
+    if (PUSH && push2) {
+        cluster_pair_push_store<BN, NTH>(
+            [&](int row, int c) {
+                float v = 0.f;
+#pragma unroll
+                for (int q = 0; q < KSL; ++q) v += wred[(q * 16 + row) * WRS + c];
+                return v;
+            },
+            [&](int row, int c, float v) {
+                p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v * (p.xs[row] * p.ws[n0 + c]));
+            },
+            p.m, split, recv);
+        return;
+    }
     for (int i = threadIdx.x; i < p.m * BN; i += NTH) {
         float s = 0.f;
 #pragma unroll
@@ -440,10 +463,12 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
 // v10 (multi-wave shapes, the default there) and v11 run two CTAs per SM. Round 11, wgmma with both operands in
 // shared memory (weights in the 128-byte swizzle, no conversion, no K permutation): 12 = two consumer warpgroups,
 // 13 = four, 15 = one, weights from assay_cuda_fp8w_pack_sw128; 14 = 12 with unpacked weights through a TMA map.
+// Round 14: 16 = 12 with the cluster pair's split-K reduction pushed (PUSH).
 template <int VER>
 struct W8Ver {
     static constexpr bool TWO = VER >= 9 && VER <= 11;  // two CTAs per SM
-    static constexpr int NW = VER == 2 || VER == 8 || VER == 12 || VER == 14 || TWO ? 8 : VER == 15 ? 4 : 16;
+    static constexpr bool PUSH = VER == 16;
+    static constexpr int NW = VER == 2 || VER == 8 || VER == 12 || VER == 14 || VER == 16 || TWO ? 8 : VER == 15 ? 4 : 16;
     static constexpr int KC = VER == 10 ? 128 : 256;
     static constexpr int MAXR = TWO ? 112 : 255;
     static constexpr int STAGES = VER == 3 ? 6 : VER == 9 || VER == 11 ? 3 : VER == 10 ? 5 : 4;
@@ -451,7 +476,8 @@ struct W8Ver {
     static constexpr bool EVICT = VER != 5;
     static constexpr bool CHAIN = VER == 6;
     static constexpr int MATH = VER == 7 ? 1 : VER == 8 ? 2 : VER == 14 ? 4 : VER >= 12 ? 3 : 0;
-    static constexpr size_t SMEM = (size_t)STAGES * w8_stage_bytes(KC) + 2 * STAGES * 8 + (MATH >= 2 ? 1024 : 0);
+    static constexpr size_t SMEM = (size_t)STAGES * w8_stage_bytes(KC) + 2 * STAGES * 8 + (MATH >= 2 ? 1024 : 0) +
+                                   (PUSH ? 16 * (W8_BN / 2) * 4 : 0);
     static_assert(!TWO || SMEM <= 113 * 1024, "two CTAs per SM (228 KB, 1 KB reserved per CTA)");
 };
 
@@ -483,7 +509,7 @@ int w8_weight_map(CUtensorMap *out, const uint8_t *w, int n, int k) {
 template <bool M16, int VER>
 int launch_w8a8(const W8Params &p0, int splits, cudaStream_t stream) {
     using VC = W8Ver<VER>;
-    auto kern = gemm_w8a8_bk<M16, VC::NW, VC::STAGES, VC::LOADONLY, VC::EVICT, VC::CHAIN, VC::MATH, VC::KC, VC::MAXR>;
+    auto kern = gemm_w8a8_bk<M16, VC::NW, VC::STAGES, VC::LOADONLY, VC::EVICT, VC::CHAIN, VC::MATH, VC::KC, VC::MAXR, VC::PUSH>;
     static bool configured = false;
     if (!configured) {
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)VC::SMEM));
@@ -521,7 +547,7 @@ int w8a8_sms() {
 extern "C" int assay_cuda_gemm_fp8_w8a8_layout(int32_t n) { return n / W8_BN > w8a8_sms() ? 0 : 1; }
 extern "C" int assay_cuda_lab_w8a8_layout(int v, int32_t n) {
     if (v == 0) return assay_cuda_gemm_fp8_w8a8_layout(n);
-    return v == 14 ? 2 : v >= 12 && v <= 15 ? 1 : 0;  // 14: MATH 4 (TMA map); 12, 13, 15: MATH 3
+    return v == 14 ? 2 : v >= 12 && v <= 16 ? 1 : 0;  // 14: MATH 4 (TMA map); 12, 13, 15, 16: MATH 3
 }
 
 extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_scale, const uint8_t *w_packed,
@@ -571,6 +597,7 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     case 13: rc = W8_LAUNCH(13); break;
     case 14: rc = W8_LAUNCH(14); break;
     case 15: rc = W8_LAUNCH(15); break;
+    case 16: rc = W8_LAUNCH(16); break;
     case 1: rc = W8_LAUNCH(1); break;
     default:  // 0 (automatic): 12 when the 128-channel tiles fit one wave of one CTA per SM (m1 / m8 / m16 n8192
               // 17.66 / 18.57 / 19.69 us against v1's 18.31 / 18.88 / 20.60, run h200-gpu7-w8a8-3), else 10 (two
