@@ -388,7 +388,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     __syncthreads();  // every stage consumed, so every copy landed: the ring is free for the reduction buffers
     // acc[j][tt][e]: channel 16 (rg * RT + j) + g + 8 (e >> 1), token 8 tt + 2t + (e & 1), K slice ks
     float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
-    float *tot = wred + KSL * 16 * BN;            // [16][BN]
+    float *tot = wred + KSL * 16 * WRS;           // [16][BN]
     if (warp < NW) {
         // SS: warp w of warpgroup wg holds the 16-row tile 4 h + w of its half h (the wgmma accumulator layout is
         // the mma.sync one per 16 rows), K half wg % KSL
@@ -421,7 +421,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     for (int i = threadIdx.x; i < p.m * BN; i += NTH) {
         float s = 0.f;
 #pragma unroll
-        for (int q = 0; q < KSL; ++q) s += wred[q * 16 * BN + i];
+        for (int q = 0; q < KSL; ++q) s += WRS == BN ? wred[q * 16 * BN + i] : wred[(q * 16 + i / BN) * WRS + i % BN];
         tot[i] = s;
     }
     if (p.splits == 1) {
@@ -543,7 +543,7 @@ int w8a8_sms() {
 }
 }  // namespace
 
-// The automatic choice: v12 (sw128 layout) while the 128-channel tiles fit one wave of one CTA per SM, else v10.
+// The automatic choice: v16 (sw128 layout) while the 128-channel tiles fit one wave of one CTA per SM, else v10.
 extern "C" int assay_cuda_gemm_fp8_w8a8_layout(int32_t n) { return n / W8_BN > w8a8_sms() ? 0 : 1; }
 extern "C" int assay_cuda_lab_w8a8_layout(int v, int32_t n) {
     if (v == 0) return assay_cuda_gemm_fp8_w8a8_layout(n);
@@ -599,11 +599,13 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     case 15: rc = W8_LAUNCH(15); break;
     case 16: rc = W8_LAUNCH(16); break;
     case 1: rc = W8_LAUNCH(1); break;
-    default:  // 0 (automatic): 12 when the 128-channel tiles fit one wave of one CTA per SM (m1 / m8 / m16 n8192
-              // 17.66 / 18.57 / 19.69 us against v1's 18.31 / 18.88 / 20.60, run h200-gpu7-w8a8-3), else 10 (two
-              // CTAs per SM, the whole grid resident at once: m16 n28672 70.4 against v12's 76.1 and v1's 82.7).
-              // The two read different weight layouts: assay_cuda_gemm_fp8_w8a8_layout(n) names the one.
-        rc = tiles > sms ? W8_LAUNCH(10) : W8_LAUNCH(12);
+    default:  // 0 (automatic): 16 when the 128-channel tiles fit one wave of one CTA per SM (= 12 with the pushed
+              // split-K reduction: m1 / m8 / m16 n8192 16.79 / 17.23 / 17.83 us against v12's 17.28 / 18.12 / 19.25,
+              // run h200-gpu9-int4-2; 12 was 17.66 / 18.57 / 19.69 against v1's 18.31 / 18.88 / 20.60 in run
+              // h200-gpu7-w8a8-3), else 10 (two CTAs per SM, the whole grid resident at once: m16 n28672 70.4
+              // against v12's 76.1 and v1's 82.7). The two read different weight layouts:
+              // assay_cuda_gemm_fp8_w8a8_layout(n) names the one.
+        rc = tiles > sms ? W8_LAUNCH(10) : W8_LAUNCH(16);
         break;
     }
 #undef W8_LAUNCH
