@@ -627,7 +627,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86};
@@ -790,7 +790,7 @@ static void w8a8_case(lab_out *o, int m, int n, int k, int bench) {
     for (int i = 0; i < ncheck * m; ++i) lab_err_add(&fl, lab_bf16_to_f32(lab_f32_to_bf16((float)ref[i])), ref[i]);
     printf("INFO   gemm_fp8_w8a8 %-22s bf16 output rounding of the reference alone: rel %.3e\n", shape, lab_err_rel(&fl));
     uint16_t *y = malloc((size_t)m * n * 2);
-    static const int variants[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const int variants[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; ++vi) {
         int v = variants[vi];
         int loadonly = v == 4 || v == 11;

@@ -53,7 +53,8 @@ extern "C" {
  * taken off once per group by 8 more wgmma per stage (A = 136) instead of a subtraction per weight, 88 = 85 with
  * both tiles waited for at the next stage's barrier (no wait inside the stage). Round 14: 89 = 84 with the split-K
  * reduction of a cluster of 2 by pushing each CTA's sums for the peer's columns into its shared memory (one cluster
- * barrier instead of two, no remote loads; the int4 default since run h200-gpu9-int4-1). See
+ * barrier instead of two, no remote loads; the int4 default since run h200-gpu9-int4-1), 90 = 89 with the partials
+ * sent by st.async on the peer's receive mbarrier (no cluster barrier at the end). See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
@@ -81,7 +82,8 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
  * shared memory (128-byte swizzle, no conversion, no K permutation): 12 = two consumer warpgroups (a 64-row half
  * each), 13 = four (half x K half), 15 = one (both halves), weights packed by assay_cuda_fp8w_pack_sw128; 14 = 12
  * with the weights as stored (w[n][k]) through a 2-D TMA map with the 128-byte swizzle; 16 = 12 with the
- * cluster pair's split-K reduction pushed into the peer's shared memory (round 14). The versions that take
+ * cluster pair's split-K reduction pushed into the peer's shared memory (round 14), 17 = 16 with the partials
+ * sent by st.async on the peer's receive mbarrier. The versions that take
  * another weight layout than assay_cuda_fp8w_pack are named by assay_cuda_lab_w8a8_layout. */
 void assay_cuda_lab_set_w8a8_variant(int v);
 /* Weight layout lab version v of the W8A8 GEMM reads at n output channels: 0 = assay_cuda_fp8w_pack, 1 =

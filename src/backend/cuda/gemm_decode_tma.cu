@@ -97,8 +97,8 @@ __device__ __forceinline__ void v4_store_tot(float *tot, const V4Params &p, int 
 // holds row nh * NTW * 8 + 16 j + g + 8 (e >> 1), token 8 tt + 2 t + (e & 1) of K slice ks. The K slices are
 // summed through wred [KSL][16][BN + 4] in the free ring (the pad of 4 floats puts the 4 lanes t of a store on
 // different banks), the pair through cluster_pair_push_store. Called by all threads once the ring is free.
-template <int NTW, int KSL, int BN>
-__device__ __forceinline__ void push_reduce_store(const float (*acc)[4], const V4Params &p, uint8_t *sm, uint8_t *recv_sm,
+template <int NTW, int KSL, int BN, int MODE>
+__device__ __forceinline__ void push_reduce_store(const float (*acc)[4], const V4Params &p, uint8_t *sm, PairRecv recv,
                                                   int n0, int split, int ks, int nh) {
     constexpr int BNP = BN + 4, NTH = (BN / 8 / NTW) * KSL * 32;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -112,14 +112,14 @@ __device__ __forceinline__ void push_reduce_store(const float (*acc)[4], const V
                 wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BNP + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] =
                     acc[2 * j + tt][e];
     __syncthreads();
-    cluster_pair_push_store<BN, NTH>(
+    cluster_pair_push_store<BN, NTH, MODE>(
         [&](int row, int c) {
             float v = 0.f;
 #pragma unroll
             for (int k = 0; k < KSL; ++k) v += wred[(k * 16 + row) * BNP + c];
             return v;
         },
-        [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv_sm);
+        [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
 }
 
 // Sums the KSL K-slice warps of each output column group inside the CTA (warp w = group * KSL + slice), then
@@ -487,12 +487,17 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // peer's sums one runtime loop iteration at a time: 17% of v84's warp samples sat after the last stage
     // (run h200-gpu9-ncu).
     constexpr bool MB = (R9 & 8) != 0, PF = (R9 & 16) != 0, NOLD = (R9 & 32) != 0, XSW = (R9 & 64) != 0;
+    // bit 8 (with bit 7): the pushed partials go by st.async and complete on the peer's receive mbarrier (push mode
+    // 2 of cluster_pair_push_store): no cluster barrier and no release fence at the end.
     constexpr bool PUSH = (R9 & 128) != 0;
+    constexpr int PMODE = (R9 & 256) ? 2 : 1;
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
-    // PUSH: the peer writes into this CTA's receive buffer at the end of its own loop, so both CTAs must have
-    // started before any remote store; the arrive here is matched by the wait before the stores.
+    static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
+    // PUSH: the peer writes into this CTA's receive buffer (past the ring) at the end of its own loop, so both
+    // CTAs must have started before any remote store: cluster_pair_push_begin's arrival is waited for then.
     const bool push2 = PUSH && p.splits == 2;
-    if (push2) cluster_arrive_relaxed();
+    const PairRecv recv = {sm + STAGES * C::STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * C::STAGE + 16 * (BN / 2) * 4)};
+    if (push2) cluster_pair_push_begin<PMODE, BN>(recv, p.m);
     constexpr int PFST = 4;
     static_assert(!LEAN || (INT4 && WA && !FM && !ROT), "the lean loader serves the int4 WA path");
     static_assert(!(MB || PF || NOLD || XSW) || (LEAN && PDL && (R9 & 2)), "round 12 switches extend 73's ring");
@@ -897,7 +902,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     cp_async_wait<0>();
     __syncthreads();
     if (PUSH && push2) {
-        push_reduce_store<NTW, KSL, BN>(acc, p, sm, sm + STAGES * C::STAGE, n0, split, ks, nh);
+        push_reduce_store<NTW, KSL, BN, PMODE>(acc, p, sm, recv, n0, split, ks, nh);
         return;
     }
     if (WA) {
@@ -1718,14 +1723,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && VER == 89);  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && VER == 89);  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -1734,12 +1739,13 @@ struct V5Ver {
     // 4 stages' weights before griddepcontrol.wait, 79 = 73 + that prefetch; 80 = 73 with the X chunks swizzled
     // in shared memory (conflict-free 16-byte fragment loads), 81 = 80 without loads after the first 4 stages
     // (probe), 82 = 80 load-only (see MB / PF / NOLD / XSW in gemm_decode_v5); 83 / 84 = 80 with K split 4 / 2
-    // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH)
+    // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
+    // with the pushed partials by st.async on the peer's mbarrier (push mode 2)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
-                              VER == 89 ? 3 + 64 + 128 : 0;
+                              VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -1752,7 +1758,7 @@ struct V5Ver {
     static constexpr int MINB = SMALL ? 2 : 1;
     static constexpr bool BF16 = INT4 && VER == 13;  // 10-11 used it in run h200-gpu5-gemm1
     static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, BN>::STAGE + ((R9 & 8) ? 8 * STAGES : 0) +
-                                   ((R9 & 128) ? 16 * (BN / 2) * 4 : 0);  // PUSH: the receive buffer
+                                   ((R9 & 128) ? 16 * (BN / 2) * 4 + 16 : 0);  // PUSH: the receive buffer + mbarrier
 };
 
 template <bool INT4, bool M16, int VER>
@@ -1784,7 +1790,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ver >= 74 && ver <= 89);  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 90);  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1806,8 +1812,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 89)) && tiles > sms) {
-        const int s = ver == 83 ? 4 : 2;  // (85-89: 2)
+    if ((ver == 83 || (ver >= 84 && ver <= 90)) && tiles > sms) {
+        const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
     V4Params p;
@@ -1881,6 +1887,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 83: if (!int4) return 0; rc = V45_LAUNCH4(83); break;
     case 84: if (!int4) return 0; rc = V45_LAUNCH4(84); break;
     case 89: if (!int4) return 0; rc = V45_LAUNCH4(89); break;
+    case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
     case 85:
     case 86:
     case 87:

@@ -131,11 +131,11 @@ __device__ __forceinline__ void w8_tma_2d_hint(void *dst, const CUtensorMap *map
 // LOADONLY: the ring without the arithmetic (lab diagnostic, no output). CHAIN: one mma chain over all stages
 // (lab precision probe) instead of a fresh fp32 tile per stage.
 // KC: K columns per stage; MAXR: register cap per thread (112 lets two CTAs of 288 threads share an SM).
-// PUSH: with a 2-way K split the cluster pair sums through cluster_pair_push_store (common.cuh; one cluster
-// barrier, no remote loads) instead of two cluster barriers and remote loads; the receive buffer follows the
-// barriers.
+// PUSH (1 or 2, the push mode): with a 2-way K split the cluster pair sums through cluster_pair_push_store
+// (common.cuh; mode 1: one cluster barrier, no remote loads; mode 2: st.async on the peer's mbarrier, no cluster
+// barrier) instead of two cluster barriers and remote loads; the receive buffer (+ mbarrier) follows the barriers.
 template <bool M16, int NW, int STAGES, bool LOADONLY, bool EVICT, bool CHAIN, int MATH = 0, int KC = 256, int MAXR = 255,
-          bool PUSH = false>
+          int PUSH = 0>
 __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     gemm_w8a8_bk(W8Params p, const __grid_constant__ CUtensorMap tmw) {
     // MATH: 0 = mma.sync m16n8k32 e4m3; 1 = e4m3 -> f16 by cvt once per fragment, mma.sync m16n8k16 f16; 2 = wgmma
@@ -158,11 +158,13 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     uint8_t *sm = WG || SS ? sm_raw + ((1024u - (smem_u32(sm_raw) & 1023u)) & 1023u) : sm_raw;
     uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * W8_STAGE);
     uint64_t *empty = full + STAGES;
-    uint8_t *recv = reinterpret_cast<uint8_t *>(empty + STAGES);  // PUSH: [16][BN / 2] floats from the peer
+    // PUSH: [16][BN / 2] floats from the peer, then (mode 2) their mbarrier
+    const PairRecv recv = {reinterpret_cast<uint8_t *>(empty + STAGES),
+                           reinterpret_cast<uint64_t *>(reinterpret_cast<uint8_t *>(empty + STAGES) + 16 * (W8_BN / 2) * 4)};
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
     const bool push2 = PUSH && p.splits == 2;
-    if (push2) cluster_arrive_relaxed();  // waited for in cluster_pair_push_store, before the peer is written to
+    if (push2) cluster_pair_push_begin<PUSH == 2 ? 2 : 1, W8_BN>(recv, p.m);  // waited for before the peer is written to
     constexpr int WRS = PUSH ? BN + 4 : BN;  // row stride of wred (PUSH: padded, so the 4 lanes t of a store
                                              // fall on different banks)
     if (threadIdx.x == 0) {
@@ -405,7 +407,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
     }
     __syncthreads();
     if (PUSH && push2) {
-        cluster_pair_push_store<BN, NTH>(
+        cluster_pair_push_store<BN, NTH, PUSH == 2 ? 2 : 1>(
             [&](int row, int c) {
                 float v = 0.f;
 #pragma unroll
@@ -463,12 +465,13 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) __maxnreg__(MAXR)
 // v10 (multi-wave shapes, the default there) and v11 run two CTAs per SM. Round 11, wgmma with both operands in
 // shared memory (weights in the 128-byte swizzle, no conversion, no K permutation): 12 = two consumer warpgroups,
 // 13 = four, 15 = one, weights from assay_cuda_fp8w_pack_sw128; 14 = 12 with unpacked weights through a TMA map.
-// Round 14: 16 = 12 with the cluster pair's split-K reduction pushed (PUSH).
+// Round 14: 16 = 12 with the cluster pair's split-K reduction pushed (PUSH 1), 17 = 16 with the partials sent by
+// st.async on the peer's mbarrier (PUSH 2).
 template <int VER>
 struct W8Ver {
     static constexpr bool TWO = VER >= 9 && VER <= 11;  // two CTAs per SM
-    static constexpr bool PUSH = VER == 16;
-    static constexpr int NW = VER == 2 || VER == 8 || VER == 12 || VER == 14 || VER == 16 || TWO ? 8 : VER == 15 ? 4 : 16;
+    static constexpr int PUSH = VER == 16 ? 1 : VER == 17 ? 2 : 0;
+    static constexpr int NW = VER == 2 || VER == 8 || VER == 12 || VER == 14 || PUSH || TWO ? 8 : VER == 15 ? 4 : 16;
     static constexpr int KC = VER == 10 ? 128 : 256;
     static constexpr int MAXR = TWO ? 112 : 255;
     static constexpr int STAGES = VER == 3 ? 6 : VER == 9 || VER == 11 ? 3 : VER == 10 ? 5 : 4;
@@ -477,7 +480,7 @@ struct W8Ver {
     static constexpr bool CHAIN = VER == 6;
     static constexpr int MATH = VER == 7 ? 1 : VER == 8 ? 2 : VER == 14 ? 4 : VER >= 12 ? 3 : 0;
     static constexpr size_t SMEM = (size_t)STAGES * w8_stage_bytes(KC) + 2 * STAGES * 8 + (MATH >= 2 ? 1024 : 0) +
-                                   (PUSH ? 16 * (W8_BN / 2) * 4 : 0);
+                                   (PUSH ? 16 * (W8_BN / 2) * 4 + 16 : 0);
     static_assert(!TWO || SMEM <= 113 * 1024, "two CTAs per SM (228 KB, 1 KB reserved per CTA)");
 };
 
@@ -547,7 +550,7 @@ int w8a8_sms() {
 extern "C" int assay_cuda_gemm_fp8_w8a8_layout(int32_t n) { return n / W8_BN > w8a8_sms() ? 0 : 1; }
 extern "C" int assay_cuda_lab_w8a8_layout(int v, int32_t n) {
     if (v == 0) return assay_cuda_gemm_fp8_w8a8_layout(n);
-    return v == 14 ? 2 : v >= 12 && v <= 16 ? 1 : 0;  // 14: MATH 4 (TMA map); 12, 13, 15, 16: MATH 3
+    return v == 14 ? 2 : v >= 12 && v <= 17 ? 1 : 0;  // 14: MATH 4 (TMA map); 12, 13, 15-17: MATH 3
 }
 
 extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_scale, const uint8_t *w_packed,
@@ -598,6 +601,7 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     case 14: rc = W8_LAUNCH(14); break;
     case 15: rc = W8_LAUNCH(15); break;
     case 16: rc = W8_LAUNCH(16); break;
+    case 17: rc = W8_LAUNCH(17); break;
     case 1: rc = W8_LAUNCH(1); break;
     default:  // 0 (automatic): 16 when the 128-channel tiles fit one wave of one CTA per SM (= 12 with the pushed
               // split-K reduction: m1 / m8 / m16 n8192 16.79 / 17.23 / 17.83 us against v12's 17.28 / 18.12 / 19.25,
