@@ -1293,7 +1293,10 @@ constexpr int F83_STAGES = 3;
 // (in each row, both elements of the 8-key groups i with i % 4 == 3, i % 8 in {2, 5, 7}, or i % 8 == 7), so there
 // is no per-element branch. Why: Nsight Compute sampling of v32 (h200-gpu9-ncu) shows the 96 MUFU.EX2 of a tile
 // issued back to back, each waiting the MUFU interval (~8 cycles per warp instruction) with idle issue slots.
-enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64 };
+// DIAG_NOEXP (timing probe, wrong results on purpose): every exponential of P is one FFMA (x * 0 + 1) instead of
+// MUFU.EX2 (the O rescale factors stay exact): what the exponentials cost version 3 at most.
+enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
+       F83M_DIAG_NOEXP = 128 };
 // true: the exponentials of 8-key group i (of a row) use poly_exp2 instead of MUFU.EX2
 __host__ __device__ constexpr bool f83_sw(int mode, int i) {
     return ((mode & F83M_SW4) && (i & 3) == 3) || ((mode & F83M_SW8) && (i & 7) == 7) ||
@@ -1494,8 +1497,9 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
                 const float rf = i < split ? rfa : rfb;
                 const float x0 = fmaf(s[4 * i + 2 * r], rf, off), x1 = fmaf(s[4 * i + 2 * r + 1], rf, off);
                 const bool sw = f83_sw(MODE, i);  // constant after unrolling
-                const float p0 = sw ? poly_exp2(x0) : fast_exp2(x0);
-                const float p1 = sw ? poly_exp2(x1) : fast_exp2(x1);
+                constexpr bool noexp = (MODE & F83M_DIAG_NOEXP) != 0;
+                const float p0 = noexp ? fmaf(x0, 0.f, 1.f) : sw ? poly_exp2(x0) : fast_exp2(x0);
+                const float p1 = noexp ? fmaf(x1, 0.f, 1.f) : sw ? poly_exp2(x1) : fast_exp2(x1);
                 s[4 * i + 2 * r] = p0;
                 s[4 * i + 2 * r + 1] = p1;
                 sq[i & 3] = i < 4 ? p0 + p1 : sq[i & 3] + (p0 + p1);  // (0 + x is not folded either)
@@ -2191,11 +2195,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 48);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 50);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-48)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2240,14 +2244,15 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 31 : 32) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 48) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (v >= 25 && v <= 50) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
                                     // round 6: 35 = 31 + S2 (S double-buffered), 36 = 35 without ping-pong,
                                     // 37 = 32 + TAU48, 38 = 35 + TAU48; round 7: 39 = 35 with 4
                                     // stages, 40 = 35 with 5, 41 = 36 with 5, 42 = 31 with 5; round 8:
-                                    // 43 / 44 / 45 = 32 + SW4 / SW38 / SW8, 46 / 47 / 48 = 31 + SW4 / SW38 / SW8
+                                    // 43 / 44 / 45 = 32 + SW4 / SW38 / SW8, 46 / 47 / 48 = 31 + SW4 / SW38 / SW8;
+                                    // timing probes 49 / 50 = 32 / 31 + DIAG_NOEXP
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2278,10 +2283,12 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 45 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_SW8>
                     : v == 46 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_SW4>
                     : v == 47 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_SW38>
-                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_SW8>;
+                    : v == 48 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_SW8>
+                    : v == 49 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_DIAG_NOEXP>
+                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_DIAG_NOEXP>;
         const int smem = v == 39                       ? F83<128, 2, 4>::SMEM
                          : v >= 40 && v <= 42          ? F83<128, 2, 5>::SMEM
-                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || v >= 46 ? F83<128>::SMEM
+                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v != 49) ? F83<128>::SMEM
                                                                                                      : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
