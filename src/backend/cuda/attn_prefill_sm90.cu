@@ -1293,6 +1293,10 @@ constexpr int F83_STAGES = 3;
 // (in each row, both elements of the 8-key groups i with i % 4 == 3, i % 8 in {2, 5, 7}, or i % 8 == 7), so there
 // is no per-element branch. Why: Nsight Compute sampling of v32 (h200-gpu9-ncu) shows the 96 MUFU.EX2 of a tile
 // issued back to back, each waiting the MUFU interval (~8 cycles per warp instruction) with idle issue slots.
+// Measured (h200-gpu9-fp8pf8-1/2, full / causal TFLOP/s, outlier data): 43 (32 + SW4) 810 / 695, 44 (SW38) 806 /
+// 686, 45 (SW8) 815-827 / 700-707 vs 32 849-858; 46 (31 + SW4) 791 / 687, 47 (SW38) 788 / 685, 48 (SW8) 823-836 /
+// 707-718 vs 31 718-727 causal: every split loses. The probe 49 (32 with no MUFU for P) ran 983 / 827: the
+// exponentials cost ~15%, but not in a form 6 more instructions per element can buy back.
 // DIAG_NOEXP (timing probe, wrong results on purpose): every exponential of P is one FFMA (x * 0 + 1) instead of
 // MUFU.EX2 (the O rescale factors stay exact): what the exponentials cost version 3 at most.
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
