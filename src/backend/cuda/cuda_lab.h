@@ -53,8 +53,9 @@ extern "C" {
  * taken off once per group by 8 more wgmma per stage (A = 136) instead of a subtraction per weight, 88 = 85 with
  * both tiles waited for at the next stage's barrier (no wait inside the stage). Round 14: 89 = 84 with the split-K
  * reduction of a cluster of 2 by pushing each CTA's sums for the peer's columns into its shared memory (one cluster
- * barrier instead of two, no remote loads; the int4 default since run h200-gpu9-int4-1), 90 = 89 with the partials
- * sent by st.async on the peer's receive mbarrier (no cluster barrier at the end). See
+ * barrier instead of two, no remote loads; the int4 default in run h200-gpu9-int4-2), 90 = 89 with the partials
+ * sent by st.async on the peer's receive mbarrier (no cluster barrier at the end; the int4 default since run
+ * h200-gpu9-int4-3). See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
@@ -72,7 +73,7 @@ int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (16 at one wave of 128-channel tiles, 10 above); 1 =
+/* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (17 at one wave of 128-channel tiles, 10 above); 1 =
  * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8
  * consumer warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only, no output); 5 = 1 without the evict-first
  * hint; 6 = 1 with one mma chain over all stages (precision probe, m <= 8 only); 7 = 1 with the e4m3 -> f16

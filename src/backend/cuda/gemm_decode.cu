@@ -423,12 +423,13 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 // arithmetic (lab diagnostic, writes no output); 8-13: programmatic dependent launch and smaller stages
 // (cuda_lab.h, gemm_decode_tma.cu). 0 = automatic (default), from the measurements in
 // dev/cuda/NOTES.md (runs h200-gpu5-gemm*): row-major fp8 -> 3; packed fp8 -> 8 (programmatic dependent launch)
-// when n / 128 <= the SM count (one wave of 128-column tiles), else 10 (two CTAs per SM); int4 -> 89 (31, i.e.
+// when n / 128 <= the SM count (one wave of 128-column tiles), else 10 (two CTAs per SM); int4 -> 90 (31, i.e.
 // 28's arithmetic with stages of 256 K columns and two CTAs per SM, plus the lean loader and the byte-permute
 // dequantization of round 9 (= 73), with the X slice swizzled in shared memory (= 80, round 12, run
 // h200-gpu8-int4-2), K split 2 ways when n / 128 > the SM count (= 84, run h200-gpu8-int4-4) and the cluster's
-// split-K reduction pushed into the peer's shared memory (= 89, round 14, run h200-gpu9-int4-1)) on sm_90 when
-// n % 128 == 0 and k % 256 == 0 (before: 84, 73; 28 at one wave, 31 above before round 9), else 3. Row-major fp8 weights can use
+// split-K reduction pushed into the peer's shared memory (= 89, round 14, run h200-gpu9-int4-1), by st.async on
+// the peer's mbarrier (= 90, run h200-gpu9-int4-3)) on sm_90 when n % 128 == 0 and k % 256 == 0 (before: 89, 84,
+// 73; 28 at one wave, 31 above before round 9), else 3. Row-major fp8 weights can use
 // 1-4 only (5 and up -> 3); packed fp8 weights use 5 and up (assay_cuda_gemm_fp8w_packed).
 static int g_gemm_variant = 0;
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
@@ -510,11 +511,12 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
                                k);
     cudaStream_t s = (cudaStream_t)stream;
     int ver = g_gemm_variant;
-    if (ver == 0)  // 89 since run h200-gpu9-int4-1 (84 with the split-K reduction pushed into the peer's shared
+    if (ver == 0)  // 90 since run h200-gpu9-int4-3 (89 with the pushed partials sent by st.async on the peer's
+                   // mbarrier; 89, from h200-gpu9-int4-1, = 84 with the split-K reduction pushed into the peer's shared
                    // memory; 84 = 80 with K split 2 ways when the 128-column tiles need more than one CTA per SM,
                    // the default since h200-gpu8-int4-4; 80 = 73 with the X slice swizzled in shared memory; 73
                    // since h200-gpu7-int4-2, 28 / 31 before that); 3 when k % 256 != 0 (below)
-        ver = 89;
+        ver = 90;
     if (ver >= 4) {
         int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, s);
         if (rc < 0) return -1;

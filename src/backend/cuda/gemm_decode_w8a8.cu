@@ -546,7 +546,7 @@ int w8a8_sms() {
 }
 }  // namespace
 
-// The automatic choice: v16 (sw128 layout) while the 128-channel tiles fit one wave of one CTA per SM, else v10.
+// The automatic choice: v17 (sw128 layout) while the 128-channel tiles fit one wave of one CTA per SM, else v10.
 extern "C" int assay_cuda_gemm_fp8_w8a8_layout(int32_t n) { return n / W8_BN > w8a8_sms() ? 0 : 1; }
 extern "C" int assay_cuda_lab_w8a8_layout(int v, int32_t n) {
     if (v == 0) return assay_cuda_gemm_fp8_w8a8_layout(n);
@@ -603,13 +603,14 @@ extern "C" int assay_cuda_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_sc
     case 16: rc = W8_LAUNCH(16); break;
     case 17: rc = W8_LAUNCH(17); break;
     case 1: rc = W8_LAUNCH(1); break;
-    default:  // 0 (automatic): 16 when the 128-channel tiles fit one wave of one CTA per SM (= 12 with the pushed
-              // split-K reduction: m1 / m8 / m16 n8192 16.79 / 17.23 / 17.83 us against v12's 17.28 / 18.12 / 19.25,
-              // run h200-gpu9-int4-2; 12 was 17.66 / 18.57 / 19.69 against v1's 18.31 / 18.88 / 20.60 in run
+    default:  // 0 (automatic): 17 when the 128-channel tiles fit one wave of one CTA per SM (= 16 with the partials
+              // by st.async: m1 / m8 / m16 n8192 16.68 / 17.23 / 17.60 us against v16's 16.93 / 17.48 / 17.90, run
+              // h200-gpu9-int4-3; 16 = 12 with the pushed split-K reduction: 16.79 / 17.23 / 17.83 us against v12's
+              // 17.28 / 18.12 / 19.25, run h200-gpu9-int4-2; 12 was 17.66 / 18.57 / 19.69 against v1's 18.31 / 18.88 / 20.60 in run
               // h200-gpu7-w8a8-3), else 10 (two CTAs per SM, the whole grid resident at once: m16 n28672 70.4
               // against v12's 76.1 and v1's 82.7). The two read different weight layouts:
               // assay_cuda_gemm_fp8_w8a8_layout(n) names the one.
-        rc = tiles > sms ? W8_LAUNCH(10) : W8_LAUNCH(16);
+        rc = tiles > sms ? W8_LAUNCH(10) : W8_LAUNCH(17);
         break;
     }
 #undef W8_LAUNCH
