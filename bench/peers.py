@@ -105,6 +105,24 @@ def prefill(quick):
                 except Exception as e:  # a backend missing on this build is reported, not fatal
                     print(f"PEER   {name} {shape}: unavailable ({str(e)[:120]})", flush=True)
         del q, k, v
+    # the FP8 prefill's sequence-length sweep (kernel_check, fp8attn section): cuDNN bf16 at 16k tokens per batch
+    if not quick:
+        for B, N in ((2, 8192), (1, 16384)):
+            H, d = 32, 128
+            q = torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn_like(q)
+            v = torch.randn_like(q)
+            for causal in (False, True):
+                shape = f"b{B} h32 n{N} d128 {'causal' if causal else 'full'}"
+                flops = 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
+                try:
+                    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                        us = time_us(lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=causal), inner=2,
+                                     reps=5)
+                    record("peer:cudnn_sdpa", shape, us, flops, 0)
+                except Exception as e:
+                    print(f"PEER   peer:cudnn_sdpa {shape}: unavailable ({str(e)[:120]})", flush=True)
+            del q, k, v
 
 
 def decode():

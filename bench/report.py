@@ -51,6 +51,8 @@ def main():
         s = f"b4 h32 n4096 d128 {mode}"
         pairs.append(("attn_prefill_fp8", s, "peer:cudnn_sdpa", s, "flops"))
         pairs.append(("attn_prefill_fp8_sm90", s, "peer:cudnn_sdpa", s, "flops"))
+        for s in (f"b2 h32 n8192 d128 {mode}", f"b1 h32 n16384 d128 {mode}"):  # the FP8 sequence-length sweep
+            pairs.append(("attn_prefill_fp8_sm90", s, "peer:cudnn_sdpa", s, "flops"))
     for dt in ("bf16", "e4m3", "e5m2", "int8"):
         pairs.append((f"attn_decode_{dt}", "b32 ctx8192", "peer:torch_sdpa_decode", "b32 ctx8192", "bytes"))
     # every decode attention lab version and second timing pass (_rep) against the same peer

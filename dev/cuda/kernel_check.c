@@ -1325,6 +1325,37 @@ static void section_fp8_attn(lab_out *o) {
         }
         prefill_free(&p2);
     }
+    /* Sequence-length sweep of the Hopper default (FlashAttention-3 reports FP8 by sequence length at 16k tokens per
+       batch): b2 n8192 and b1 n16384, h32 d128, outlier data, full and causal; validated on sampled rows and timed
+       (peer: cuDNN SDPA bf16 at the same shapes in bench/peers.py). Skipped by --quick. */
+    if (g_sm90 && !g_quick) {
+        prefill_case sw[2] = {{2, 32, 32, 128, 0, {8192, 8192}, {8192, 8192}}, {1, 32, 32, 128, 0, {16384}, {16384}}};
+        for (int i = 0; i < 2; ++i) {
+            prefill_data ps;
+            prefill_alloc(&ps, &sw[i]);
+            add_outlier_channels(&sw[i], &ps);
+            for (int causal = 0; causal <= 1; ++causal) {
+                sw[i].causal = causal;
+                const int n = sw[i].lq[0];
+                char shape[96];
+                snprintf(shape, sizeof shape, "b%d h32 n%d d128 %s", sw[i].batch, n, causal ? "causal" : "full");
+                fp8_ctx f;
+                fp8_alloc(&f, &sw[i], &ps);
+                fp8_sm90_prepare_blk(&f, 1);
+                g_fp8_sm90_blk = 1;
+                CK(cudaMemset(f.dout, 0xFF, (size_t)ps.total_q * sw[i].hq * sw[i].d * 2));
+                fp8_sm90_run(&f);
+                lab_err ev = fp8_error(&sw[i], &ps, f.dout, 48);
+                lab_validate(o, "attn_prefill_fp8_sm90", shape, &ev, 0.2);
+                double us = lab_time_us(fp8_sm90_bench_fn, &f, 2, 5);
+                lab_bench(o, "attn_prefill_fp8_sm90", shape, us,
+                          4.0 * sw[i].batch * 32 * (double)n * n * 128 * (causal ? 0.5 : 1.0), 0);
+                g_fp8_sm90_blk = 0;
+                fp8_free(&f);
+            }
+            prefill_free(&ps);
+        }
+    }
 }
 
 int main(int argc, char **argv) {
