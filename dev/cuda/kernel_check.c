@@ -1032,6 +1032,8 @@ static int g_fp8_sm90_variant = 0, g_fp8_sm90_blk = 0;
    and times (both K scalings); unset = all. */
 /* timing probes with wrong results on purpose (never validated): 20-22 (version 2), 49-50 (version 3) */
 static int fp8_probe(int v) { return (v >= 20 && v <= 22) || v == 49 || v == 50; }
+/* lab variants that take no causal mask (51: the persistent version 4) */
+static int fp8_full_only(int v) { return v == 51; }
 static int fp8_variant_selected(int v) {
     const char *f = getenv("ASSAY_LAB_FP8_VARIANTS");
     return !f || !*f || list_has(f, v);
@@ -1176,8 +1178,8 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
             } else {
                 fp8_sm90_prepare(&f, 1);
             }
-            for (int v = 3; v <= (blk ? 50 : 6); ++v) {
-                if (v == 19 || fp8_probe(v) || !fp8_variant_selected(v)) continue;
+            for (int v = 3; v <= (blk ? 51 : 6); ++v) {
+                if (v == 19 || fp8_probe(v) || !fp8_variant_selected(v) || (c->causal && fp8_full_only(v))) continue;
                 g_fp8_sm90_variant = v;
                 CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
                 fp8_sm90_run(&f);
@@ -1259,11 +1261,11 @@ static void section_fp8_attn(lab_out *o) {
                                         {14, 1}, {15, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {20, 1}, {21, 1},
                                         {22, 1}, {23, 1}, {24, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
-                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}};
+                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {51, 1}};
             for (int rep = 0; rep < 2; ++rep)
                 for (size_t k = 0; k < sizeof vs / sizeof vs[0]; ++k) {
                     const int v = vs[k][0], blk = vs[k][1];
-                    if (!fp8_variant_selected(v)) continue;
+                    if (!fp8_variant_selected(v) || (causal && fp8_full_only(v))) continue;
                     if (blk) fp8_sm90_prepare_blk(&f, 1);
                     else fp8_sm90_prepare(&f, 1);
                     g_fp8_sm90_variant = v; g_fp8_sm90_blk = blk;
@@ -1296,7 +1298,7 @@ static void section_fp8_attn(lab_out *o) {
         prefill_alloc(&p2, &c2);
         static const int vr[][2] = {{2, 0}, {4, 0}, {4, 1}, {6, 1}, {12, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {23, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
-                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}};
+                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {51, 1}};
         for (int causal = 0; causal <= 1; ++causal) {
             c2.causal = causal;
             char shape[96];
@@ -1305,7 +1307,7 @@ static void section_fp8_attn(lab_out *o) {
             fp8_alloc(&f, &c2, &p2);
             for (size_t k = 0; k < sizeof vr / sizeof vr[0]; ++k) {
                 const int v = vr[k][0], blk = vr[k][1];
-                if (!fp8_variant_selected(v)) continue;
+                if (!fp8_variant_selected(v) || (causal && fp8_full_only(v))) continue;
                 if (blk) fp8_sm90_prepare_blk(&f, 1);
                 else fp8_sm90_prepare(&f, 1);
                 g_fp8_sm90_variant = v; g_fp8_sm90_blk = blk;
@@ -1343,14 +1345,20 @@ static void section_fp8_attn(lab_out *o) {
                 fp8_alloc(&f, &sw[i], &ps);
                 fp8_sm90_prepare_blk(&f, 1);
                 g_fp8_sm90_blk = 1;
-                CK(cudaMemset(f.dout, 0xFF, (size_t)ps.total_q * sw[i].hq * sw[i].d * 2));
-                fp8_sm90_run(&f);
-                lab_err ev = fp8_error(&sw[i], &ps, f.dout, 48);
-                lab_validate(o, "attn_prefill_fp8_sm90", shape, &ev, 0.2);
-                double us = lab_time_us(fp8_sm90_bench_fn, &f, 2, 5);
-                lab_bench(o, "attn_prefill_fp8_sm90", shape, us,
-                          4.0 * sw[i].batch * 32 * (double)n * n * 128 * (causal ? 0.5 : 1.0), 0);
-                g_fp8_sm90_blk = 0;
+                static const int sv[] = {0, 51};  /* the default, then the persistent lab version (full only) */
+                for (int k = 0; k < 2; ++k) {
+                    if (k && (causal || !fp8_variant_selected(sv[k]))) continue;
+                    g_fp8_sm90_variant = sv[k];
+                    char nm[64];
+                    snprintf(nm, sizeof nm, k ? "attn_prefill_fp8_sm90_v%d_kblk" : "attn_prefill_fp8_sm90", sv[k]);
+                    CK(cudaMemset(f.dout, 0xFF, (size_t)ps.total_q * sw[i].hq * sw[i].d * 2));
+                    fp8_sm90_run(&f);
+                    lab_err ev = fp8_error(&sw[i], &ps, f.dout, 48);
+                    lab_validate(o, nm, shape, &ev, 0.2);
+                    double us = lab_time_us(fp8_sm90_bench_fn, &f, 2, 5);
+                    lab_bench(o, nm, shape, us, 4.0 * sw[i].batch * 32 * (double)n * n * 128 * (causal ? 0.5 : 1.0), 0);
+                }
+                g_fp8_sm90_variant = 0; g_fp8_sm90_blk = 0;
                 fp8_free(&f);
             }
             prefill_free(&ps);

@@ -110,7 +110,7 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
     int32_t total_q, total_k, vt_stride; /* vt_stride >= cu_seqlens_vt[batch], multiple of 32 */
     float scale;
     int32_t causal;
-    int32_t variant;            /* 0 = default (29 with k_block_scale, else 4); lab only: 1 = version 1 with ping-pong consumer warpgroups,
+    int32_t variant;            /* 0 = default (with k_block_scale: 32 without a causal mask, 31 with one; else 4); lab only: 1 = version 1 with ping-pong consumer warpgroups,
                                    2 = version 1 without, 3 = version 2 (P V overlapped with the softmax, O
                                    rescaled only when a row maximum grows by > 0.8 in log2 units), 4 = 3 with
                                    ping-pong, 5 = 3 with the row sums on the tensor core, 6 = 5 with ping-pong.
@@ -118,9 +118,11 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
                                    the exponentials on the FMA pipe, a later warpgroup vote, exponentials
                                    started with the previous tile's maxima, a rescale threshold of 2.8), the
                                    timing probes 20-22 (wrong results on purpose) and 23-24 (4 / 3 with f16x2
-                                   exponentials), 25-31 (version 3: 192-key tiles; 29 = 192-key tiles, P
-                                   single-buffered and kept live through the exponentials, ping-pong); see
-                                   attn_prefill_sm90.cu. */
+                                   exponentials), 25-50 (version 3: 192-key tiles; 29 = 192-key tiles, P
+                                   single-buffered and kept live through the exponentials, ping-pong; 31 = 29 on
+                                   128-key tiles, 32 = 29 with the P V wait after the softmax; 49 / 50 timing
+                                   probes), 51 (version 4: 32 as a persistent kernel, one CTA per SM; no causal
+                                   mask); see attn_prefill_sm90.cu. */
     const float *k_block_scale; /* NULL: K scales per token (k_scale_t). Else K codes carry one scale per (kv head,
                                    128-key tile of a sequence) (assay_cuda_fp8_quant_k_blocks), [n_heads_kv]
                                    [vt_stride / 32], the tile starting at V^T column c at index c / 32; k_scale_t

@@ -1718,6 +1718,330 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 #endif
 }
 
+// ---- FP8 version 4 (lab variant 51): version 3's v32 (192-key tiles, ping-pong, single P kept live, the P V wait
+// after the softmax) as a persistent kernel ----
+// Why (dev/cuda/NOTES.md, round 9): at the same 4096 CTAs, v32 runs 846 TFLOP/s at b4 n4096, 938 at b2 n8192 and 983
+// at b1 n16384; the per-CTA times fit a + b * keys with a = 7.8 us, a fifth of a CTA at n4096. One CTA fits per SM
+// (161 KB of shared memory), so each CTA's start (Q and the first K / V tiles over TMA, the first S before any
+// overlap, the ping-pong's ramp) and end (the last P V, the O stores, the CTA's exit and the next one's launch) run
+// with the SM otherwise idle. Here one CTA per SM walks the (query tile, head, batch) tiles t = blockIdx.x,
+// blockIdx.x + gridDim.x, ... in the order of version 3's grid: the producer streams the next tile's Q (two Q
+// buffers) and K / V (one ring for all tiles, stage and phase carried over) while the consumers finish the current
+// one, and the ping-pong hands the first turn of the next tile to warpgroup 0 as soon as warpgroup 1 has issued its
+// last P V, before its epilogue. Non-causal only: with a causal mask the tiles differ in length and this static
+// round robin leaves the SMs unbalanced (a dynamic tile counter is not written).
+template <int TBN>
+__global__ void __launch_bounds__(NTHREADS, 1)
+    fa_wgmma_fp8_v4(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
+                    const __grid_constant__ CUtensorMap tmv, const __grid_constant__ CUtensorMap tmk64,
+                    const __grid_constant__ CUtensorMap tmv64, Fp8WgParams p) {
+#ifdef ASSAY_SM90A
+    constexpr int S = F83_STAGES, KST = F83<TBN>::KST, VST = F83<TBN>::VST, QB = F83<TBN>::QB, NCW = 2;
+    constexpr float TAU = F8_RESCALE_TAU, POFF = 8.f;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = sm, *Ks = sm + 2 * QB, *Vs = sm + 2 * QB + S * KST;  // Q: two buffers, tiles alternate
+    uint64_t *bars = reinterpret_cast<uint64_t *>(sm + 2 * QB + S * (KST + VST));
+    uint64_t *qfull = bars, *qempty = bars + 2, *kfull = bars + 4, *vfull = kfull + S, *kempty = vfull + S,
+             *vempty = kempty + S;
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
+
+    // the tile grid of version 3: x = query tile (the longest first: mblk = nx - 1 - x), y = head, z = batch
+    int nx = 0;
+    for (int b = 0; b < p.batch; ++b) nx = max(nx, (p.cu_q[b + 1] - p.cu_q[b] + BM - 1) / BM);
+    const int ntiles = nx * p.hq * p.batch;
+    struct Tile {
+        int mblk, h, b, q0, Lq, k0, Lk, n_max;
+        bool valid;  // rows of this tile exist (mblk * BM < Lq)
+    };
+    auto tile = [&](int t) {
+        Tile T;
+        const int x = t % nx;
+        T.h = (t / nx) % p.hq;
+        T.b = t / (nx * p.hq);
+        T.mblk = nx - 1 - x;
+        T.q0 = p.cu_q[T.b];
+        T.Lq = p.cu_q[T.b + 1] - T.q0;
+        T.k0 = p.cu_k[T.b];
+        T.Lk = p.cu_k[T.b + 1] - T.k0;
+        T.valid = T.mblk * BM < T.Lq;
+        T.n_max = (T.Lk + TBN - 1) / TBN;
+        return T;
+    };
+
+    if (tid == 0) {
+        for (int i = 0; i < 2; ++i) {
+            mbar_init(qfull + i, 1);
+            mbar_init(qempty + i, 4 * NCW);
+        }
+        for (int s = 0; s < S; ++s) {
+            mbar_init(kfull + s, 1);
+            mbar_init(vfull + s, 1);
+            mbar_init(kempty + s, 4 * NCW);
+            mbar_init(vempty + s, 4 * NCW);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        if (tid == 0) {
+            int g = 0, s = 0, ph = 0, qi = 0;  // K / V tiles loaded so far, their ring stage and phase; Q loads
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+                const Tile T = tile(t);
+                if (!T.valid || T.n_max == 0) continue;
+                const int hk = T.h / (p.hq / p.hkv), vt0 = p.cu_vt[T.b], qb = qi & 1;
+                if (qi >= 2) mbar_wait(qempty + qb, ((qi >> 1) & 1) ^ 1);  // the tile before last released it
+                ++qi;
+                mbar_arrive_expect_tx(qfull + qb, QB);
+                tma_load_3d(Qs + qb * QB, &tmq, 0, T.h, T.q0 + T.mblk * BM, qfull + qb);
+                for (int j = 0; j < T.n_max; ++j, ++g) {
+                    if (g >= S) mbar_wait(kempty + s, ph ^ 1);
+                    mbar_arrive_expect_tx(kfull + s, KST);
+                    tma_load_3d(Ks + s * KST, &tmk, 0, hk, T.k0 + j * TBN, kfull + s);
+                    if (TBN > 128) tma_load_3d(Ks + s * KST + F8_TILE, &tmk64, 0, hk, T.k0 + j * TBN + 128, kfull + s);
+                    if (g >= S) mbar_wait(vempty + s, ph ^ 1);
+                    mbar_arrive_expect_tx(vfull + s, VST);
+                    tma_load_3d(Vs + s * VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s);
+                    if (TBN > 128) tma_load_3d(Vs + s * VST + F8_TILE, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
+                    if (++s == S) s = 0, ph ^= 1;
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int cw = wg - 1, wiw = warp & 3;
+    const int g = lane >> 2, t = lane & 3;
+    // Ping-pong as in version 3, carried across tiles: warpgroup 1 gives warpgroup 0 the first turn of a tile with
+    // keys (at the start, and at the end of its last turn of the tile before instead of after its epilogue).
+    auto more_turns = [&](int from) {
+        for (int u = from; u < ntiles; u += gridDim.x) {
+            const Tile T = tile(u);
+            if (T.valid && T.n_max > 0) return true;
+        }
+        return false;
+    };
+    if (cw == NCW - 1 && more_turns(blockIdx.x)) named_arrive(1);
+
+    const uint64_t dk = sw128_desc(Ks, 16, 1024), dv = sw128_desc(Vs, 16, 1024), dv64 = sw64_desc(Vs + F8_TILE);
+    float o[F8_D / 2];
+    float s[TBN / 2];
+    uint32_t pa0[TBN / 32][4];
+    float m[2], l[2], qf[2];
+    uint32_t keep;
+    uint64_t dq;
+    int st = 0, phk = 0, qi = 0;  // ring stage and phase of the current K / V tile; Q buffers used so far
+    const float *kblk;
+    int row0, Lk, mblk, diag;
+
+    auto issue_qk = [&](int stg) {
+        const uint64_t d = dk + (uint64_t)(stg * (KST >> 4));
+#pragma unroll
+        for (int kk = 0; kk < F8_D / 32; ++kk) {
+            if (TBN == 192) wgmma_ss_e4m3_n192(s, dq + 2 * kk, d + 2 * kk, kk > 0);
+            else wgmma_ss_e4m3_n128(s, dq + 2 * kk, d + 2 * kk, kk > 0);
+        }
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int stg) {
+        const uint64_t d = dv + (uint64_t)(stg * (VST >> 4)), d64 = dv64 + (uint64_t)(stg * (VST >> 4));
+#pragma unroll
+        for (int kc = 0; kc < TBN / 32; ++kc) wgmma_rs_e4m3_n128(o, pa0[kc], kc < 4 ? d + 2 * kc : d64 + 2 * (kc - 4));
+        (void)d64;
+        wgmma_commit();
+    };
+    // version 3's softmax_on (MODE 0, non-causal masks only at the sequence end)
+    auto softmax = [&](int j, bool odd, float *alpha) {
+        const int split = odd && TBN == 192 ? 8 : 16;
+        const float kba = __ldg(kblk + ((j * TBN) >> 7 << 2));
+        const float kbb = TBN > 128 && j * TBN + split * 8 < Lk ? __ldg(kblk + ((j * TBN + split * 8) >> 7 << 2)) : 1.f;
+        const bool need_mask = (j + 1) * TBN > Lk || (p.causal && (j + 1) * TBN - 1 > mblk * BM + diag);
+        if (need_mask) {
+#pragma unroll
+            for (int i = 0; i < TBN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = j * TBN + i * 8 + 2 * t + (e & 1);
+                    const int row = row0 + (e >> 1) * 8;
+                    if (col >= Lk || (p.causal && col > row + diag)) s[4 * i + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float rfa = qf[r] * kba, rfb = qf[r] * kbb;
+            float mq[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) mq[u] = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < TBN / 8; ++i) {
+                const int u = (i >= split) * 4 + (i & 3), first = (i < split ? i : i - split) < 4;
+                const float v = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+                mq[u] = first ? v : fmaxf(mq[u], v);
+            }
+            const float mxa = fmaxf(fmaxf(mq[0], mq[1]), fmaxf(mq[2], mq[3]));
+            const float mxb = fmaxf(fmaxf(mq[4], mq[5]), fmaxf(mq[6], mq[7]));
+            const float mxs = warp_max_quad(TBN > 128 ? fmaxf(mxa * rfa, mxb * rfb) : mxa * rfa);
+            const float mnew = mxs > m[r] + TAU ? mxs : m[r];
+            alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
+            const float off = POFF - (mnew == -INFINITY ? 0.f : mnew);
+            float sq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < TBN / 8; ++i) {
+                const float rf = i < split ? rfa : rfb;
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], rf, off));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], rf, off));
+                s[4 * i + 2 * r] = p0;
+                s[4 * i + 2 * r + 1] = p1;
+                sq[i & 3] = i < 4 ? p0 + p1 : sq[i & 3] + (p0 + p1);
+            }
+            l[r] = l[r] * alpha[r] + ((sq[0] + sq[1]) + (sq[2] + sq[3]));
+            m[r] = mnew;
+        }
+    };
+    auto convert_p = [&]() {
+#pragma unroll
+        for (int kc = 0; kc < TBN / 32; ++kc)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const int i = 4 * kc + 2 * hh;
+                    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]),
+                                                                 __NV_SATFINITE, __NV_E4M3);
+                    const uint32_t hi = __nv_cvt_float2_to_fp8x2(
+                        make_float2(s[4 * i + 4 + 2 * r], s[4 * i + 4 + 2 * r + 1]), __NV_SATFINITE, __NV_E4M3);
+                    pa0[kc][2 * hh + r] = lo | (hi << 16);
+                }
+    };
+    auto rescale = [&](const float *alpha) {
+#pragma unroll
+        for (int i = 0; i < F8_D / 8; ++i) {
+            o[4 * i + 0] *= alpha[0];
+            o[4 * i + 1] *= alpha[0];
+            o[4 * i + 2] *= alpha[1];
+            o[4 * i + 3] *= alpha[1];
+        }
+    };
+    auto wait_late_then_rescale = [&](const float *alpha) {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+            wgmma_wait0_tagged<1>();
+            reg_fence<F8_D / 2>(o);
+            rescale(alpha);
+        } else {
+            wgmma_wait0_tagged<2>();
+            reg_fence<F8_D / 2>(o);
+        }
+    };
+    // one key tile j >= 1 of the current query tile: version 3's step (KEEP, LATE, single P)
+    auto step = [&](int j, bool odd) {
+        if (++st == S) st = 0, phk ^= 1;
+        const int sp = st == 0 ? S - 1 : st - 1, phv = st == 0 ? phk ^ 1 : phk;
+        mbar_wait(kfull + st, phk);
+        mbar_wait(vfull + sp, phv);
+        wgmma_fence();
+        named_sync(1 + cw);
+        issue_qk(st);
+        issue_pv(sp);
+        named_arrive(cw == NCW - 1 ? 1 : 2 + cw);
+        wgmma_wait<1>();
+        reg_fence<TBN / 2>(s);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(kempty + st);
+        float alpha[2];
+        softmax(j, odd, alpha);
+#pragma unroll
+        for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pa0[kc][0] ^ pa0[kc][1] ^ pa0[kc][2] ^ pa0[kc][3];
+        wait_late_then_rescale(alpha);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(vempty + sp);
+        convert_p();
+    };
+
+    for (int tt = blockIdx.x; tt < ntiles; tt += gridDim.x) {
+        const Tile T = tile(tt);
+        if (!T.valid) continue;
+        const int h = T.h, hk = h / (p.hq / p.hkv), vt0 = p.cu_vt[T.b], n_max = T.n_max;
+        mblk = T.mblk;
+        Lk = T.Lk;
+        diag = T.Lk - T.Lq;
+        row0 = mblk * BM + cw * 64 + wiw * 16 + g;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = row0 + 8 * r;
+            qf[r] = (row < T.Lq ? p.q_scale[(size_t)(T.q0 + row) * p.hq + h] : 1.f) * p.scale_log2;
+        }
+        kblk = p.k_blk + (size_t)hk * p.kblk_stride + vt0 / 32;
+#pragma unroll
+        for (int i = 0; i < F8_D / 2; ++i) o[i] = 0.f;
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.f;
+        keep = 0;
+        if (n_max > 0) {
+            const int qb = qi & 1;
+            const uint32_t qph = (qi >> 1) & 1;
+            ++qi;
+            dq = sw128_desc(Qs + qb * QB + cw * 64 * 128, 16, 1024);
+            mbar_wait(qfull + qb, qph);
+            mbar_wait(kfull + st, phk);
+            wgmma_fence();
+            named_sync(1 + cw);
+            issue_qk(st);
+            named_arrive(cw == NCW - 1 ? 1 : 2 + cw);
+            wgmma_wait<0>();
+            reg_fence<TBN / 2>(s);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(kempty + st);
+            float alpha0[2];
+            softmax(0, false, alpha0);
+            convert_p();
+            int j = 1;
+            for (; j + 1 < n_max; j += 2) {
+                step(j, true);
+                step(j + 1, false);
+            }
+            if (j < n_max) step(j, true);
+            // every S of the tile has completed (the last step's wait<1>), so Q is free for the tile after next
+            __syncwarp();
+            if (lane == 0) mbar_arrive(qempty + qb);
+            mbar_wait(vfull + st, phk);  // st, phk: the stage of the last key tile
+            wgmma_fence();
+            named_sync(1 + cw);
+            issue_pv(st);
+            // the last turn of the tile: warpgroup 1 passes the first turn of the next tile with keys, if any
+            if (cw == 0 || more_turns(tt + gridDim.x)) named_arrive(cw == NCW - 1 ? 1 : 2 + cw);
+            wgmma_wait<0>();
+            reg_fence<F8_D / 2>(o);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(vempty + st);  // (version 3 never frees its last V stage: its CTA ends)
+            if (++st == S) st = 0, phk ^= 1;  // the next tile's first key tile
+        }
+        const float *vsc = p.v_scale + (size_t)hk * F8_D;
+        keep &= p.zero;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float lsum = warp_sum_quad(l[r]);
+            const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+            const int row = row0 + r * 8;
+            if (row >= T.Lq + (int)keep) continue;
+            __nv_bfloat16 *dst = p.o + ((size_t)(T.q0 + row) * p.hq + h) * F8_D;
+#pragma unroll
+            for (int i = 0; i < F8_D / 8; ++i) {
+                const int c = i * 8 + 2 * t;
+                *reinterpret_cast<uint32_t *>(dst + c) =
+                    pack_bf16(o[4 * i + 2 * r] * inv * __ldg(vsc + c), o[4 * i + 2 * r + 1] * inv * __ldg(vsc + c + 1));
+            }
+        }
+    }
+#else
+    __trap();
+#endif
+}
+constexpr int F84_SMEM = F83<192>::SMEM + F83<192>::QB + 64;  // version 3's layout + a second Q buffer + 4 barriers
+static_assert(F84_SMEM <= 232448, "FP8 version 4 shared memory exceeds the sm_90 opt-in limit");
+
 // ---- bf16 version 5 (lab variants 5 and 6 = 5 with ping-pong): FP8 version 2's fix applied to the bf16 kernel --
 // The SASS of v3/v4 has the same hoisted wait as FP8 version 1 (WARPGROUP.DEPBAR.LE gsb0, 0x0 for P_{j-1} V_{j-1}
 // at the top of the softmax, the P registers reused by softmax temporaries). As in fa_wgmma_fp8_v2:
@@ -2248,7 +2572,19 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 31 : 32) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 50) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (v == 51) {  // version 4: v32 as a persistent kernel (one CTA per SM walks the tiles; non-causal only)
+        if (a->causal) return assay_cuda_fail("attn_prefill_fp8_sm90: lab variant 51 is non-causal only");
+        CUtensorMap mk64, mv64;
+        const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
+        if (make_map_u8(&mk64, a->k, dk, sk, box_k64) || make_map_u8(&mv64, a->vt, dv, sv, box_vt64, CU_TENSOR_MAP_SWIZZLE_64B))
+            return -1;
+        auto kern = fa_wgmma_fp8_v4<192>;
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, F84_SMEM));
+        int sms = assay_cuda_sm_count();
+        if (sms <= 0) sms = 132;
+        const long tiles = (long)grid.x * grid.y * grid.z;
+        kern<<<(unsigned)(tiles < sms ? tiles : sms), NTHREADS, F84_SMEM, st>>>(mq, mk, mv, mk64, mv64, p);
+    } else if (v >= 25 && v <= 50) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
