@@ -122,7 +122,8 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
                                    single-buffered and kept live through the exponentials, ping-pong; 31 = 29 on
                                    128-key tiles, 32 = 29 with the P V wait after the softmax; 49 / 50 timing
                                    probes), 51 (version 4: 32 as a persistent kernel, one CTA per SM; no causal
-                                   mask); see attn_prefill_sm90.cu. */
+                                   mask), 52 / 53 (32 / 31 with O stored through shared memory); see
+                                   attn_prefill_sm90.cu. */
     const float *k_block_scale; /* NULL: K scales per token (k_scale_t). Else K codes carry one scale per (kv head,
                                    128-key tile of a sequence) (assay_cuda_fp8_quant_k_blocks), [n_heads_kv]
                                    [vt_stride / 32], the tile starting at V^T column c at index c / 32; k_scale_t

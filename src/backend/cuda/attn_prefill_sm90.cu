@@ -1300,7 +1300,7 @@ constexpr int F83_STAGES = 3;
 // DIAG_NOEXP (timing probe, wrong results on purpose): every exponential of P is one FFMA (x * 0 + 1) instead of
 // MUFU.EX2 (the O rescale factors stay exact): what the exponentials cost version 3 at most.
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
-       F83M_DIAG_NOEXP = 128 };
+       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256 };
 // true: the exponentials of 8-key group i (of a row) use poly_exp2 instead of MUFU.EX2
 __host__ __device__ constexpr bool f83_sw(int mode, int i) {
     return ((mode & F83M_SW4) && (i & 3) == 3) || ((mode & F83M_SW8) && (i & 7) == 7) ||
@@ -1699,6 +1699,39 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 
     const float *vsc = p.v_scale + (size_t)hk * F8_D;
     keep &= p.zero;  // 0: only keeps the P registers of the GEMM in flight alive (see version 2)
+    // OSTAGE (round 9): O goes through shared memory and out in 16-byte stores, a 256-byte row per 16 lanes (the
+    // direct stores below write 4 bytes per lane, 8 rows x 16 bytes per warp instruction: 5% of v32's samples, lg
+    // throttle, plus the exit waiting for them to drain). The buffers are the K stages of key tiles n_max - 2
+    // (warpgroup 0) and n_max - 3 (warpgroup 1): both warpgroups finished those S GEMMs before their last turn, and
+    // nothing loads after the last tile. 16-byte chunk c of row r sits at chunk c ^ (r & 7) (conflict-free writes
+    // of the accumulator layout and reads of whole rows). Needs 3 key tiles (else the direct stores).
+    if ((MODE & F83M_OSTAGE) && !S2 && n_max >= 3) {
+        unsigned char *ob = Ks + ((st + 2 * S - 1 - cw) % S) * F83_KST;  // st: the stage of key tile n_max - 1
+        static_assert(64 * 256 <= F83_KST, "a warpgroup's O fits one K stage");
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float lsum = warp_sum_quad(l[r]);
+            const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+            const int rl = wiw * 16 + g + 8 * r;  // row within the warpgroup's 64
+#pragma unroll
+            for (int i = 0; i < F8_D / 8; ++i) {
+                const int c = i * 8 + 2 * t;
+                *reinterpret_cast<uint32_t *>(ob + rl * 256 + ((i ^ (rl & 7)) << 4) + 4 * t) =
+                    pack_bf16(o[4 * i + 2 * r] * inv * __ldg(vsc + c), o[4 * i + 2 * r + 1] * inv * __ldg(vsc + c + 1));
+            }
+        }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(5 + cw) : "memory");  // this warpgroup's O is in ob
+        const int tw = tid & 127;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int idx = tw + 128 * k, rl = idx >> 4, ch = idx & 15;
+            const int row = mblk * BM + cw * 64 + rl;
+            if (row >= Lq + (int)keep) continue;
+            const uint4 v = *reinterpret_cast<const uint4 *>(ob + rl * 256 + ((ch ^ (rl & 7)) << 4));
+            *reinterpret_cast<uint4 *>(p.o + ((size_t)(q0 + row) * p.hq + h) * F8_D + ch * 8) = v;
+        }
+        return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const float lsum = warp_sum_quad(l[r]);
@@ -2523,11 +2556,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 51);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 53);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-51)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-53)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2584,7 +2617,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         if (sms <= 0) sms = 132;
         const long tiles = (long)grid.x * grid.y * grid.z;
         kern<<<(unsigned)(tiles < sms ? tiles : sms), NTHREADS, F84_SMEM, st>>>(mq, mk, mv, mk64, mv64, p);
-    } else if (v >= 25 && v <= 50) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    } else if (v >= 25 && v <= 53) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
@@ -2592,7 +2625,8 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // 37 = 32 + TAU48, 38 = 35 + TAU48; round 7: 39 = 35 with 4
                                     // stages, 40 = 35 with 5, 41 = 36 with 5, 42 = 31 with 5; round 8:
                                     // 43 / 44 / 45 = 32 + SW4 / SW38 / SW8, 46 / 47 / 48 = 31 + SW4 / SW38 / SW8;
-                                    // timing probes 49 / 50 = 32 / 31 + DIAG_NOEXP
+                                    // timing probes 49 / 50 = 32 / 31 + DIAG_NOEXP; round 9 (51: version 4,
+                                    // above): 52 / 53 = 32 / 31 + OSTAGE
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2625,10 +2659,12 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 47 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_SW38>
                     : v == 48 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_SW8>
                     : v == 49 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_DIAG_NOEXP>
-                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_DIAG_NOEXP>;
+                    : v == 50 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_DIAG_NOEXP>
+                    : v == 52 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE>
+                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>;
         const int smem = v == 39                       ? F83<128, 2, 4>::SMEM
                          : v >= 40 && v <= 42          ? F83<128, 2, 5>::SMEM
-                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v != 49) ? F83<128>::SMEM
+                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v != 49 && v != 52) ? F83<128>::SMEM
                                                                                                      : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
