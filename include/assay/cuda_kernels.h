@@ -110,7 +110,7 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
     int32_t total_q, total_k, vt_stride; /* vt_stride >= cu_seqlens_vt[batch], multiple of 32 */
     float scale;
     int32_t causal;
-    int32_t variant;            /* 0 = default (with k_block_scale: 32 without a causal mask, 31 with one; else 4); lab only: 1 = version 1 with ping-pong consumer warpgroups,
+    int32_t variant;            /* 0 = default (with k_block_scale: 52 without a causal mask, 53 with one; else 4); lab only: 1 = version 1 with ping-pong consumer warpgroups,
                                    2 = version 1 without, 3 = version 2 (P V overlapped with the softmax, O
                                    rescaled only when a row maximum grows by > 0.8 in log2 units), 4 = 3 with
                                    ping-pong, 5 = 3 with the row sums on the tensor core, 6 = 5 with ping-pong.

@@ -2599,10 +2599,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
     cudaStream_t st = (cudaStream_t)stream;
     // default with per-block K scales: version 3 with ping-pong and the single P kept live, on 192-key tiles with
-    // the P V wait after the softmax (lab variant 32) without a causal mask, on 128-key tiles (31, fewer masked keys
-    // on the diagonal) with one (runs h200-gpu7-fp8pf4/5: 850 / 722 TFLOP/s vs 848 / 718 for the previous
-    // default, v29, built as before); with per-token K scales version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
-    const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 31 : 32) : 4) : a->variant;
+    // the P V wait after the softmax without a causal mask, on 128-key tiles (fewer masked keys on the diagonal)
+    // with one, O stored through shared memory in 16-byte rows: lab variants 52 / 53 (run h200-gpu9-fp8pf9-2: 871 /
+    // 753 TFLOP/s against 847 / 720 for 32 / 31, the default from h200-gpu7-fp8pf4/5 to h200-gpu9-fp8pf9-1); with
+    // per-token K scales version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
+    const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 53 : 52) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 51) {  // version 4: v32 as a persistent kernel (one CTA per SM walks the tiles; non-causal only)
