@@ -152,8 +152,9 @@ static void prefill_bench_fn(void *ctx, int it) {
 /* 1, 2: FlashAttention-2 style mma.sync kernels; 3: Hopper wgmma/TMA kernel (attn_prefill_sm90.cu); 4: 3 with
  * ping-pong scheduling of the two consumer warpgroups; 5, 6: version 5 (fa_wgmma_v5: P double-buffered, no wait
  * for P V in the common path, O rescaled on a warpgroup vote), 6 = 5 with ping-pong; 7, 8: 3, 4 with the P
- * registers of the GEMM in flight kept live through the softmax (nothing else changed). */
-#define PREFILL_VERSIONS 8
+ * registers of the GEMM in flight kept live through the softmax (nothing else changed); 9: 4 with O stored
+ * through shared memory in 16-byte rows. */
+#define PREFILL_VERSIONS 9
 static void section_prefill(lab_out *o) {
     /* Correctness: varlen batches, GQA, causal (also Lk > Lq: bottom-right alignment) and not. */
     prefill_case cases[] = {

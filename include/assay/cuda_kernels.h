@@ -65,8 +65,8 @@ typedef struct assay_cuda_attn_prefill_args {
     int32_t variant;            /* 0 = default (4 on compute capability 9.0, else 2); lab only: 1 = 64-row tiles,
                                    2 = 128-row tiles, 3 = Hopper (wgmma), 4 = 3 with ping-pong consumer warpgroups,
                                    5 / 6 = version 5 (P double-buffered, no P V wait in the common path) without /
-                                   with ping-pong, 7 / 8 = 3 / 4 with the in-flight P registers kept live; see
-                                   attn_prefill_sm90.cu */
+                                   with ping-pong, 7 / 8 = 3 / 4 with the in-flight P registers kept live, 9 = 4
+                                   with O stored through shared memory in 16-byte rows; see attn_prefill_sm90.cu */
     int32_t total_q, total_k;   /* cu_seqlens_q[batch], cu_seqlens_k[batch] (the Hopper kernel's TMA maps need the
                                    token counts on the host); 0 = read them back from the device (synchronizes) */
 } assay_cuda_attn_prefill_args;

@@ -276,7 +276,7 @@ extern "C" int assay_cuda_attn_prefill(const assay_cuda_attn_prefill_args *a, as
     if (a->max_seqlen_q == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     int variant = a->variant ? a->variant : (prefill_sm90_ok() && (a->head_dim == 64 || a->head_dim == 128) ? 4 : 2);
-    if (variant >= 3 && variant <= 8) {
+    if (variant >= 3 && variant <= 9) {
         int32_t tq = a->total_q, tk = a->total_k;
         if (tq <= 0 || tk <= 0) {
             ASSAY_CUDA_TRY(cudaMemcpyAsync(&tq, a->cu_seqlens_q + a->batch, 4, cudaMemcpyDeviceToHost, s));

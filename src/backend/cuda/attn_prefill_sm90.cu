@@ -183,11 +183,14 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
 // KEEP (lab variants 7, 8 = 3, 4 with it): the P registers of the P V GEMM in flight stay live through the
 // softmax (XOR into a value the epilogue reads), so ptxas cannot hoist the wait for that GEMM above the softmax
 // to reuse them; everything else as in 3 / 4 (single P buffer, wait<0> after the softmax, 2 stages).
-template <int D, bool PINGPONG, bool KEEP = false>
+// OST (lab variant 9 = 4 + OST, round 9 of the FP8 kernel applied here): O leaves through shared memory in 16-byte
+// row stores instead of 4-byte stores from the accumulator layout (see fa_wgmma_fp8_v3's OSTAGE).
+template <int D, bool PINGPONG, bool KEEP = false, bool OST = false>
 __global__ void __launch_bounds__(NTHREADS, 1)
     fa_wgmma(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
              const __grid_constant__ CUtensorMap tmv, WgParams p) {
 #ifdef ASSAY_SM90A
+    static_assert(!OST || PINGPONG, "the staged O store relies on the ping-pong order (see the epilogue)");
     using L = Smem<D>;
     constexpr int DH = D / 64;  // 64-column halves of head_dim (one TMA box / swizzle atom column each)
     extern __shared__ unsigned char smem_raw[];
@@ -407,6 +410,36 @@ __global__ void __launch_bounds__(NTHREADS, 1)
 
     const int total_q = p.cu_q[p.batch];
     keep &= p.zero;
+    // OST: the K stage of key tile n_max - 2 holds both warpgroups' O (64 rows x D bf16 each, 16-byte chunk c of row
+    // r at c ^ (r & 7)): under ping-pong both warpgroups finished that S before their last turn, which precedes
+    // either final P V, and nothing loads after the last tile. Needs 2 key tiles (else the direct stores).
+    if (OST && n_max >= 2) {
+        constexpr int CH = D / 8;  // 16-byte chunks per row
+        unsigned char *ob = sm + L::K_OFF + ((n_max - 2) % STAGES) * L::KV_BYTES + cw * 64 * D * 2;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float lsum = warp_sum_quad(l[r]);
+            const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+            const int rl = wiw * 16 + g + 8 * r, row = row0 + r * 8;
+#pragma unroll
+            for (int i = 0; i < CH; ++i)
+                *reinterpret_cast<uint32_t *>(ob + rl * D * 2 + ((i ^ (rl & 7)) << 4) + 4 * t) =
+                    pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+            if (p.lse && t == 0 && row < Lq + (int)keep)
+                p.lse[(size_t)h * total_q + q0 + row] = lsum > 0.f ? m[r] * p.scale + logf(lsum) : -INFINITY;
+        }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(5 + cw) : "memory");  // this warpgroup's O is in ob
+        const int tw = tid & 127;
+#pragma unroll
+        for (int k = 0; k < 64 * CH / 128; ++k) {
+            const int idx = tw + 128 * k, rl = idx / CH, ch = idx % CH;
+            const int row = mblk * BM + cw * 64 + rl;
+            if (row >= Lq + (int)keep) continue;
+            *reinterpret_cast<uint4 *>(p.o + ((size_t)(q0 + row) * p.hq + h) * D + ch * 8) =
+                *reinterpret_cast<const uint4 *>(ob + rl * D * 2 + ((ch ^ (rl & 7)) << 4));
+        }
+        return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const float lsum = warp_sum_quad(l[r]);
@@ -440,12 +473,12 @@ int make_map(CUtensorMap *m, const void *base, int d, int heads, int tokens, int
     return 0;
 }
 
-template <int D, bool PP, bool KEEP = false>
+template <int D, bool PP, bool KEEP = false, bool OST = false>
 int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cudaStream_t stream) {
     constexpr int smem = Smem<D>::BYTES;
     static bool configured = false;
     if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma<D, PP, KEEP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(fa_wgmma<D, PP, KEEP, OST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = true;
     }
     CUtensorMap mq, mk, mv;
@@ -465,7 +498,7 @@ int launch(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, cuda
     p.causal = a->causal;
     p.zero = 0;
     dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
-    fa_wgmma<D, PP, KEEP><<<grid, NTHREADS, smem, stream>>>(mq, mk, mv, p);
+    fa_wgmma<D, PP, KEEP, OST><<<grid, NTHREADS, smem, stream>>>(mq, mk, mv, p);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }
@@ -2487,7 +2520,7 @@ int make_map_u8(CUtensorMap *m, const void *base, const cuuint64_t *dims, const 
 
 // Called by assay_cuda_attn_prefill for variants 3-8 (arguments already checked): 3 = fa_wgmma, 4 = 3 with
 // ping-pong, 5 = fa_wgmma_v5 (version 5: P double-buffered, no P V wait in the common path), 6 = 5 with ping-pong,
-// 7 / 8 = 3 / 4 with the in-flight P registers kept live (KEEP).
+// 7 / 8 = 3 / 4 with the in-flight P registers kept live (KEEP), 9 = 4 with O stored through shared memory (OST).
 // total_q / total_k: the packed token counts (cu_seqlens[batch]), which the tensor maps need on the host.
 int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int total_q, int total_k, int variant,
                                  cudaStream_t stream) {
@@ -2497,14 +2530,16 @@ int assay_cuda_attn_prefill_sm90(const assay_cuda_attn_prefill_args *a, int tota
                : variant == 5 ? launch_v5<128, false>(a, total_q, total_k, stream)
                : variant == 6 ? launch_v5<128, true>(a, total_q, total_k, stream)
                : variant == 7 ? launch<128, false, true>(a, total_q, total_k, stream)
-                              : launch<128, true, true>(a, total_q, total_k, stream);
+               : variant == 8 ? launch<128, true, true>(a, total_q, total_k, stream)
+                              : launch<128, true, false, true>(a, total_q, total_k, stream);
     if (a->head_dim == 64)
         return variant == 3   ? launch<64, false>(a, total_q, total_k, stream)
                : variant == 4 ? launch<64, true>(a, total_q, total_k, stream)
                : variant == 5 ? launch_v5<64, false>(a, total_q, total_k, stream)
                : variant == 6 ? launch_v5<64, true>(a, total_q, total_k, stream)
                : variant == 7 ? launch<64, false, true>(a, total_q, total_k, stream)
-                              : launch<64, true, true>(a, total_q, total_k, stream);
+               : variant == 8 ? launch<64, true, true>(a, total_q, total_k, stream)
+                              : launch<64, true, false, true>(a, total_q, total_k, stream);
     return assay_cuda_fail("attn_prefill: head_dim %d not supported by the sm_90 kernel (64, 128)", a->head_dim);
 }
 
