@@ -62,7 +62,7 @@ typedef struct assay_cuda_attn_prefill_args {
     int32_t batch, max_seqlen_q, n_heads_q, n_heads_kv, head_dim; /* head_dim 64 or 128 */
     float scale;                /* softmax scale, usually 1/sqrt(head_dim) */
     int32_t causal;
-    int32_t variant;            /* 0 = default (4 on compute capability 9.0, else 2); lab only: 1 = 64-row tiles,
+    int32_t variant;            /* 0 = default (on compute capability 9.0: 9 for d128, 4 for d64; else 2); lab only: 1 = 64-row tiles,
                                    2 = 128-row tiles, 3 = Hopper (wgmma), 4 = 3 with ping-pong consumer warpgroups,
                                    5 / 6 = version 5 (P double-buffered, no P V wait in the common path) without /
                                    with ping-pong, 7 / 8 = 3 / 4 with the in-flight P registers kept live, 9 = 4
