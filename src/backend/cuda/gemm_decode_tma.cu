@@ -481,8 +481,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // first STAGES stages: the compute of the ring on stale data, the arithmetic's own floor.
     constexpr bool LEAN = (R9 & 1) != 0;
     // Round 14: bit 7 (PUSH) = the split-K reduction of a cluster of 2 by pushing: each CTA sums its K slices for
-    // both column halves, stores the peer's half into the peer's receive buffer (st.shared::cluster, past the ring),
-    // and one cluster barrier (release / acquire) later adds what it received to its own half and writes it. The
+    // both column halves, sends the peer's half into the peer's receive buffer (past the ring; common.cuh's
+    // cluster_pair_push_store) and, once the peer's half of its own columns has arrived, adds it and writes y. The
     // pull form (v4_store_tot) takes two cluster barriers, the second releasing the stores of y, and loads the
     // peer's sums one runtime loop iteration at a time: 17% of v84's warp samples sat after the last stage
     // (run h200-gpu9-ncu).
@@ -495,8 +495,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // fragment loads runs beside the other half's arithmetic: the block barrier moves to mid-stage (after the first
     // half's mma, before the next stage's first-half loads), and the slot of the current stage is refilled there
     // (its second half was read before the barrier, which orders those reads like membar.cta), so the ring keeps
-    // its lead of STAGES - 1 stages. In v90's profile 8% of the samples waited for the fragment loads at the head of
-    // each stage, where all 8 warps load at once after the barrier.
+    // its lead of STAGES - 1 stages. In v89's profile 8% of the samples waited for the fragment loads at the head of
+    // each stage, where all 8 warps load at once after the barrier. (Measured slower: dev/cuda/NOTES.md, round 14.)
     constexpr bool HP = (R9 & 512) != 0;
     static_assert(!HP || (PUSH && XSW && (R9 & 2) && !(R9 & 4) && PDL && !MB && !NOLD && !LOADONLY && !EARLY),
                   "the half-stage loop extends v90");
