@@ -87,42 +87,33 @@ def big_gemms():
 
 def prefill(quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    for d in ([128] if quick else [128, 64]):
-        B, H, N = 4, 32, 4096
+    cudnn = ("peer:cudnn_sdpa", SDPBackend.CUDNN_ATTENTION)
+    flash2 = ("peer:flash2_sdpa", SDPBackend.FLASH_ATTENTION)
+
+    def sdpa(B, N, d, backends, inner, reps):  # bf16 SDPA on random Q, K, V, h32, full and causal
+        H = 32
         q = torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16)
         k = torch.randn_like(q)
         v = torch.randn_like(q)
         for causal in (False, True):
-            shape = f"b4 h32 n4096 d{d} {'causal' if causal else 'full'}"
+            shape = f"b{B} h32 n{N} d{d} {'causal' if causal else 'full'}"
             flops = 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
-            for name, backend in (("peer:cudnn_sdpa", SDPBackend.CUDNN_ATTENTION),
-                                  ("peer:flash2_sdpa", SDPBackend.FLASH_ATTENTION)):
+            for name, backend in backends:
                 try:
                     with sdpa_kernel([backend]):
-                        us = time_us(lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=causal), inner=3,
-                                     reps=7)
+                        us = time_us(lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                     inner=inner, reps=reps)
                     record(name, shape, us, flops, 0)
                 except Exception as e:  # a backend missing on this build is reported, not fatal
                     print(f"PEER   {name} {shape}: unavailable ({str(e)[:120]})", flush=True)
         del q, k, v
-    # the FP8 prefill's sequence-length sweep (kernel_check, fp8attn section): cuDNN bf16 at 16k tokens per batch
+
+    for d in ([128] if quick else [128, 64]):
+        sdpa(4, 4096, d, (cudnn, flash2), 3, 7)
+    # the FP8 prefill's sequence-length sweep (kernel_check, fp8attn section): cuDNN at 16k tokens per batch
     if not quick:
         for B, N in ((2, 8192), (1, 16384)):
-            H, d = 32, 128
-            q = torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn_like(q)
-            v = torch.randn_like(q)
-            for causal in (False, True):
-                shape = f"b{B} h32 n{N} d128 {'causal' if causal else 'full'}"
-                flops = 4.0 * B * H * N * N * d * (0.5 if causal else 1.0)
-                try:
-                    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                        us = time_us(lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=causal), inner=2,
-                                     reps=5)
-                    record("peer:cudnn_sdpa", shape, us, flops, 0)
-                except Exception as e:
-                    print(f"PEER   peer:cudnn_sdpa {shape}: unavailable ({str(e)[:120]})", flush=True)
-            del q, k, v
+            sdpa(B, N, 128, (cudnn,), 2, 5)
 
 
 def decode():

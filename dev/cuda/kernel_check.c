@@ -628,7 +628,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86};
@@ -1033,8 +1033,6 @@ static int g_fp8_sm90_variant = 0, g_fp8_sm90_blk = 0;
    and times (both K scalings); unset = all. */
 /* timing probes with wrong results on purpose (never validated): 20-22 (version 2), 49-50 (version 3) */
 static int fp8_probe(int v) { return (v >= 20 && v <= 22) || v == 49 || v == 50; }
-/* lab variants that take no causal mask (51: the persistent version 4) */
-static int fp8_full_only(int v) { return v == 51; }
 static int fp8_variant_selected(int v) {
     const char *f = getenv("ASSAY_LAB_FP8_VARIANTS");
     return !f || !*f || list_has(f, v);
@@ -1130,6 +1128,24 @@ static void add_outlier_channels(const prefill_case *c, prefill_data *p) {
     CK(cudaMemcpy(p->dk, p->k, (size_t)p->total_k * c->hkv * c->d * 2, cudaMemcpyHostToDevice));
 }
 
+/* One run of Hopper FP8 variant v (blk: K scales per 128-key block) on the inputs prepared in f: outputs poisoned,
+   validated on 48 sampled rows (not the timing probes), timed (inner launches x reps) and recorded as name / shape. */
+static void fp8_sm90_check_time(lab_out *o, fp8_ctx *f, int v, int blk, const char *name, const char *shape,
+                                int inner, int reps) {
+    const prefill_case *c = f->c;
+    g_fp8_sm90_variant = v; g_fp8_sm90_blk = blk;
+    CK(cudaMemset(f->dout, 0xFF, (size_t)f->p->total_q * c->hq * c->d * 2));
+    fp8_sm90_run(f);
+    if (!fp8_probe(v)) {
+        lab_err ev = fp8_error(c, f->p, f->dout, 48);
+        lab_validate(o, name, shape, &ev, 0.2);
+    }
+    double us = lab_time_us(fp8_sm90_bench_fn, f, inner, reps);
+    lab_bench(o, name, shape, us,
+              4.0 * c->batch * c->hq * (double)c->lq[0] * c->lk[0] * c->d * (c->causal ? 0.5 : 1.0), 0);
+    g_fp8_sm90_variant = 0; g_fp8_sm90_blk = 0;
+}
+
 static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int sample, const char *shape) {
     fp8_ctx f;
     fp8_alloc(&f, c, p);
@@ -1180,7 +1196,7 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
                 fp8_sm90_prepare(&f, 1);
             }
             for (int v = 3; v <= (blk ? 53 : 6); ++v) {
-                if (v == 19 || fp8_probe(v) || !fp8_variant_selected(v) || (c->causal && fp8_full_only(v))) continue;
+                if (v == 19 || v == 51 || fp8_probe(v) || !fp8_variant_selected(v)) continue; /* 19, 51: none */
                 g_fp8_sm90_variant = v;
                 CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
                 fp8_sm90_run(&f);
@@ -1262,24 +1278,16 @@ static void section_fp8_attn(lab_out *o) {
                                         {14, 1}, {15, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {20, 1}, {21, 1},
                                         {22, 1}, {23, 1}, {24, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
-                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {51, 1}, {52, 1}, {53, 1}};
+                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1}};
             for (int rep = 0; rep < 2; ++rep)
                 for (size_t k = 0; k < sizeof vs / sizeof vs[0]; ++k) {
                     const int v = vs[k][0], blk = vs[k][1];
-                    if (!fp8_variant_selected(v) || (causal && fp8_full_only(v))) continue;
+                    if (!fp8_variant_selected(v)) continue;
                     if (blk) fp8_sm90_prepare_blk(&f, 1);
                     else fp8_sm90_prepare(&f, 1);
-                    g_fp8_sm90_variant = v; g_fp8_sm90_blk = blk;
-                    CK(cudaMemset(f.dout, 0xFF, (size_t)p.total_q * c.hq * c.d * 2));
-                    fp8_sm90_run(&f);
                     char nm[64];
                     snprintf(nm, sizeof nm, "attn_prefill_fp8_sm90_v%d%s%s", v, blk ? "_kblk" : "", rep ? "_rep" : "");
-                    if (!fp8_probe(v)) {
-                        lab_err ev = fp8_error(&c, &p, f.dout, 48);
-                        lab_validate(o, nm, shape, &ev, 0.2);
-                    }
-                    us = lab_time_us(fp8_sm90_bench_fn, &f, 3, 7);
-                    lab_bench(o, nm, shape, us, 4.0 * 4 * 32 * 4096.0 * 4096.0 * 128 * (causal ? 0.5 : 1.0), 0);
+                    fp8_sm90_check_time(o, &f, v, blk, nm, shape, 3, 7);
                 }
             g_fp8_sm90_variant = 0; g_fp8_sm90_blk = 0;
         }
@@ -1299,7 +1307,7 @@ static void section_fp8_attn(lab_out *o) {
         prefill_alloc(&p2, &c2);
         static const int vr[][2] = {{2, 0}, {4, 0}, {4, 1}, {6, 1}, {12, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {23, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
-                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {51, 1}, {52, 1}, {53, 1}};
+                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1}};
         for (int causal = 0; causal <= 1; ++causal) {
             c2.causal = causal;
             char shape[96];
@@ -1308,22 +1316,13 @@ static void section_fp8_attn(lab_out *o) {
             fp8_alloc(&f, &c2, &p2);
             for (size_t k = 0; k < sizeof vr / sizeof vr[0]; ++k) {
                 const int v = vr[k][0], blk = vr[k][1];
-                if (!fp8_variant_selected(v) || (causal && fp8_full_only(v))) continue;
+                if (!fp8_variant_selected(v)) continue;
                 if (blk) fp8_sm90_prepare_blk(&f, 1);
                 else fp8_sm90_prepare(&f, 1);
-                g_fp8_sm90_variant = v; g_fp8_sm90_blk = blk;
-                CK(cudaMemset(f.dout, 0xFF, (size_t)p2.total_q * c2.hq * c2.d * 2));
-                fp8_sm90_run(&f);
                 char nm[64];
                 snprintf(nm, sizeof nm, "attn_prefill_fp8_sm90_v%d%s", v, blk ? "_kblk" : "");
-                if (!fp8_probe(v)) {
-                    lab_err ev = fp8_error(&c2, &p2, f.dout, 48);
-                    lab_validate(o, nm, shape, &ev, 0.2);
-                }
-                double us = lab_time_us(fp8_sm90_bench_fn, &f, 3, 7);
-                lab_bench(o, nm, shape, us, 4.0 * 4 * 32 * 4096.0 * 4096.0 * 128 * (causal ? 0.5 : 1.0), 0);
+                fp8_sm90_check_time(o, &f, v, blk, nm, shape, 3, 7);
             }
-            g_fp8_sm90_variant = 0; g_fp8_sm90_blk = 0;
             fp8_free(&f);
         }
         prefill_free(&p2);
@@ -1345,21 +1344,7 @@ static void section_fp8_attn(lab_out *o) {
                 fp8_ctx f;
                 fp8_alloc(&f, &sw[i], &ps);
                 fp8_sm90_prepare_blk(&f, 1);
-                g_fp8_sm90_blk = 1;
-                static const int sv[] = {0, 51};  /* the default, then the persistent lab version (full only) */
-                for (int k = 0; k < 2; ++k) {
-                    if (k && (causal || !fp8_variant_selected(sv[k]))) continue;
-                    g_fp8_sm90_variant = sv[k];
-                    char nm[64];
-                    snprintf(nm, sizeof nm, k ? "attn_prefill_fp8_sm90_v%d_kblk" : "attn_prefill_fp8_sm90", sv[k]);
-                    CK(cudaMemset(f.dout, 0xFF, (size_t)ps.total_q * sw[i].hq * sw[i].d * 2));
-                    fp8_sm90_run(&f);
-                    lab_err ev = fp8_error(&sw[i], &ps, f.dout, 48);
-                    lab_validate(o, nm, shape, &ev, 0.2);
-                    double us = lab_time_us(fp8_sm90_bench_fn, &f, 2, 5);
-                    lab_bench(o, nm, shape, us, 4.0 * sw[i].batch * 32 * (double)n * n * 128 * (causal ? 0.5 : 1.0), 0);
-                }
-                g_fp8_sm90_variant = 0; g_fp8_sm90_blk = 0;
+                fp8_sm90_check_time(o, &f, 0, 1, "attn_prefill_fp8_sm90", shape, 2, 5);
                 fp8_free(&f);
             }
             prefill_free(&ps);

@@ -121,8 +121,7 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
                                    exponentials), 25-50 (version 3: 192-key tiles; 29 = 192-key tiles, P
                                    single-buffered and kept live through the exponentials, ping-pong; 31 = 29 on
                                    128-key tiles, 32 = 29 with the P V wait after the softmax; 49 / 50 timing
-                                   probes), 51 (version 4: 32 as a persistent kernel, one CTA per SM; no causal
-                                   mask), 52 / 53 (32 / 31 with O stored through shared memory); see
+                                   probes), 52 / 53 (32 / 31 with O stored through shared memory); see
                                    attn_prefill_sm90.cu. */
     const float *k_block_scale; /* NULL: K scales per token (k_scale_t). Else K codes carry one scale per (kv head,
                                    128-key tile of a sequence) (assay_cuda_fp8_quant_k_blocks), [n_heads_kv]

@@ -223,88 +223,6 @@ __device__ __forceinline__ void cluster_sync_release_acquire() {
 #endif
 }
 
-// Split-K over a cluster of two CTAs (rank = split) by pushing: sum(row, c) is this CTA's partial for token row
-// and column c of its BN columns (complete in shared memory when called); each thread keeps the partials of its
-// outputs in its own half of the columns (split * BN / 2 ...) in registers and sends those of the peer's half
-// into the peer's receive buffer [16][BN / 2] floats, then adds what it received and calls store(row, c, total)
-// for rows < m. The pull form (two cluster barriers, remote loads) spent 17% of the int4 decode GEMM's warp
-// samples here (dev/cuda/NOTES.md, round 14). MODE 1: st.shared::cluster, then one cluster barrier (release /
-// acquire; the release waits for the remote stores). MODE 2: st.async with complete_tx on the peer's receive
-// mbarrier, which the peer waits on: no cluster barrier, no fence; a CTA leaves once its own buffer is complete.
-// Every thread of both CTAs calls cluster_pair_push_begin at entry (MODE 2: thread 0 initializes and arms the
-// receive barrier for m rows; the cluster arrival there, waited for before the first remote store, also makes
-// the peer's barrier initialization visible) and this at the end. Nobody reads this CTA's shared memory after it
-// returns, so it may exit at once.
-struct PairRecv {
-    uint8_t *buf;   // [16][BN / 2] floats
-    uint64_t *bar;  // MODE 2: the receive mbarrier
-};
-template <int MODE, int BN>
-__device__ __forceinline__ void cluster_pair_push_begin(PairRecv r, int m) {
-#ifdef ASSAY_SM90_ASYNC
-    if (MODE == 2 && threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(r.bar)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    cluster_arrive_relaxed();
-    if (MODE == 2 && threadIdx.x == 0)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(r.bar)),
-                     "r"(m * (BN / 2) * 4) : "memory");
-#else
-    (void)r; (void)m;
-#endif
-}
-template <int BN, int NTH, int MODE, class Sum, class Store>
-__device__ __forceinline__ void cluster_pair_push_store(Sum sum, Store store, int m, int split, PairRecv r) {
-#ifdef ASSAY_SM90_ASYNC
-    static_assert(MODE == 1 || MODE == 2, "push modes: 1 = stores + cluster barrier, 2 = st.async + mbarrier");
-    constexpr int HALF = BN / 2, TOT = 16 * HALF, PER = (TOT + NTH - 1) / NTH;
-    const int peer = split ^ 1;
-    float own[PER], other[PER];
-#pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH;
-        if (TOT % NTH == 0 || i < TOT) {
-            own[q] = sum(i / HALF, split * HALF + i % HALF);
-            other[q] = sum(i / HALF, peer * HALF + i % HALF);
-        }
-    }
-    uint32_t remote, remote_bar = 0;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(r.buf)), "r"(peer));
-    if (MODE == 2)
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(smem_u32(r.bar)), "r"(peer));
-    cluster_wait();  // the peer's entry arrival: it runs (and, MODE 2, its receive barrier is initialized)
-#pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH;
-        if ((TOT % NTH == 0 || i < TOT) && i / HALF < m) {
-            if (MODE == 2)
-                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n"
-                             ::"r"(remote + 4u * i), "f"(other[q]), "r"(remote_bar) : "memory");
-            else
-                asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote + 4u * i), "f"(other[q]) : "memory");
-        }
-    }
-    if (MODE == 2) {
-        asm volatile(
-            "{\n.reg .pred P1;\nWAIT_%=:\n"
-            "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], 0;\n"
-            "@!P1 bra WAIT_%=;\n}\n" ::"r"(smem_u32(r.bar)) : "memory");
-    } else {
-        cluster_sync_release_acquire();  // the peer's partials of this CTA's columns have landed
-    }
-    const float *recv = reinterpret_cast<const float *>(r.buf);
-#pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH;
-        if ((TOT % NTH == 0 || i < TOT) && i / HALF < m) store(i / HALF, split * HALF + i % HALF, own[q] + recv[i]);
-    }
-#else
-    (void)sum; (void)store; (void)m; (void)split; (void)r;
-    __trap();
-#endif
-}
-
 __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
 #ifdef ASSAY_SM90_ASYNC
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -348,6 +266,81 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
     __trap();
 #endif
 }
+
+// Split-K over a cluster of two CTAs (rank = split) by pushing: sum(row, c) is this CTA's partial for token row
+// and column c of its BN columns (complete in shared memory when called); each thread keeps the partials of its
+// outputs in its own half of the columns (split * BN / 2 ...) in registers and sends those of the peer's half
+// into the peer's receive buffer [16][BN / 2] floats, then adds what it received and calls store(row, c, total)
+// for rows < m. The pull form (two cluster barriers, remote loads) spent 17% of the int4 decode GEMM's warp
+// samples here (dev/cuda/NOTES.md, round 14). MODE 1: st.shared::cluster, then one cluster barrier (release /
+// acquire; the release waits for the remote stores). MODE 2: st.async with complete_tx on the peer's receive
+// mbarrier, which the peer waits on: no cluster barrier, no fence; a CTA leaves once its own buffer is complete.
+// Every thread of both CTAs calls cluster_pair_push_begin at entry (MODE 2: thread 0 initializes and arms the
+// receive barrier for m rows; the cluster arrival there, waited for before the first remote store, also makes
+// the peer's barrier initialization visible) and this at the end. Nobody reads this CTA's shared memory after it
+// returns, so it may exit at once.
+struct PairRecv {
+    uint8_t *buf;   // [16][BN / 2] floats
+    uint64_t *bar;  // MODE 2: the receive mbarrier
+};
+template <int MODE, int BN>
+__device__ __forceinline__ void cluster_pair_push_begin(PairRecv r, int m) {
+#ifdef ASSAY_SM90_ASYNC
+    if (MODE == 2 && threadIdx.x == 0) {
+        mbar_init(r.bar, 1);
+        mbar_fence_init();
+    }
+    cluster_arrive_relaxed();
+    if (MODE == 2 && threadIdx.x == 0) mbar_arrive_expect_tx(r.bar, m * (BN / 2) * 4);
+#else
+    (void)r; (void)m;
+#endif
+}
+template <int BN, int NTH, int MODE, class Sum, class Store>
+__device__ __forceinline__ void cluster_pair_push_store(Sum sum, Store store, int m, int split, PairRecv r) {
+#ifdef ASSAY_SM90_ASYNC
+    static_assert(MODE == 1 || MODE == 2, "push modes: 1 = stores + cluster barrier, 2 = st.async + mbarrier");
+    constexpr int HALF = BN / 2, TOT = 16 * HALF, PER = (TOT + NTH - 1) / NTH;
+    const int peer = split ^ 1;
+    float own[PER], other[PER];
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+        const int i = threadIdx.x + q * NTH;
+        if (TOT % NTH == 0 || i < TOT) {
+            own[q] = sum(i / HALF, split * HALF + i % HALF);
+            other[q] = sum(i / HALF, peer * HALF + i % HALF);
+        }
+    }
+    uint32_t remote, remote_bar = 0;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(r.buf)), "r"(peer));
+    if (MODE == 2)
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(smem_u32(r.bar)), "r"(peer));
+    cluster_wait();  // the peer's entry arrival: it runs (and, MODE 2, its receive barrier is initialized)
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+        const int i = threadIdx.x + q * NTH;
+        if ((TOT % NTH == 0 || i < TOT) && i / HALF < m) {
+            if (MODE == 2)
+                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n"
+                             ::"r"(remote + 4u * i), "f"(other[q]), "r"(remote_bar) : "memory");
+            else
+                asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote + 4u * i), "f"(other[q]) : "memory");
+        }
+    }
+    if (MODE == 2) mbar_wait(r.bar, 0);
+    else cluster_sync_release_acquire();  // the peer's partials of this CTA's columns have landed
+    const float *recv = reinterpret_cast<const float *>(r.buf);
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+        const int i = threadIdx.x + q * NTH;
+        if ((TOT % NTH == 0 || i < TOT) && i / HALF < m) store(i / HALF, split * HALF + i % HALF, own[q] + recv[i]);
+    }
+#else
+    (void)sum; (void)store; (void)m; (void)split; (void)r;
+    __trap();
+#endif
+}
+
 // bytes % 16 == 0, both addresses 16-byte aligned.
 __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
 #ifdef ASSAY_SM90_ASYNC

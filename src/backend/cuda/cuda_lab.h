@@ -55,8 +55,7 @@ extern "C" {
  * reduction of a cluster of 2 by pushing each CTA's sums for the peer's columns into its shared memory (one cluster
  * barrier instead of two, no remote loads; the int4 default in run h200-gpu9-int4-2), 90 = 89 with the partials
  * sent by st.async on the peer's receive mbarrier (no cluster barrier at the end; the int4 default since run
- * h200-gpu9-int4-3), 91 = 90 with the stage loop in halves (each batch of fragment loads beside the other half's
- * arithmetic; the block barrier at mid-stage). See
+ * h200-gpu9-int4-3). See
  * gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 

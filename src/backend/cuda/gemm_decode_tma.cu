@@ -491,15 +491,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // 2 of cluster_pair_push_store): no cluster barrier and no release fence at the end.
     constexpr bool PUSH = (R9 & 128) != 0;
     constexpr int PMODE = (R9 & 256) ? 2 : 1;
-    // bit 9 (HP): the stage loop in halves (k16 steps 0-3 and 4-7 of the warp's group), so that every batch of
-    // fragment loads runs beside the other half's arithmetic: the block barrier moves to mid-stage (after the first
-    // half's mma, before the next stage's first-half loads), and the slot of the current stage is refilled there
-    // (its second half was read before the barrier, which orders those reads like membar.cta), so the ring keeps
-    // its lead of STAGES - 1 stages. In v89's profile 8% of the samples waited for the fragment loads at the head of
-    // each stage, where all 8 warps load at once after the barrier. (Measured slower: dev/cuda/NOTES.md, round 14.)
-    constexpr bool HP = (R9 & 512) != 0;
-    static_assert(!HP || (PUSH && XSW && (R9 & 2) && !(R9 & 4) && PDL && !MB && !NOLD && !LOADONLY && !EARLY),
-                  "the half-stage loop extends v90");
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
     // PUSH: the peer writes into this CTA's receive buffer (past the ring) at the end of its own loop, so both
@@ -600,111 +591,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             cp_async_commit();
         }
     }
-    if constexpr (HP) {
-        constexpr int RT = NTW / 2;
-        const uint32_t M43 = 0x43434343u | ((uint32_t)p.m >> 5);  // (not foldable: see the R9 & 2 path below)
-        const int tb = (t >> 1) * 16;                             // XSW: chunk h of lane t at h ^ (t >> 1)
-        const int xoff = C::XOFF + g * C::XP + (ks * 128 + 32 * t) * 2;
-        // half hh of a stage: X chunks (= words) 2 hh, 2 hh + 1 of the lane's 64 bytes per token row, and words
-        // 2 hh, 2 hh + 1 of the lane's 16 weight bytes in each of its 2 RT n8 tiles
-        struct Frag {
-            uint32_t xa[8], xb[8];
-            uint2 wu[RT], wv[RT];
-        };
-        auto lds_half = [&](Frag &f, const uint8_t *stg, int hh) {
-            const uint8_t *xr = stg + xoff;
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int h = 2 * hh + c;
-                const uint8_t *xh = (h & 1) ? xr - tb : xr + tb;
-                const uint4 v = *reinterpret_cast<const uint4 *>(xh + 16 * h);
-                f.xa[4 * c] = v.x; f.xa[4 * c + 1] = v.y; f.xa[4 * c + 2] = v.z; f.xa[4 * c + 3] = v.w;
-                if (M16) {
-                    const uint4 u = *reinterpret_cast<const uint4 *>(xh + 8 * C::XP + 16 * h);
-                    f.xb[4 * c] = u.x; f.xb[4 * c + 1] = u.y; f.xb[4 * c + 2] = u.z; f.xb[4 * c + 3] = u.w;
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < RT; ++j) {
-                f.wu[j] = *reinterpret_cast<const uint2 *>(stg + ((nh * NTW + 2 * j) * (KC / 128) + ks) * 512 + lane * 16 + 8 * hh);
-                f.wv[j] = *reinterpret_cast<const uint2 *>(stg + ((nh * NTW + 2 * j + 1) * (KC / 128) + ks) * 512 + lane * 16 + 8 * hh);
-            }
-        };
-        // the byte-permute dequantization and mma of v80 (the R9 & 2 path below) on one half
-        auto mma_half = [&](const Frag &f, float (*tmp)[2][4]) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                uint32_t ul[RT], uh[RT], vl[RT], vh[RT];
-#pragma unroll
-                for (int j = 0; j < RT; ++j) {
-                    const uint32_t u = c == 0 ? f.wu[j].x : f.wu[j].y, v = c == 0 ? f.wv[j].x : f.wv[j].y;
-                    ul[j] = u & 0x0F0F0F0Fu; uh[j] = (u >> 4) & 0x0F0F0F0Fu;
-                    vl[j] = v & 0x0F0F0F0Fu; vh[j] = (v >> 4) & 0x0F0F0F0Fu;
-                }
-#pragma unroll
-                for (int s2 = 0; s2 < 2; ++s2) {
-                    const uint32_t b0 = f.xa[4 * c + 2 * s2], b1 = f.xa[4 * c + 2 * s2 + 1];
-                    const uint32_t c0 = f.xb[4 * c + 2 * s2], c1 = f.xb[4 * c + 2 * s2 + 1];
-#pragma unroll
-                    for (int j = 0; j < RT; ++j) {
-                        const uint32_t sel = s2 ? 0x4341u : 0x4240u, SUB = 0x43084308u;  // 136.0
-                        uint32_t a[4] = {__byte_perm(ul[j], M43, sel), __byte_perm(vl[j], M43, sel),
-                                         __byte_perm(uh[j], M43, sel), __byte_perm(vh[j], M43, sel)};
-#pragma unroll
-                        for (int r = 0; r < 4; ++r) {
-                            __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&a[r]),
-                                                       *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
-                            a[r] = *reinterpret_cast<uint32_t *>(&d);
-                        }
-                        mma_bf16_16816(tmp[j][0], a, b0, b1);
-                        if (M16) mma_bf16_16816(tmp[j][1], a, c0, c1);
-                    }
-                }
-            }
-        };
-        Frag fa, fb;
-        cp_async_wait<STAGES - 2>();  // stage 0 (the prologue's W_0 and X_0 groups)
-        __syncthreads();
-        if (STAGES - 1 < nst) load(STAGES - 1, STAGES - 1, std::integral_constant<int, 0>());
-        cp_async_commit();
-        if (nst == STAGES) pdl_launch_dependents();  // every load has been issued
-        lds_half(fa, sm, 0);
-        for (int st = 0; st < nst; ++st) {
-            const uint8_t *stg = sm + (st % STAGES) * C::STAGE;
-            lds_half(fb, stg, 1);
-            float sa[RT], sb[RT];
-            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
-#pragma unroll
-            for (int j = 0; j < RT; ++j) { sa[j] = __half2float(sc[16 * j]); sb[j] = __half2float(sc[16 * j + 8]); }
-            float tmp[RT][2][4];
-#pragma unroll
-            for (int j = 0; j < RT; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) tmp[j][0][e] = tmp[j][1][e] = 0.f;
-            mma_half(fa, tmp);
-            if (st + 1 < nst) {
-                // Groups committed: 2 (STAGES - 1) in the prologue, 1 before the loop, 1 per earlier step; stage
-                // st + 1's is the one STAGES - 2 back from the newest.
-                cp_async_wait<STAGES - 2>();
-                __syncthreads();  // stage st + 1 landed for everyone; everyone has read slot st
-                const int nx = st + STAGES;
-                if (nx < nst) load(nx, st % STAGES, std::integral_constant<int, 0>());
-                cp_async_commit();
-                if (nx == nst - 1) pdl_launch_dependents();  // every load has been issued
-                lds_half(fa, sm + ((st + 1) % STAGES) * C::STAGE, 0);
-            }
-            mma_half(fb, tmp);
-#pragma unroll
-            for (int j = 0; j < RT; ++j)
-#pragma unroll
-                for (int tt = 0; tt < (M16 ? 2 : 1); ++tt) {  // acc[2j + tt]: rows (g, g + 8) x tokens 8tt + 2t + e
-                    acc[2 * j + tt][0] = fmaf(tmp[j][tt][0], sa[j], acc[2 * j + tt][0]);
-                    acc[2 * j + tt][1] = fmaf(tmp[j][tt][1], sa[j], acc[2 * j + tt][1]);
-                    acc[2 * j + tt][2] = fmaf(tmp[j][tt][2], sb[j], acc[2 * j + tt][2]);
-                    acc[2 * j + tt][3] = fmaf(tmp[j][tt][3], sb[j], acc[2 * j + tt][3]);
-                }
-        }
-    } else
     for (int st = 0; st < nst; ++st) {
         if (MB) {
             mbar_wait(&full[st % STAGES], (st / STAGES) & 1);
@@ -1837,14 +1723,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && VER >= 89 && VER <= 91);  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && VER >= 89 && VER <= 91);  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -1854,14 +1740,13 @@ struct V5Ver {
     // in shared memory (conflict-free 16-byte fragment loads), 81 = 80 without loads after the first 4 stages
     // (probe), 82 = 80 load-only (see MB / PF / NOLD / XSW in gemm_decode_v5); 83 / 84 = 80 with K split 4 / 2
     // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
-    // with the pushed partials by st.async on the peer's mbarrier (push mode 2), 91 = 90 with the stage loop in
-    // halves (HP)
+    // with the pushed partials by st.async on the peer's mbarrier (push mode 2; 91, a half-stage loop, was slower
+    // and is gone: NOTES round 14)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
-                              VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
-                              VER == 91 ? 3 + 64 + 128 + 256 + 512 : 0;
+                              VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -1906,7 +1791,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : 0)) return 0;
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ver >= 74 && ver <= 91);  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 90);  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -1928,8 +1813,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 91)) && tiles > sms) {
-        const int s = ver == 83 ? 4 : 2;  // (85-91: 2)
+    if ((ver == 83 || (ver >= 84 && ver <= 90)) && tiles > sms) {
+        const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
     V4Params p;
@@ -2004,7 +1889,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 84: if (!int4) return 0; rc = V45_LAUNCH4(84); break;
     case 89: if (!int4) return 0; rc = V45_LAUNCH4(89); break;
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
-    case 91: if (!int4) return 0; rc = V45_LAUNCH4(91); break;
     case 85:
     case 86:
     case 87:
