@@ -34,6 +34,32 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) 
         }
 }
 
+/* Layout (gemm_decode_tma.cu, lab versions 94-96): the 512-byte blocks of assay_cuda_int4_pack in the order one
+ * CTA of 128 rows streams them, so that a 256-column stage is one contiguous 16 KB run (one bulk copy): block
+ * (8-row tile nt, group gr) of 128-row tile nb = nt / 16 sits at (((nb * (k/256) + gr / 2) * 16 + nt % 16) * 2 +
+ * gr % 2) * 512. Inside a block the columns of a lane are permuted: word w of lane (g, t) holds columns
+ * 64 (w >> 1) + 16 t + 8 (w & 1) + [0, 8) of the group (nibble order as above) instead of 32 t + 8 w + [0, 8).
+ * That is the order in which lane t reads its four 16-byte X chunks from an unswizzled X row (pitch 528 bytes)
+ * without bank conflicts: at chunk step w the four lanes t of a row read chunks 2t + (w & 1) of a 64-column half,
+ * the next row (16 bytes further on the banks) the other parity. */
+void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    int32_t ngroup = k / 128;
+    for (int32_t nt = 0; nt < n / 8; ++nt)
+        for (int32_t gr = 0; gr < ngroup; ++gr) {
+            uint8_t *blk = out + ((((size_t)(nt / 16) * (ngroup / 2) + gr / 2) * 16 + nt % 16) * 2 + gr % 2) * 512;
+            for (int lane = 0; lane < 32; ++lane) {
+                int g = lane >> 2, t = lane & 3;
+                const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128;
+                for (int w = 0; w < 4; ++w) {
+                    const uint8_t *src = row + 64 * (w >> 1) + 16 * t + 8 * (w & 1);
+                    uint32_t word = 0;
+                    for (int o = 0; o < 8; ++o) word |= (uint32_t)(src[o] & 15) << (4 * ((o >> 1) + 4 * (o & 1)));
+                    put_le32(blk + lane * 16 + 4 * w, word);
+                }
+            }
+        }
+}
+
 /* Layout (gemm_decode_tma.cu, v5): for each 128-row tile nb, each 64-column chunk kc and each of its 16 8-row
  * tiles nt, a 512-byte block at ((nb * (k/64) + kc) * 16 + nt) * 512. Lane (g, t) = 4g + t owns bytes
  * [16*lane, 16*lane + 16): row nb*128 + nt*8 + g, columns kc*64 + 16t + [0, 16), in order. One pipeline stage
