@@ -535,10 +535,13 @@ typedef struct gemm_ctx {
     void *dx, *dy;
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
-    uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 94-96) */
+    uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
+
+/* the int4 lab versions on assay_cuda_int4_pack_st weights (entry assay_cuda_gemm_int4g128_st) */
+static int variant_st(int v) { return v == 95 || v == 97 || v == 98; }
 
 static void gemm_fn(void *ctx, int it) {
     gemm_ctx *g = ctx;
@@ -611,7 +614,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packed8 = malloc(wbytes); assay_cuda_int4_pack_wg(w, n, k, packed8); }
     uint8_t *packwa = NULL; /* int4 weights for variants 30, 32, 33 */
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packwa = malloc(wbytes); assay_cuda_int4_pack_wa(w, n, k, packwa); }
-    uint8_t *packst = NULL; /* int4 weights for variants 94-96 */
+    uint8_t *packst = NULL; /* int4 weights for variants 95, 97, 98 */
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packst = malloc(wbytes); assay_cuda_int4_pack_st(w, n, k, packst); }
     uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0};
     for (int c = 0; c < g.copies; ++c) {
@@ -634,7 +637,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 94, 95, 96, 97, 98, 99, 100, 101, 102};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -648,10 +651,10 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 88) ||
-         (variant >= 94 && variant <= 102)) &&
+         variant_st(variant)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
-    if (variant >= 94 && variant <= 102 && !packst) continue;
+    if (variant_st(variant) && !packst) continue;
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant)) continue;
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
@@ -661,7 +664,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
-        g.dst[c] = which == 1 && variant >= 94 && variant <= 102 ? saved_st[c] : NULL;
+        g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
     }
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
@@ -980,7 +983,7 @@ static void section_profile(void) {
             long v = strtol(q, &end, 10);
             if (end == q) break;
             assay_cuda_lab_set_gemm_variant((int)v);
-            g.dst[0] = v >= 94 && v <= 102 ? g.dw[0] : NULL; /* uniform bytes: any packing times the same */
+            g.dst[0] = variant_st((int)v) ? g.dw[0] : NULL; /* uniform bytes: any packing times the same */
             gemm_fn(&g, 0);
             CK(cudaDeviceSynchronize());
             q = *end == ',' ? end + 1 : end;

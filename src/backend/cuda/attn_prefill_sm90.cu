@@ -134,6 +134,19 @@ __device__ __forceinline__ uint64_t sw128_desc(const void *p, uint32_t lbo, uint
            ((uint64_t)1 << 62);
 }
 
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
+                                            uint64_t *bar) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];\n" ::"r"(smem_u32(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+        : "memory");
+#else
+    __trap();
+#endif
+}
+
 struct WgParams {
     __nv_bfloat16 *o;
     float *lse;

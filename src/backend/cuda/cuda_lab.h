@@ -56,11 +56,9 @@ extern "C" {
  * barrier instead of two, no remote loads; the int4 default in run h200-gpu9-int4-2), 90 = 89 with the partials
  * sent by st.async on the peer's receive mbarrier (no cluster barrier at the end; the int4 default since run
  * h200-gpu9-int4-3). Round 15 (int4, weights packed by assay_cuda_int4_pack_st, entry assay_cuda_gemm_int4g128_st
- * below): 94-101 = a producer warp filling a ring of bulk copies on per-stage mbarriers for v90's arithmetic (94 / 95
- * / 96: 8 stages one CTA per SM / 4 stages two CTAs per SM / 6 stages one CTA per SM, X by one bulk copy per row;
- * 97 = 95 with X copied for its first 4 stages only (timing probe); 98 / 99 = 95 / 96 with X by the producer's
- * cp.async; 100 = 95 with X by one TMA box per stage; 101 = 95 with X by the compute threads' cp.async), 102 = v90
- * on that packing. See gemm_decode.cu and dev/cuda/NOTES.md. */
+ * below): a producer warp filling a ring of bulk copies on per-stage mbarriers for v90's arithmetic, X by one bulk
+ * copy per row (95) or by the producer's 16-byte cp.async (98); 97 = 95 with X copied for its first 4 stages only
+ * (timing probe). See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to
@@ -77,7 +75,7 @@ int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* Lab-only INT4 layout for versions 94-102 (v90's arithmetic on a warp-specialized ring of bulk copies): the
+/* Lab-only INT4 layout for versions 95, 97, 98 (v90's arithmetic on a warp-specialized ring of bulk copies): the
  * blocks of assay_cuda_int4_pack stored stage by stage (one 16 KB run per 128-row tile and 256 columns) with the
  * columns of each lane permuted (layout in cuda_pack.c); K % 256 == 0, N % 128 == 0, m <= 16, sm_90. */
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);

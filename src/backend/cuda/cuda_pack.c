@@ -34,7 +34,7 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) 
         }
 }
 
-/* Layout (gemm_decode_tma.cu, lab versions 94-96): the 512-byte blocks of assay_cuda_int4_pack in the order one
+/* Layout (gemm_decode_tma.cu, lab versions 95, 97, 98): the 512-byte blocks of assay_cuda_int4_pack in the order one
  * CTA of 128 rows streams them, so that a 256-column stage is one contiguous 16 KB run (one bulk copy): block
  * (8-row tile nt, group gr) of 128-row tile nb = nt / 16 sits at (((nb * (k/256) + gr / 2) * 16 + nt % 16) * 2 +
  * gr % 2) * 512. Inside a block the columns of a lane are permuted: word w of lane (g, t) holds columns

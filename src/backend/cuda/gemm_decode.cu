@@ -589,7 +589,7 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
     if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_st: null pointer argument");
     if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
         return assay_cuda_fail("gemm_int4g128_st: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
-    int ver = g_gemm_variant >= 94 && g_gemm_variant <= 102 ? g_gemm_variant : 94;
+    int ver = g_gemm_variant == 97 || g_gemm_variant == 98 ? g_gemm_variant : 95;
     int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 3);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_st: needs a compute capability 9.0 device");

@@ -372,17 +372,11 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
 // Weights: BN / 8 runs (n8 tiles) of (KC / 128) * 512 bytes per stage, TPR threads per run, each copying WCH
 // 16-byte chunks TPR * 16 bytes apart (a warp covers 32 * 16 contiguous bytes per copy instruction). X: rows
 // xrow + i * XRP (i < 16 / XRP, row < m), chunk xoff of each row. Scales: SCH threads, one chunk each.
-// STL (round 15, version 102; KC = 256, BN = 128): weights packed by assay_cuda_int4_pack_st, whose stage is one
-// contiguous 16 KB run (the same image in shared memory), and whose lane column order differs: logical X chunk
-// 4 t + h of a group (what lane t reads as its chunk h) must hold physical chunk 8 (h >> 1) + 2 t + (h & 1), so
-// each thread's X destination is permuted at entry; the readers are unchanged.
-template <int NTH, int KC, int BN, bool XSW = false, bool STL = false>
+template <int NTH, int KC, int BN, bool XSW = false>
 struct LeanLoader {
     static constexpr int RUN = (KC / 128) * 512, NRUN = BN / 8, TPR = NTH / NRUN, WCH = RUN / 16 / TPR;
     static constexpr int XCH = KC * 2 / 16, XRP = NTH / XCH, XPASS = 16 / XRP;
     static constexpr int SROW = BN * 2 / 16, SCH = (KC / 128) * SROW;
-    static constexpr int WSTEP = STL ? BN * KC / 2 : RUN;  // bytes between a thread's chunks of consecutive stages
-    static_assert(!STL || (KC == 256 && BN == 128), "assay_cuda_int4_pack_st stages: 256 columns x 128 rows");
     static_assert(NTH % NRUN == 0 && WCH * TPR * 16 == RUN && NTH % XCH == 0 && 16 % XRP == 0 && SCH <= NTH,
                   "lean loader: threads must tile the stage");
     const uint8_t *w;       // this thread's first weight chunk of stage 0
@@ -395,8 +389,7 @@ struct LeanLoader {
         using C = V5Cfg<true, KC, BN>;
         const int tid = threadIdx.x, ngroup = p.k / 128;
         const int run = tid / TPR, sub = tid % TPR;
-        w = STL ? p.w + ((size_t)(n0 / BN) * (p.k / KC) + kbase / KC) * WSTEP + run * RUN + sub * 16
-                : p.w + ((size_t)(n0 / 8 + run) * ngroup + kbase / 128) * 512 + sub * 16;
+        w = p.w + ((size_t)(n0 / 8 + run) * ngroup + kbase / 128) * 512 + sub * 16;
         wdst = run * RUN + sub * 16;
         const int gi = tid / SROW, so = tid % SROW;
         sc = p.gscale + (size_t)(kbase / 128 + gi) * p.n + n0 + so * 8;
@@ -406,10 +399,7 @@ struct LeanLoader {
         xstride = (size_t)XRP * p.k;
         // XSW: chunk xoff at xoff ^ ((xoff >> 3) & 1) (the readers' 16-byte X loads then hit 8 different bank
         // groups per quarter warp; in the plain layout lanes t and t + 2 of a row are 128 bytes apart)
-        // STL: physical chunk ph of group xoff >> 4 goes to logical chunk 4 t + h with ph = 8 (h >> 1) + 2 t + (h & 1)
-        const int ph = xoff & 15, lc = (xoff & ~15) | (4 * ((ph >> 1) & 3) + 2 * (ph >> 3) + (ph & 1));
-        const int xc = STL ? lc : xoff;
-        xdst = C::XOFF + xrow * C::XP + (XSW ? (xc ^ ((xc >> 3) & 1)) : xc) * 16;
+        xdst = C::XOFF + xrow * C::XP + (XSW ? (xoff ^ ((xoff >> 3) & 1)) : xoff) * 16;
         xrows = xrow < p.m ? (p.m - xrow + XRP - 1) / XRP : 0;
     }
     __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
@@ -420,7 +410,7 @@ struct LeanLoader {
     __device__ __forceinline__ void load(uint8_t *stg, const V4Params &p, int s) const {
         const uint32_t base = smem_u32(stg);
         if (PART != 2) {
-            const uint8_t *src = w + (size_t)s * WSTEP;
+            const uint8_t *src = w + (size_t)s * RUN;
 #pragma unroll
             for (int i = 0; i < WCH; ++i) cp16(base + wdst + i * TPR * 16, src + i * TPR * 16);
             if (threadIdx.x < SCH) cp16(base + sdst, sc + (size_t)s * (KC / 128) * p.n);
@@ -500,9 +490,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // bit 8 (with bit 7): the pushed partials go by st.async and complete on the peer's receive mbarrier (push mode
     // 2 of cluster_pair_push_store): no cluster barrier and no release fence at the end.
     constexpr bool PUSH = (R9 & 128) != 0;
-    // bit 9 (round 15, STL): weights packed by assay_cuda_int4_pack_st (LeanLoader's STL), X permuted to match.
-    constexpr bool STL = (R9 & 512) != 0;
-    static_assert(!STL || (LEAN && XSW), "STL: the lean loader of v90's ring");
     constexpr int PMODE = (R9 & 256) ? 2 : 1;
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
@@ -539,7 +526,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             bulk_g2s(stg + C::SOFF + gi * BN * 2, p.gscale + (size_t)(k0 / 128 + gi) * p.n + n0, BN * 2, bar);
         }
     };
-    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW, STL> ld(p, n0, kbase);  // unused unless LEAN
+    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW> ld(p, n0, kbase);  // unused unless LEAN
     auto load = [&](int s, int slot, auto part) {
         constexpr int PT = decltype(part)::value;
         if (LEAN) ld.template load<PT>(sm + slot * C::STAGE, p, s);
@@ -942,41 +929,34 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     v4_reduce_store<INT4, NTH, NW, KSL, BN>(acc, p, sm, n0, split);
 }
 
-// ---- v94-96 (round 15, int4 only): v90's arithmetic on a warp-specialized ring of bulk copies ----
+// ---- v95 / v97 / v98 (round 15, int4 only): v90's arithmetic on a warp-specialized ring of bulk copies ----
 // Why (dev/cuda/NOTES.md, round 15): v90's ring (16-byte cp.async from every thread, one block barrier per stage)
 // streams m16 in ~13 us without any arithmetic (load-only probes v82 / v86), above the ~12.1 us that 3x cuBLAS
 // bf16 needs, and its warp samples wait ~20% at the stage head (the cp.async wait and the block barrier). Here one
-// producer warp fills the ring with bulk copies that complete on a per-stage mbarrier by bytes: the weights of a
-// stage as one 16 KB run (assay_cuda_int4_pack_st stores them stage by stage), the two group-scale rows, and one
-// 512-byte copy per X row; the 8 consumer warps wait for the stage's barrier, run v90's arithmetic (byte-permute
-// dequantization, 32 mma.sync per warp-stage at m16) and release the slot on its empty barrier (one arrival per
-// warp): no block barrier in the loop, no copy instructions in the consumers. X rows sit unswizzled at a pitch
-// of 528 bytes; the packing permutes each lane's columns so that its fragment loads are conflict-free there.
-// The split-K pair reduces by v90's push (st.async onto the peer's receive mbarrier).
-// STAGES / MINB: 94 = 8 stages, one CTA per SM (207 KB, registers unconstrained); 95 = 4 stages, two CTAs per SM
-// (106 KB: the next GEMM's CTA fits beside it under PDL, at most 112 registers); 96 = 6 stages, one CTA per SM.
-// XONCE (97 = 95 with it; timing probe, wrong results on purpose): X is copied for the first STAGES stages only,
-// the later stages reuse whatever X their slot holds: what the per-row X copies cost (4.1 us of v95's 18.0 at m16,
-// run h200-gpu10-int4-2). XCP (98 / 99 = 95 / 96 with it): the producer's 32 lanes copy X in 16-byte cp.async
-// pieces (one 512-byte row per warp instruction, m instructions per stage) that complete on the stage's full
-// barrier (cp.async.mbarrier.arrive.noinc, so the barrier counts 1 + 32 arrivals) instead of one bulk copy per row.
-// XTMA (100 = 95 with it): the whole X slice of a stage is one TMA copy: X viewed as a 3-D tensor [m][k/8][8]
-// (16-byte pieces), box {8, 33, m}, so each row lands at the 528-byte pitch (the 33rd piece, the next stage's
-// first or zero past the end, is the padding) and rows >= m are not written. XCONS (101 = 95 with it): the consumer
-// threads copy X as v90 does (16-byte cp.async, 2 per thread and stage at m16) for stage st + STAGES - 1 once every
-// warp has released the slot's previous stage (its empty barrier, already complete when a warp gets there unless
-// one lags by a whole stage), each thread's copies completing on the full barrier (1 + 256 arrivals); the
-// producer copies only the weights and scales.
+// producer warp fills a ring of 4 stages (two CTAs per SM, so that the next GEMM's CTA fits beside it under PDL)
+// with bulk copies that complete on a per-stage mbarrier by bytes: the weights of a stage as one 16 KB run
+// (assay_cuda_int4_pack_st stores them stage by stage) and the two group-scale rows; the 8 compute warps wait for
+// the stage's barrier, load their fragments, release the slot on its empty barrier (one arrival per warp, before
+// the arithmetic) and run v90's arithmetic (byte-permute dequantization, 32 mma.sync per warp-stage at m16): no
+// block barrier in the loop and no copy instructions in the compute warps. X rows sit unswizzled at a pitch of 528
+// bytes; the packing permutes each lane's columns so that its fragment loads are conflict-free there. The split-K
+// pair reduces by v90's push (st.async onto the peer's receive mbarrier).
+// X: 95 = one 512-byte bulk copy per row (m1 11.1 us against v90's 12.2, but 0.3-0.45 us per row: 18 us at m16);
+// 98 (XCP) = 16-byte cp.async from the producer's lanes, one row per warp instruction, completing on the full
+// barrier (cp.async.mbarrier.arrive.noinc: 1 + 32 arrivals per phase); 97 (XONCE, timing probe, wrong results on
+// purpose) = 95 with X copied for the first 4 stages only: 13.8 us at m16, the arithmetic's floor in this design.
+// Versions 94 / 96 / 99 (one CTA per SM with 8 / 6 stages), 100 (X by one TMA box per stage), 101 (X by the compute
+// threads) and 102 (v90 on this packing) lost and are in commit 502e852.
 struct StCfg {
-    static constexpr int KC = 256, BN = 128, XP = 528;  // K columns per stage, output rows per CTA, X row pitch
+    static constexpr int KC = 256, BN = 128, XP = 528, STAGES = 4;  // K columns per stage, rows per CTA, X pitch
     static constexpr int WB = BN * KC / 2, SOFF = WB, XOFF = SOFF + 2 * BN * 2, STAGE = XOFF + 16 * XP;
     static constexpr int RECV = 16 * (BN / 2) * 4;  // the push reduction's receive buffer
-    static constexpr size_t smem(int stages) { return (size_t)stages * STAGE + RECV + 8 * (1 + 2 * stages); }
+    static constexpr size_t SMEM = (size_t)STAGES * STAGE + RECV + 8 * (1 + 2 * STAGES);
 };
-template <bool M16, int STAGES, int MINB, bool XONCE = false, bool XCP = false, bool XTMA = false, bool XCONS = false>
-__global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const __grid_constant__ CUtensorMap tmx) {
+template <bool M16, bool XONCE, bool XCP>
+__global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
     using C = StCfg;
-    constexpr int NW = 8, KSL = 2, NTW = 4, RT = NTW / 2, BN = C::BN, KC = C::KC, NTH = NW * 32;
+    constexpr int NW = 8, KSL = 2, NTW = 4, RT = NTW / 2, BN = C::BN, KC = C::KC, NTH = NW * 32, STAGES = C::STAGES;
     extern __shared__ __align__(128) uint8_t sm[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
@@ -985,7 +965,7 @@ __global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const _
     const bool push2 = p.splits == 2;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], XCP ? 33 : XCONS ? 1 + NTH : 1);
+            mbar_init(&full[s], XCP ? 33 : 1);
             mbar_init(&empty[s], NW);
         }
         mbar_fence_init();
@@ -995,7 +975,7 @@ __global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const _
 
     if (warp == NW) {  // the producer
         const uint8_t *wsrc = p.w + ((size_t)blockIdx.x * (p.k / KC) + kbase / KC) * C::WB;
-        const uint32_t tx = C::WB + 2 * BN * 2 + (XCP || XCONS ? 0u : (uint32_t)p.m * (XTMA ? C::XP : KC * 2));
+        const uint32_t tx = C::WB + 2 * BN * 2 + (XCP ? 0u : (uint32_t)p.m * KC * 2);
         // weights and group scales of stage s: independent of the previous kernel
         auto issue_w = [&](int s) {
             uint8_t *stg = sm + (s % STAGES) * C::STAGE;
@@ -1010,9 +990,7 @@ __global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const _
         auto issue_x = [&](int s) {  // the stage's X slice: row `lane` (bulk), or 16 bytes of each row (XCP)
             uint8_t *dst = sm + (s % STAGES) * C::STAGE + C::XOFF;
             const __nv_bfloat16 *src = p.x + kbase + s * KC;
-            if (XTMA) {
-                if (lane == 0) tma_load_3d(dst, &tmx, 0, (kbase + s * KC) / 8, 0, &full[s % STAGES]);
-            } else if (XCP) {
+            if (XCP) {
                 for (int r = 0; r < p.m; ++r) cp_async16(dst + r * C::XP + lane * 16, src + (size_t)r * p.k + lane * 8, 16);
                 cp_async_mbar_arrive(&full[s % STAGES]);
             } else if (lane < p.m && (!XONCE || s < STAGES)) {
@@ -1022,14 +1000,13 @@ __global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const _
         const int pro = nst < STAGES ? nst : STAGES;
         for (int s = 0; s < pro; ++s) issue_w(s);
         pdl_wait();
-        if (!XCONS)
-            for (int s = 0; s < pro; ++s) issue_x(s);
+        for (int s = 0; s < pro; ++s) issue_x(s);
         if (nst <= STAGES) pdl_launch_dependents();
         for (int s = STAGES; s < nst; ++s) {
             mbar_wait(&empty[s % STAGES], ((s / STAGES) & 1) ^ 1);  // the consumers are done with stage s - STAGES
             issue_w(s);
-            if (!XCONS) issue_x(s);
-            if (s == nst - 1) pdl_launch_dependents();  // every weight load has been issued
+            issue_x(s);
+            if (s == nst - 1) pdl_launch_dependents();  // every load has been issued
         }
         // the consumers' block barriers below (the end of the ring, then those of their reduction)
         __syncthreads();
@@ -1038,21 +1015,8 @@ __global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const _
         return;
     }
 
-    pdl_wait();  // X (XCONS) and the y stores below follow the previous kernel
+    pdl_wait();  // (the y stores below follow the previous kernel)
     const int ks = warp % KSL, nh = warp / KSL;
-    // XCONS: this thread's 16-byte pieces i = threadIdx.x + NTH q of the stage's X slice (row i / 32, piece i % 32)
-    auto copy_x = [&](int s) {
-#pragma unroll
-        for (int q = 0; q < 16 * 32 / NTH; ++q) {
-            const int i = threadIdx.x + NTH * q, r = i >> 5, c = i & 31;
-            if (r < p.m)
-                cp_async16(sm + (s % STAGES) * C::STAGE + C::XOFF + r * C::XP + c * 16,
-                           p.x + (size_t)r * p.k + kbase + s * KC + c * 8, 16);
-        }
-        cp_async_mbar_arrive(&full[s % STAGES]);
-    };
-    if (XCONS)
-        for (int s = 0; s < STAGES - 1 && s < nst; ++s) copy_x(s);
     float acc[NTW][4];
 #pragma unroll
     for (int nt = 0; nt < NTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
@@ -1087,11 +1051,6 @@ __global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const _
         for (int j = 0; j < RT; ++j) sa[j] = __half2float(sc[16 * j]), sb[j] = __half2float(sc[16 * j + 8]);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);  // everything of the slot is in registers
-        if (XCONS && st + STAGES - 1 < nst) {
-            // stage st + STAGES - 1 goes into the slot of stage st - 1 once every warp has released that
-            if (st >= 1) mbar_wait(&empty[(st - 1) % STAGES], ((st - 1) / STAGES) & 1);
-            copy_x(st + STAGES - 1);
-        }
         float tmp[RT][2][4];
 #pragma unroll
         for (int j = 0; j < RT; ++j)
@@ -1161,33 +1120,10 @@ __global__ void __launch_bounds__(9 * 32, MINB) gemm_int4_st(V4Params p, const _
     }
 }
 
-template <bool M16, int STAGES, int MINB, bool XONCE = false, bool XCP = false, bool XTMA = false, bool XCONS = false>
+template <bool M16, bool XONCE, bool XCP>
 int launch_st(const V4Params &p0, cudaStream_t stream) {
-    constexpr auto KERN = gemm_int4_st<M16, STAGES, MINB, XONCE, XCP, XTMA, XCONS>;
-    const size_t smem = StCfg::smem(STAGES);
-    static bool configured = false;
-    if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(KERN, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        configured = true;
-    }
-    V4Params p = p0;
-    p.splits = p.k % (2 * StCfg::KC) == 0 ? 2 : 1;
-    p.kper = p.k / p.splits;
-    CUtensorMap tmx = {};
-    if (XTMA) {  // X as [m][k / 8][8]: 16-byte pieces; a box is one stage's 32 pieces + 1 of padding per row
-        PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
-        if (!enc) return assay_cuda_fail("gemm_int4g128: cuTensorMapEncodeTiled is not available");
-        cuuint64_t dims[3] = {8, (cuuint64_t)p.k / 8, (cuuint64_t)p.m};
-        cuuint64_t strides[2] = {16, (cuuint64_t)p.k * 2};
-        cuuint32_t box[3] = {8, StCfg::XP / 16, (cuuint32_t)p.m}, estr[3] = {1, 1, 1};
-        CUresult r = enc(&tmx, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16 *>(p.x), dims, strides, box,
-                         estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        if (r != CUDA_SUCCESS) return assay_cuda_fail("gemm_int4g128: cuTensorMapEncodeTiled failed (%d)", (int)r);
-    }
-    SplitKLaunch launch(dim3(p.n / StCfg::BN, p.splits, 1), 9 * 32, smem, stream, true);
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, KERN, p, tmx));
-    return 0;
+    const int splits = p0.k % (2 * StCfg::KC) == 0 ? 2 : 1;
+    return launch_split_k<gemm_int4_st<M16, XONCE, XCP>>(p0, splits, StCfg::BN, 9 * 32, StCfg::SMEM, true, stream);
 }
 
 // ---- v22 / v23 (int4 only): wgmma with the dequantized weights as the register A operand ----
@@ -1984,14 +1920,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 102));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 102));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2007,7 +1943,7 @@ struct V5Ver {
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
-                              VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 : VER == 102 ? 3 + 64 + 128 + 256 + 512 : 0;
+                              VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2048,28 +1984,22 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
                   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
         g_wg_ok = g_v4_ok && major == 9;
     }
-    // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33), 3 = int4_pack_st (94-102)
-    if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2
-                 : int4 && ((ver >= 94 && ver <= 101) || ver == 102) ? 3 : 0)) return 0;
-    if (ver >= 94 && ver <= 101) {  // pack 3: assay_cuda_int4_pack_st
-        if (!int4 || !g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
+    // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33), 3 =
+    // int4_pack_st (95, 97, 98)
+    const bool st = int4 && (ver == 95 || ver == 97 || ver == 98);
+    if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 : 0)) return 0;
+    if (st) {
+        if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
         const bool m16 = m > 8;
-        int rc = ver == 94 ? (m16 ? launch_st<true, 8, 1>(q, stream) : launch_st<false, 8, 1>(q, stream))
-                 : ver == 95 ? (m16 ? launch_st<true, 4, 2>(q, stream) : launch_st<false, 4, 2>(q, stream))
-                 : ver == 96 ? (m16 ? launch_st<true, 6, 1>(q, stream) : launch_st<false, 6, 1>(q, stream))
-                 : ver == 97 ? (m16 ? launch_st<true, 4, 2, true>(q, stream) : launch_st<false, 4, 2, true>(q, stream))
-                 : ver == 98 ? (m16 ? launch_st<true, 4, 2, false, true>(q, stream) : launch_st<false, 4, 2, false, true>(q, stream))
-                 : ver == 99 ? (m16 ? launch_st<true, 6, 1, false, true>(q, stream) : launch_st<false, 6, 1, false, true>(q, stream))
-                 : ver == 100 ? (m16 ? launch_st<true, 4, 2, false, false, true>(q, stream)
-                                     : launch_st<false, 4, 2, false, false, true>(q, stream))
-                              : (m16 ? launch_st<true, 4, 2, false, false, false, true>(q, stream)
-                                     : launch_st<false, 4, 2, false, false, false, true>(q, stream));
+        const int rc = ver == 95 ? (m16 ? launch_st<true, false, false>(q, stream) : launch_st<false, false, false>(q, stream))
+                       : ver == 97 ? (m16 ? launch_st<true, true, false>(q, stream) : launch_st<false, true, false>(q, stream))
+                                   : (m16 ? launch_st<true, false, true>(q, stream) : launch_st<false, false, true>(q, stream));
         return rc < 0 ? -1 : 1;
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 102));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ver >= 74 && ver <= 90);  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2091,7 +2021,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 102) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90)) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2167,7 +2097,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 84: if (!int4) return 0; rc = V45_LAUNCH4(84); break;
     case 89: if (!int4) return 0; rc = V45_LAUNCH4(89); break;
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
-    case 102: if (!int4) return 0; rc = V45_LAUNCH4(102); break;
     case 85:
     case 86:
     case 87:
