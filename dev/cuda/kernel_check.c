@@ -536,7 +536,6 @@ typedef struct gemm_ctx {
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
-    uint8_t *dwn[8];         /* int4 weights packed by assay_cuda_int4_pack_wn (variant 103) */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -549,7 +548,6 @@ static void gemm_fn(void *ctx, int it) {
     int c = it % g->copies;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->dwn[c]) KCALL(assay_cuda_gemm_int4g128_wn(g->dx, g->dwn[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(g->dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(g->dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(g->dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
@@ -618,15 +616,12 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packwa = malloc(wbytes); assay_cuda_int4_pack_wa(w, n, k, packwa); }
     uint8_t *packst = NULL; /* int4 weights for variants 95, 97, 98 */
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packst = malloc(wbytes); assay_cuda_int4_pack_st(w, n, k, packst); }
-    uint8_t *packwn = NULL; /* int4 weights for variant 103 */
-    if (which == 1 && n % 128 == 0 && k % 256 == 0) { packwn = malloc(wbytes); assay_cuda_int4_pack_wn(w, n, k, packwn); }
-    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0}, *saved_wn[8] = {0};
+    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0};
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
         g.dwp[c] = packed8 ? lab_upload(packed8, wbytes) : NULL;
         saved_wa[c] = packwa ? lab_upload(packwa, wbytes) : NULL;
         saved_st[c] = packst ? lab_upload(packst, wbytes) : NULL;
-        saved_wn[c] = packwn ? lab_upload(packwn, wbytes) : NULL;
         g.dscale[c] = lab_upload(scale, sizeof(float) * n);
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
@@ -642,7 +637,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 103};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -656,11 +651,10 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 88) ||
-         variant_st(variant) || variant == 103) &&
+         variant_st(variant)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
-    if (variant == 103 && !packwn) continue;
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant)) continue;
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
@@ -671,7 +665,6 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
-        g.dwn[c] = which == 1 && variant == 103 ? saved_wn[c] : NULL;
     }
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
@@ -706,9 +699,9 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     }
     }
     assay_cuda_lab_set_gemm_variant(0);
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_wn[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dy);
-    free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packwn); free(y);
+    free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(y);
 }
 
 /* FP8 W8A8 decode GEMM (assay_cuda_gemm_fp8_w8a8): X quantized per token on the GPU
@@ -991,7 +984,6 @@ static void section_profile(void) {
             if (end == q) break;
             assay_cuda_lab_set_gemm_variant((int)v);
             g.dst[0] = variant_st((int)v) ? g.dw[0] : NULL; /* uniform bytes: any packing times the same */
-            g.dwn[0] = v == 103 ? g.dw[0] : NULL;
             gemm_fn(&g, 0);
             CK(cudaDeviceSynchronize());
             q = *end == ',' ? end + 1 : end;

@@ -526,6 +526,18 @@ struct TmaSlot {
     static constexpr int SLOT = 2 * KB;
 };
 
+__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+            smem_u32(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+        : "memory");
+#else
+    __trap();
+#endif
+}
+
 
 // 2^x in one MUFU.EX2 (exp2f adds a range test and two multiplies to keep denormal results; softmax weights
 // below 2^-126 may flush to zero). ex2(-inf) = +0, as masked tokens need.

@@ -377,19 +377,6 @@ __device__ __forceinline__ void bulk_g2s_hint(void *dst, const void *src, uint32
 
 // cp.async copies are tracked by the mbarrier: arrives once every cp.async this thread issued before has landed
 // (.noinc: the arrival is one of the barrier's expected count).
-// A box of a 2-D tensor map (coordinates innermost first) into shared memory, completing on bar by bytes.
-__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-            smem_u32(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-        : "memory");
-#else
-    __trap();
-#endif
-}
-
 __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *bar) {
 #ifdef ASSAY_SM90_ASYNC
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");

@@ -597,18 +597,6 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
     return 0;
 }
 
-extern "C" int assay_cuda_gemm_int4g128_wn(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
-                                           int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_wn: null pointer argument");
-    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
-        return assay_cuda_fail("gemm_int4g128_wn: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
-    int rc = assay_cuda_gemm_v45(103, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4);
-    if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("gemm_int4g128_wn: needs a compute capability 9.x device (wgmma)");
-    ASSAY_CUDA_LAUNCHED();
-    return 0;
-}
-
 extern "C" int assay_cuda_quant_fp8_per_token(const void *x, uint8_t *out, float *scale, int32_t m, int32_t k,
                                               assay_cuda_stream stream) {
     if (!x || !out || !scale) return assay_cuda_fail("quant_fp8_per_token: null pointer argument");

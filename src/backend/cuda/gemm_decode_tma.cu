@@ -946,7 +946,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
 // barrier (cp.async.mbarrier.arrive.noinc: 1 + 32 arrivals per phase); 97 (XONCE, timing probe, wrong results on
 // purpose) = 95 with X copied for the first 4 stages only: 13.8 us at m16, the arithmetic's floor in this design.
 // Versions 94 / 96 / 99 (one CTA per SM with 8 / 6 stages), 100 (X by one TMA box per stage), 101 (X by the compute
-// threads) and 102 (v90 on this packing) lost and are in commit 502e852.
+// threads) and 102 (v90 on this packing) lost and are in commit 502e852; 103 (wgmma on this ring, the dequantized
+// weights as the register A operand, X by TMA boxes) lost as well and is in commit 29f3762.
 struct StCfg {
     static constexpr int KC = 256, BN = 128, XP = 528, STAGES = 4;  // K columns per stage, rows per CTA, X pitch
     static constexpr int WB = BN * KC / 2, SOFF = WB, XOFF = SOFF + 2 * BN * 2, STAGE = XOFF + 16 * XP;
@@ -1384,207 +1385,6 @@ template <bool M16, int NWG, bool LOADONLY = false, int NCH = 1, bool WGPACK = f
 int launch_wg(const V4Params &p0, int splits, cudaStream_t stream) {
     return launch_split_k<gemm_int4_wg<M16, NWG, LOADONLY, NCH, WGPACK>>(p0, splits, V4_BN, NWG * 128, WGCfg::SMEM,
                                                                          true, stream);
-}
-
-// ---- v103 (round 15, int4 only): wgmma on the warp-specialized ring ----
-// Why (dev/cuda/NOTES.md, round 15): on the producer-warp ring the mma.sync arithmetic alone takes ~13.8 us at m16
-// (probe 97): 32 HMMA.16816 per warp-stage hold the tensor pipe at half of wgmma's rate, and the 8 X fragment loads
-// per warp-stage go too with wgmma, which reads X from shared memory itself. Round 13's wgmma form (v85) lost because
-// its compute warps also issued the ring's copies at 128 registers (ptxas rematerialized every copy address: 726
-// instructions per warp-stage); here the producer warp does all copies. The ring is gemm_int4_st's (4 stages, two
-// CTAs per SM, split-K pair reduced by push), with X as four TMA boxes of [16 rows][64 columns] per stage in the
-// 128-byte swizzle wgmma reads (rows >= m zero-filled), so the weights are packed by assay_cuda_int4_pack_wn (the
-// A fragments in natural column order). Compute: v85's, two warpgroups, warpgroup gi taking group gi of the stage
-// for both 64-row tiles: per tile 8 wgmma m64nNk16 (N = 16, 8 when m <= 8) into a fresh fp32 tile scaled once per
-// row into the running sums; tile 1 stays in flight until the next stage, whose first step waits for it, scales it
-// and only then releases the previous slot (its X is read by that wgmma).
-struct WnCfg {
-    static constexpr int KC = 256, BN = 128, STAGES = 4;
-    static constexpr int XB = 4 * 2048;  // X: 4 boxes of [16 rows][128 bytes], 128-byte swizzled
-    static constexpr int WOFF = XB, SOFF = WOFF + BN * KC / 2, STAGE = 25600;
-    static constexpr int RECV = 16 * (BN / 2) * 4;
-    static constexpr uint32_t TX = BN * KC / 2 + 2 * BN * 2 + XB;  // bytes per stage (the boxes count whole)
-    static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 8 * (1 + 2 * STAGES);
-    static_assert(SOFF + 2 * BN * 2 <= STAGE && STAGE % 1024 == 0, "stages of 1024-byte aligned swizzle atoms");
-};
-template <bool M16>
-__global__ void __launch_bounds__(9 * 32, 1) gemm_int4_wn(V4Params p, const __grid_constant__ CUtensorMap tmx) {
-#ifdef ASSAY_SM90A
-    using C = WnCfg;
-    constexpr int NW = 8, BN = C::BN, KC = C::KC, STAGES = C::STAGES, N = M16 ? 16 : 8, NA = N / 2;
-    extern __shared__ uint8_t sm_raw[];
-    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
-    const PairRecv recv = {sm + STAGES * C::STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * C::STAGE + C::RECV)};
-    uint64_t *const full = recv.bar + 1, *const empty = full + STAGES;
-    const bool push2 = p.splits == 2;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], NW);
-        }
-        mbar_fence_init();
-    }
-    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
-    __syncthreads();
-
-    if (warp == NW) {  // the producer
-        const uint8_t *wsrc = p.w + ((size_t)blockIdx.x * (p.k / KC) + kbase / KC) * (BN * KC / 2);
-        auto issue_w = [&](int s) {  // weights and group scales of stage s: independent of the previous kernel
-            uint8_t *stg = sm + (s % STAGES) * C::STAGE;
-            uint64_t *bar = &full[s % STAGES];
-            if (lane == 0) mbar_arrive_expect_tx(bar, C::TX);
-            __syncwarp();
-            if (lane == 0) bulk_g2s(stg + C::WOFF, wsrc + (size_t)s * (BN * KC / 2), BN * KC / 2, bar);
-            else if (lane <= 2)
-                bulk_g2s(stg + C::SOFF + (lane - 1) * BN * 2,
-                         p.gscale + (size_t)((kbase + s * KC) / 128 + lane - 1) * p.n + n0, BN * 2, bar);
-        };
-        auto issue_x = [&](int s) {
-            if (lane < 4)
-                tma_load_2d(sm + (s % STAGES) * C::STAGE + lane * 2048, &tmx, kbase + s * KC + 64 * lane, 0,
-                            &full[s % STAGES]);
-        };
-        const int pro = nst < STAGES ? nst : STAGES;
-        for (int s = 0; s < pro; ++s) issue_w(s);
-        pdl_wait();
-        for (int s = 0; s < pro; ++s) issue_x(s);
-        if (nst <= STAGES) pdl_launch_dependents();
-        for (int s = STAGES; s < nst; ++s) {
-            mbar_wait(&empty[s % STAGES], ((s / STAGES) & 1) ^ 1);  // the consumers are done with stage s - STAGES
-            issue_w(s);
-            issue_x(s);
-            if (s == nst - 1) pdl_launch_dependents();  // every load has been issued
-        }
-        __syncthreads();  // the consumers' two block barriers below
-        __syncthreads();
-        return;
-    }
-
-    pdl_wait();  // (the y stores below follow the previous kernel)
-    const int gi = warp >> 2, wiw = warp & 3;  // group (K slice) of the stage; warp in the warpgroup
-    float acc[2][NA], d[2][NA];
-#pragma unroll
-    for (int i = 0; i < NA; ++i) acc[0][i] = acc[1][i] = d[0][i] = d[1][i] = 0.f;
-    // tile rt's group sums d[rt] (rows 64 rt + 16 wiw + g and + 8) scaled into acc[rt] (scales of the stage at stg)
-    auto apply = [&](int rt, const uint8_t *stg) {
-        const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + gi * BN + 64 * rt + 16 * wiw + g;
-        const float s0 = __half2float(sc[0]), s1 = __half2float(sc[8]);
-#pragma unroll
-        for (int j = 0; j < NA / 4; ++j) {
-            acc[rt][4 * j + 0] = fmaf(d[rt][4 * j + 0], s0, acc[rt][4 * j + 0]);
-            acc[rt][4 * j + 1] = fmaf(d[rt][4 * j + 1], s0, acc[rt][4 * j + 1]);
-            acc[rt][4 * j + 2] = fmaf(d[rt][4 * j + 2], s1, acc[rt][4 * j + 2]);
-            acc[rt][4 * j + 3] = fmaf(d[rt][4 * j + 3], s1, acc[rt][4 * j + 3]);
-        }
-    };
-    // The constants go through z = m >> 5 (0 here) so that ptxas keeps them as operands (see v73).
-    const uint32_t z = (uint32_t)p.m >> 5, M43 = 0x43434343u | z, SUB = 0x43084308u | z;
-    for (int st = 0; st < nst; ++st) {
-        const int slot = st % STAGES;
-        mbar_wait(&full[slot], (st / STAGES) & 1);
-        // (the waits stay outside any branch: a wgmma wait on a divergent path made ptxas serialize every wgmma)
-        wgmma_wait<0>();  // tile 1 of stage st - 1, which read that slot's X
-        reg_fence<NA>(d[1]);
-        if (st > 0) {
-            const int prev = (st - 1) % STAGES;
-            apply(1, sm + prev * C::STAGE);
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty[prev]);
-        }
-        const uint8_t *stg = sm + slot * C::STAGE;
-        const uint32_t xs = smem_u32(stg);
-#pragma unroll
-        for (int rt = 0; rt < 2; ++rt) {
-            const int tile = 8 * rt + 2 * wiw;  // n8 tile of rows 16 wiw + g; tile + 1 holds rows + 8
-            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + C::WOFF + (tile * 2 + gi) * 512 + lane * 16);
-            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + C::WOFF + ((tile + 1) * 2 + gi) * 512 + lane * 16);
-            uint32_t a[8][4];
-#pragma unroll
-            for (int w = 0; w < 4; ++w) {
-                const uint32_t u = w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w;
-                const uint32_t v = w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w;
-                const uint32_t ul = u & 0x0F0F0F0Fu, uh = (u >> 4) & 0x0F0F0F0Fu;
-                const uint32_t vl = v & 0x0F0F0F0Fu, vh = (v >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-                for (int s2 = 0; s2 < 2; ++s2) {
-                    // step q = 2 w + s2: registers 0 / 1 (columns 2t, 2t + 1) from the bytes 2 s2 / 2 s2 + 2 of the
-                    // low nibbles, 2 / 3 (columns 2t + 8, 2t + 9) from the high ones, as 128 + q, minus 136
-                    const uint32_t sel = s2 ? 0x4341u : 0x4240u;
-                    uint32_t r[4] = {__byte_perm(ul, M43, sel), __byte_perm(vl, M43, sel), __byte_perm(uh, M43, sel),
-                                     __byte_perm(vh, M43, sel)};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        __nv_bfloat162 dd = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&r[e]),
-                                                    *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
-                        a[2 * w + s2][e] = *reinterpret_cast<uint32_t *>(&dd);
-                    }
-                }
-            }
-            wgmma_fence();
-#pragma unroll
-            for (int q = 0; q < 8; ++q)
-                wg_mma_rs<N>(d[rt], a[q], wg_desc_sw128(xs + (gi * 2 + (q >> 2)) * 2048 + (q & 3) * 32), q > 0);
-            wgmma_commit();
-        }
-        wgmma_wait<1>();  // tile 0 (tile 1 stays in flight into the next stage)
-        reg_fence<NA>(d[0]);
-        apply(0, stg);
-    }
-    wgmma_wait<0>();
-    reg_fence<NA>(d[1]);
-    if (nst > 0) apply(1, sm + ((nst - 1) % STAGES) * C::STAGE);
-    __syncthreads();  // every stage consumed: the ring is free for the reduction
-    // acc[rt][4 j + e]: row 64 rt + 16 wiw + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1); K slice gi
-    constexpr int BNP = BN + 4;
-    float *wred = reinterpret_cast<float *>(sm);  // [2 slices][16 tokens][BNP]
-#pragma unroll
-    for (int rt = 0; rt < 2; ++rt)
-#pragma unroll
-        for (int j = 0; j < NA / 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                wred[(gi * 16 + 8 * j + 2 * t + (e & 1)) * BNP + 64 * rt + 16 * wiw + g + 8 * (e >> 1)] = acc[rt][4 * j + e];
-    __syncthreads();
-    auto sum = [&](int row, int c) { return wred[row * BNP + c] + wred[(16 + row) * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NW * 32, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
-        return;
-    }
-    for (int i = threadIdx.x; i < p.m * BN; i += NW * 32)
-        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
-#else
-    __trap();
-#endif
-}
-
-template <bool M16>
-int launch_wn(const V4Params &p0, cudaStream_t stream) {
-    constexpr auto KERN = gemm_int4_wn<M16>;
-    static bool configured = false;
-    if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(KERN, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)WnCfg::SMEM));
-        configured = true;
-    }
-    V4Params p = p0;
-    p.splits = p.k % (2 * WnCfg::KC) == 0 ? 2 : 1;
-    p.kper = p.k / p.splits;
-    // X [m][k] bf16; a box is 64 columns x 16 rows (rows >= m zero-filled), 128-byte swizzled
-    PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
-    if (!enc) return assay_cuda_fail("gemm_int4g128: cuTensorMapEncodeTiled is not available");
-    CUtensorMap tmx;
-    cuuint64_t dims[2] = {(cuuint64_t)p.k, (cuuint64_t)p.m};
-    cuuint64_t strides[1] = {(cuuint64_t)p.k * 2};
-    cuuint32_t box[2] = {64, 16}, estr[2] = {1, 1};
-    CUresult r = enc(&tmx, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16 *>(p.x), dims, strides, box,
-                     estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) return assay_cuda_fail("gemm_int4g128: cuTensorMapEncodeTiled failed (%d)", (int)r);
-    SplitKLaunch launch(dim3(p.n / WnCfg::BN, p.splits, 1), 9 * 32, WnCfg::SMEM, stream, true);
-    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, KERN, p, tmx));
-    return 0;
 }
 
 // ---- v85 / v86 (round 13, int4 only): v80's ring with the tensor work on wgmma, the dequantized weights as the
@@ -2186,16 +1986,9 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
         g_wg_ok = g_v4_ok && major == 9;
     }
     // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33), 3 =
-    // int4_pack_st (95, 97, 98), 4 = int4_pack_wn (103)
+    // int4_pack_st (95, 97, 98)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98);
-    if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3
-                 : int4 && ver == 103 ? 4 : 0)) return 0;
-    if (int4 && ver == 103) {
-        if (!g_wg_ok || n % WnCfg::BN || k % WnCfg::KC || m > 16) return 0;
-        V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
-        const int rc = m > 8 ? launch_wn<true>(q, stream) : launch_wn<false>(q, stream);
-        return rc < 0 ? -1 : 1;
-    }
+    if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
