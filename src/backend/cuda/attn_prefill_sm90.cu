@@ -1332,12 +1332,8 @@ constexpr int F83_STAGES = 3;
 // exponentials cost ~15%, but not in a form 6 more instructions per element can buy back.
 // DIAG_NOEXP (timing probe, wrong results on purpose): every exponential of P is one FFMA (x * 0 + 1) instead of
 // MUFU.EX2 (the O rescale factors stay exact): what the exponentials cost version 3 at most.
-// KPRE (round 10, variants 54 / 55 = 52 / 53 + KPRE): the tile's K block scales (two L2 loads) are issued at the
-// top of its step, before the S GEMM is waited for, instead of at the top of the softmax, where the loads follow
-// that wait (the wait's inline asm is a memory barrier to the compiler) and their L2 latency sits between the S GEMM
-// and the first row maximum of every tile.
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
-       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_KPRE = 512 };
+       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256 };
 // true: the exponentials of 8-key group i (of a row) use poly_exp2 instead of MUFU.EX2
 __host__ __device__ constexpr bool f83_sw(int mode, int i) {
     return ((mode & F83M_SW4) && (i & 3) == 3) || ((mode & F83M_SW8) && (i & 7) == 7) ||
@@ -1384,7 +1380,6 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     constexpr float TAU = (MODE & F83M_TAU48) ? 4.8f : F8_RESCALE_TAU, POFF = (MODE & F83M_TAU48) ? 4.f : 8.f;
     static_assert(!LATE || (KEEP && !DBUF), "LATE orders the wait of the single kept P buffer");
     static_assert(!S2 || (KEEP && !DBUF && TBN == 128 && NCW == 2), "S2: 128-key tiles, single P kept live");
-    static_assert(!S2 || !(MODE & F83M_KPRE), "KPRE: the single-S step only");
     static_assert(!DBUF || S == 3, "DBUF frees the V stage of tile j - 2 at a 3-stage offset");
     static_assert(NCW == 2 || (NCW == 3 && TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
     extern __shared__ unsigned char smem_raw[];
@@ -1498,17 +1493,11 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     };
     // Masks, row maxima, P = 2^(x - max + 8) in place in s (DBUF: packed straight into pc), row sums; returns the
     // O rescale factors. odd: the tile's K-block split is at key 64 instead of 128 (constant after inlining).
-    // k_quant_blocks writes a block's scale at its first 32-column slot only: slot 4 * (key / 128)
-    auto kscales = [&](int j, bool odd, float &kba, float &kbb) {
+    auto softmax_on = [&](float *s, int j, bool odd, float *alpha) {
         const int split = odd && TBN == 192 ? 8 : 16;  // in groups of 8 keys
-        kba = __ldg(kblk + ((j * TBN) >> 7 << 2));
-        kbb = TBN > 128 && j * TBN + split * 8 < Lk ? __ldg(kblk + ((j * TBN + split * 8) >> 7 << 2)) : 1.f;
-    };
-    constexpr bool KPRE = (MODE & F83M_KPRE) != 0;
-    auto softmax_on = [&](float *s, int j, bool odd, float *alpha, float pka = 0.f, float pkb = 0.f) {
-        const int split = odd && TBN == 192 ? 8 : 16;  // in groups of 8 keys
-        float kba = pka, kbb = pkb;  // KPRE: loaded by the caller before the S wait
-        if (!KPRE) kscales(j, odd, kba, kbb);
+        // k_quant_blocks writes a block's scale at its first 32-column slot only: slot 4 * (key / 128)
+        const float kba = __ldg(kblk + ((j * TBN) >> 7 << 2));
+        const float kbb = TBN > 128 && j * TBN + split * 8 < Lk ? __ldg(kblk + ((j * TBN + split * 8) >> 7 << 2)) : 1.f;
         const bool need_mask = (j + 1) * TBN > Lk || (p.causal && (j + 1) * TBN - 1 > mblk * BM + diag);
         if (need_mask) {
 #pragma unroll
@@ -1556,9 +1545,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
             m[r] = mnew;
         }
     };
-    auto softmax = [&](int j, bool odd, float *alpha, uint32_t (*pc)[4], float pka = 0.f, float pkb = 0.f) {
-        softmax_on(s, j, odd, alpha, pka, pkb);
-    };
+    auto softmax = [&](int j, bool odd, float *alpha, uint32_t (*pc)[4]) { softmax_on(s, j, odd, alpha); };
     auto convert_p_from = [&](const float *s, uint32_t (*pa)[4]) {
 #pragma unroll
         for (int kc = 0; kc < TBN / 32; ++kc)
@@ -1603,8 +1590,6 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     auto step = [&](int j, bool odd, uint32_t (*pc)[4], uint32_t (*pp)[4]) {
         if (++st == S) st = 0, phk ^= 1;
         const int sp = st == 0 ? S - 1 : st - 1, phv = st == 0 ? phk ^ 1 : phk, sq2 = st == S - 1 ? 0 : st + 1;
-        float pka = 0.f, pkb = 0.f;
-        if (KPRE) kscales(j, odd, pka, pkb);
         mbar_wait(kfull + st, phk);
         mbar_wait(vfull + sp, phv);
         wgmma_fence();
@@ -1620,7 +1605,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
             if (DBUF && j >= 2) mbar_arrive(vempty + sq2);
         }
         float alpha[2];
-        softmax(j, odd, alpha, pc, pka, pkb);
+        softmax(j, odd, alpha, pc);
         if (DBUF) {
 #pragma unroll
             for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
@@ -1715,8 +1700,6 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         wgmma_wait<0>();
         reg_fence<F8_D / 2>(o);
     } else if (n_max > 0) {
-        float pka = 0.f, pkb = 0.f;
-        if (KPRE) kscales(0, false, pka, pkb);
         mbar_wait(qfull, 0);
         mbar_wait(kfull, 0);
         wgmma_fence();
@@ -1728,7 +1711,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(kempty);
         float alpha0[2];
-        softmax(0, false, alpha0, pa0, pka, pkb);
+        softmax(0, false, alpha0, pa0);
         convert_p(pa0);
         int j = 1;
         for (; j + 1 < n_max; j += 2) {
@@ -2284,11 +2267,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 55 && a->variant != 51);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 53 && a->variant != 51);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52-55)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2334,7 +2317,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 53 : 52) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 55 && v != 51) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (v >= 25 && v <= 53 && v != 51) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
@@ -2343,8 +2326,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // stages, 40 = 35 with 5, 41 = 36 with 5, 42 = 31 with 5; round 8:
                                     // 43 / 44 / 45 = 32 + SW4 / SW38 / SW8, 46 / 47 / 48 = 31 + SW4 / SW38 / SW8;
                                     // timing probes 49 / 50 = 32 / 31 + DIAG_NOEXP; round 9: 52 / 53 = 32 / 31 +
-                                    // OSTAGE (51, a persistent version 4, was slower and is gone: NOTES round 9);
-                                    // round 10: 54 / 55 = 52 / 53 + KPRE
+                                    // OSTAGE (51, a persistent version 4, was slower and is gone: NOTES round 9)
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2379,12 +2361,10 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 49 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_DIAG_NOEXP>
                     : v == 50 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_DIAG_NOEXP>
                     : v == 52 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE>
-                    : v == 53 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>
-                    : v == 54 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_KPRE>
-                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE | F83M_KPRE>;
+                              : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>;
         const int smem = v == 39                       ? F83<128, 2, 4>::SMEM
                          : v >= 40 && v <= 42          ? F83<128, 2, 5>::SMEM
-                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v != 49 && v != 52 && v != 54) ? F83<128>::SMEM
+                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v != 49 && v != 52) ? F83<128>::SMEM
                                                                                                      : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
