@@ -869,6 +869,7 @@ static void section_gemm(lab_out *o) {
     int ms[3] = {1, 5, 16};
     for (int which = 0; which < 2; ++which)
         for (int i = 0; i < 3; ++i) gemm_case(o, which, ms[i], 256, 1024, 0);
+    gemm_case(o, 1, 5, 256, 768, 0); /* int4, K not a multiple of 512: the kernels' unsplit paths */
     for (int which = 0; which < 2; ++which) {
         gemm_case(o, which, 1, 8192, 8192, 1);
         gemm_case(o, which, 16, 8192, 8192, 1);

@@ -1009,10 +1009,9 @@ __global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
             issue_x(s);
             if (s == nst - 1) pdl_launch_dependents();  // every load has been issued
         }
-        // the consumers' block barriers below (the end of the ring, then those of their reduction)
+        // the consumers' two block barriers below (the end of the ring, then the one of either reduction)
         __syncthreads();
         __syncthreads();
-        if (!push2) __syncthreads();
         return;
     }
 
