@@ -558,43 +558,37 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
     return 0;
 }
 
-extern "C" int assay_cuda_gemm_int4g128_wg(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
-                                           int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_wg: null pointer argument");
-    if (m < 1 || m > 16 || n % 128 || k % 512 || n <= 0 || k <= 0)
-        return assay_cuda_fail("gemm_int4g128_wg: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%512==0)", m, n, k);
-    int ver = g_gemm_variant == 27 ? 27 : 26;  // 27: the lab's load-only diagnostic
-    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 1);
+// The lab entries on other int4 packings (cuda_lab.h): the shape checks of assay_cuda_gemm_int4g128 with K % kmul,
+// then lab version ver of assay_cuda_gemm_v45 on packing pack; need says which device the version requires.
+static int int4_lab_entry(const char *name, int ver, int pack, int kmul, const char *need, const void *x,
+                          const uint8_t *wp, const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
+                          assay_cuda_stream stream) {
+    if (!x || !wp || !scales || !y) return assay_cuda_fail("%s: null pointer argument", name);
+    if (m < 1 || m > 16 || n % 128 || k % kmul || n <= 0 || k <= 0)
+        return assay_cuda_fail("%s: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%%d==0)", name, m, n, k, kmul);
+    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, pack);
     if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("gemm_int4g128_wg: needs a compute capability 9.x device (wgmma)");
+    if (rc == 0) return assay_cuda_fail("%s: needs a compute capability %s device", name, need);
     ASSAY_CUDA_LAUNCHED();
     return 0;
+}
+
+extern "C" int assay_cuda_gemm_int4g128_wg(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
+                                           int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
+    const int ver = g_gemm_variant == 27 ? 27 : 26;  // 27: the lab's load-only diagnostic
+    return int4_lab_entry("gemm_int4g128_wg", ver, 1, 512, "9.x (wgmma)", x, wp, scales, y, m, n, k, stream);
 }
 
 extern "C" int assay_cuda_gemm_int4g128_wa(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                            int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_wa: null pointer argument");
-    if (m < 1 || m > 16 || n % 128 || k % 512 || n <= 0 || k <= 0)
-        return assay_cuda_fail("gemm_int4g128_wa: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%512==0)", m, n, k);
-    int ver = g_gemm_variant == 32 || g_gemm_variant == 33 ? g_gemm_variant : 30;
-    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 2);
-    if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("gemm_int4g128_wa: needs a compute capability 9.0 device");
-    ASSAY_CUDA_LAUNCHED();
-    return 0;
+    const int ver = g_gemm_variant == 32 || g_gemm_variant == 33 ? g_gemm_variant : 30;
+    return int4_lab_entry("gemm_int4g128_wa", ver, 2, 512, "9.0", x, wp, scales, y, m, n, k, stream);
 }
 
 extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                            int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_st: null pointer argument");
-    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
-        return assay_cuda_fail("gemm_int4g128_st: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
-    int ver = g_gemm_variant == 97 || g_gemm_variant == 98 ? g_gemm_variant : 95;
-    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 3);
-    if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("gemm_int4g128_st: needs a compute capability 9.0 device");
-    ASSAY_CUDA_LAUNCHED();
-    return 0;
+    const int ver = g_gemm_variant == 97 || g_gemm_variant == 98 ? g_gemm_variant : 95;
+    return int4_lab_entry("gemm_int4g128_st", ver, 3, 256, "9.0", x, wp, scales, y, m, n, k, stream);
 }
 
 extern "C" int assay_cuda_quant_fp8_per_token(const void *x, uint8_t *out, float *scale, int32_t m, int32_t k,

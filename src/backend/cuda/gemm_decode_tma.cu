@@ -443,6 +443,68 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
     return *reinterpret_cast<uint32_t *>(&d);
 }
 
+// One K group (128 columns) of the int4 weights-as-A arithmetic, shared by gemm_decode_v5 (R9 versions 68-90) and
+// gemm_int4_st: lane (g, t)'s A fragments of row tiles j (words wu[j] / wv2[j] of n8 tiles 2j and 2j + 1) against its
+// X registers xa (tokens 0-7) and xb (8-15), summed per k16 step into tmp[j][token tile]. PRMT: byte-permute
+// dequantization (else int4_pair_bf16); CORR: the A registers keep 128 + q and corr[token tile] collects 136 times
+// the group's X sums by one more mma per step with the constant A fragment c136 (else 136 is subtracted per weight).
+// M43 and c136 come from the caller, which derives them from an opaque zero (see v73).
+template <int RT, bool M16, bool PRMT, bool CORR>
+__device__ __forceinline__ void int4_wa_group(const uint4 *wu, const uint4 *wv2, const uint32_t *xa, const uint32_t *xb,
+                                              uint32_t M43, const uint32_t *c136, float (*tmp)[2][4], float (*corr)[4]) {
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+        // PRMT (R9 bit 1): u & 0x0F0F0F0F holds the nibbles 0, 2, 4, 6 of the word as bytes 0-3, (u >> 4) &
+        // 0x0F0F0F0F the nibbles 1, 3, 5, 7; a byte permute with 0x43 puts two of them into the mantissas
+        // of a bf16 pair 128 + q: the pair at shift 0 is bytes (0, 2) of the first, shift 8 bytes (1, 3),
+        // shift 4 / 12 the same of the second. 1 shift + 2 LOP3 + 4 PRMT per word (v28: 3 + 8 LOP3).
+        uint32_t ul[RT], uh[RT], vl[RT], vh[RT];
+        if (PRMT) {
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
+                const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
+                ul[j] = u & 0x0F0F0F0Fu; uh[j] = (u >> 4) & 0x0F0F0F0Fu;
+                vl[j] = v & 0x0F0F0F0Fu; vh[j] = (v >> 4) & 0x0F0F0F0Fu;
+            }
+        }
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2) {
+            const uint32_t b0 = xa[4 * w + 2 * s2], b1 = xa[4 * w + 2 * s2 + 1];
+            const uint32_t c0 = xb[4 * w + 2 * s2], c1 = xb[4 * w + 2 * s2 + 1];
+            if (CORR) {
+                mma_bf16_16816(corr[0], c136, b0, b1);
+                if (M16) mma_bf16_16816(corr[1], c136, c0, c1);
+            }
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                uint32_t a[4];
+                if (PRMT) {
+                    const uint32_t sel = s2 ? 0x4341u : 0x4240u;
+                    a[0] = __byte_perm(ul[j], M43, sel); a[1] = __byte_perm(vl[j], M43, sel);
+                    a[2] = __byte_perm(uh[j], M43, sel); a[3] = __byte_perm(vh[j], M43, sel);
+                    if (!CORR) {
+                        const uint32_t SUB = 0x43084308u;  // 136.0
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) {
+                            __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&a[r]),
+                                                       *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
+                            a[r] = *reinterpret_cast<uint32_t *>(&d);
+                        }
+                    }
+                } else {
+                    const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
+                    const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
+                    a[0] = int4_pair_bf16(u >> (8 * s2)); a[1] = int4_pair_bf16(v >> (8 * s2));
+                    a[2] = int4_pair_bf16(u >> (8 * s2 + 4)); a[3] = int4_pair_bf16(v >> (8 * s2 + 4));
+                }
+                mma_bf16_16816(tmp[j][0], a, b0, b1);
+                if (M16) mma_bf16_16816(tmp[j][1], a, c0, c1);
+            }
+        }
+    }
+}
+
 // NW consumer warps = KSL K slices x (NW / KSL) groups of output rows; NTW n8 tiles per warp. LOADONLY (lab
 // diagnostic): the pipeline runs without the arithmetic, to separate load time from compute time. PDL: the
 // weight part of the first STAGES - 1 stages is requested before waiting for the previous kernel (only X and Y
@@ -722,57 +784,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             // one IMAD per PRMT (and the A registers of the correction mma likewise).
             const uint32_t z = (uint32_t)p.m >> 5, M43 = 0x43434343u | z, B136 = 0x43084308u | z;
             const uint32_t c136[4] = {B136, B136, B136, B136};  // bf16 136.0
-#pragma unroll
-            for (int w = 0; w < 4; ++w) {
-                // R9 bit 1: u & 0x0F0F0F0F holds the nibbles 0, 2, 4, 6 of the word as bytes 0-3, (u >> 4) &
-                // 0x0F0F0F0F the nibbles 1, 3, 5, 7; a byte permute with 0x43 puts two of them into the mantissas
-                // of a bf16 pair 128 + q: the pair at shift 0 is bytes (0, 2) of the first, shift 8 bytes (1, 3),
-                // shift 4 / 12 the same of the second. 1 shift + 2 LOP3 + 4 PRMT per word (v28: 3 + 8 LOP3).
-                uint32_t ul[RT], uh[RT], vl[RT], vh[RT];
-                if (R9 & 2) {
-#pragma unroll
-                    for (int j = 0; j < RT; ++j) {
-                        const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
-                        const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
-                        ul[j] = u & 0x0F0F0F0Fu; uh[j] = (u >> 4) & 0x0F0F0F0Fu;
-                        vl[j] = v & 0x0F0F0F0Fu; vh[j] = (v >> 4) & 0x0F0F0F0Fu;
-                    }
-                }
-#pragma unroll
-                for (int s2 = 0; s2 < 2; ++s2) {
-                    const uint32_t b0 = xa[4 * w + 2 * s2], b1 = xa[4 * w + 2 * s2 + 1];
-                    const uint32_t c0 = xb[4 * w + 2 * s2], c1 = xb[4 * w + 2 * s2 + 1];
-                    if (CORR) {
-                        mma_bf16_16816(corr[0], c136, b0, b1);
-                        if (M16) mma_bf16_16816(corr[1], c136, c0, c1);
-                    }
-#pragma unroll
-                    for (int j = 0; j < RT; ++j) {
-                        uint32_t a[4];
-                        if (R9 & 2) {
-                            const uint32_t sel = s2 ? 0x4341u : 0x4240u;
-                            a[0] = __byte_perm(ul[j], M43, sel); a[1] = __byte_perm(vl[j], M43, sel);
-                            a[2] = __byte_perm(uh[j], M43, sel); a[3] = __byte_perm(vh[j], M43, sel);
-                            if (!CORR) {
-                                const uint32_t SUB = 0x43084308u;  // 136.0
-#pragma unroll
-                                for (int r = 0; r < 4; ++r) {
-                                    __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&a[r]),
-                                                               *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
-                                    a[r] = *reinterpret_cast<uint32_t *>(&d);
-                                }
-                            }
-                        } else {
-                            const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
-                            const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
-                            a[0] = int4_pair_bf16(u >> (8 * s2)); a[1] = int4_pair_bf16(v >> (8 * s2));
-                            a[2] = int4_pair_bf16(u >> (8 * s2 + 4)); a[3] = int4_pair_bf16(v >> (8 * s2 + 4));
-                        }
-                        mma_bf16_16816(tmp[j][0], a, b0, b1);
-                        if (M16) mma_bf16_16816(tmp[j][1], a, c0, c1);
-                    }
-                }
-            }
+            int4_wa_group<RT, M16, (R9 & 2) != 0, CORR>(wu, wv2, xa, xb, M43, c136, tmp, corr);
             const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
 #pragma unroll
             for (int j = 0; j < RT; ++j) {
@@ -1056,37 +1068,7 @@ __global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
         for (int j = 0; j < RT; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) tmp[j][0][e] = tmp[j][1][e] = 0.f;
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            uint32_t ul[RT], uh[RT], vl[RT], vh[RT];
-#pragma unroll
-            for (int j = 0; j < RT; ++j) {
-                const uint32_t u = w == 0 ? wu[j].x : w == 1 ? wu[j].y : w == 2 ? wu[j].z : wu[j].w;
-                const uint32_t v = w == 0 ? wv2[j].x : w == 1 ? wv2[j].y : w == 2 ? wv2[j].z : wv2[j].w;
-                ul[j] = u & 0x0F0F0F0Fu; uh[j] = (u >> 4) & 0x0F0F0F0Fu;
-                vl[j] = v & 0x0F0F0F0Fu; vh[j] = (v >> 4) & 0x0F0F0F0Fu;
-            }
-#pragma unroll
-            for (int s2 = 0; s2 < 2; ++s2) {
-                const uint32_t b0 = xa[4 * w + 2 * s2], b1 = xa[4 * w + 2 * s2 + 1];
-                const uint32_t c0 = xb[4 * w + 2 * s2], c1 = xb[4 * w + 2 * s2 + 1];
-#pragma unroll
-                for (int j = 0; j < RT; ++j) {
-                    const uint32_t sel = s2 ? 0x4341u : 0x4240u;
-                    uint32_t a[4] = {__byte_perm(ul[j], M43, sel), __byte_perm(vl[j], M43, sel),
-                                     __byte_perm(uh[j], M43, sel), __byte_perm(vh[j], M43, sel)};
-                    const uint32_t SUB = 0x43084308u;  // 136.0: 128 + q - 136 = q - 8, exact
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&a[r]),
-                                                   *reinterpret_cast<const __nv_bfloat162 *>(&SUB));
-                        a[r] = *reinterpret_cast<uint32_t *>(&d);
-                    }
-                    mma_bf16_16816(tmp[j][0], a, b0, b1);
-                    if (M16) mma_bf16_16816(tmp[j][1], a, c0, c1);
-                }
-            }
-        }
+        int4_wa_group<RT, M16, true, false>(wu, wv2, xa, xb, M43, nullptr, tmp, nullptr);
 #pragma unroll
         for (int j = 0; j < RT; ++j)
 #pragma unroll
