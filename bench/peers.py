@@ -7,7 +7,7 @@ copies that together exceed the L2 cache):
   - device copy (the bandwidth ceiling) and a bf16 GEMM 8192^3 (the compute ceiling), both via PyTorch
   - prefill attention: torch SDPA with the cuDNN backend and with the FlashAttention-2 backend
   - decode attention: torch SDPA on contiguous KV with GQA (enable_gqa=True)
-  - decode GEMMs: cuBLAS bf16 (x @ w.T) and cuBLASLt FP8 (torch._scaled_mm, per-tensor and row/col scales)
+  - decode GEMMs: cuBLAS bf16 (x @ w.T; also f16 at n8192) and cuBLASLt FP8 (torch._scaled_mm, per-tensor and row/col scales)
 
 Writes a JSON array of records with the same fields as kernel_check: type, kernel, shape, us, flops, bytes,
 tflops, tbps.
@@ -141,6 +141,13 @@ def gemms(quick):
         us = time_us(lambda i: x @ ws[i % copies].t(), inner=20, reps=9)
         record("peer:cublas_bf16", shape, us, 2.0 * m * n * k, 2.0 * n * k + 2.0 * m * k + 2.0 * m * n)
         del ws
+        # the same on f16 operands: the peer of the int4 versions that take X in f16 (lab version 104)
+        if m <= 16 and n == 8192:
+            xh = x.to(torch.float16)
+            ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) for _ in range(copies)]
+            us = time_us(lambda i: xh @ ws[i % copies].t(), inner=20, reps=9)
+            record("peer:cublas_f16", shape, us, 2.0 * m * n * k, 2.0 * n * k + 2.0 * m * k + 2.0 * m * n)
+            del ws
         # fp8 e4m3 (cuBLASLt via torch._scaled_mm); M is padded to 16 as cuBLASLt requires
         mp = max(16, m)
         copies = max(1, min(8, int(512e6 // (n * k))))

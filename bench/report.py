@@ -73,6 +73,8 @@ def main():
                 pairs.append((kern, s, "peer:cublaslt_fp8_rowwise", s, "bytes"))
             elif kern.startswith("gemm_int4_g128"):
                 pairs.append((kern, s, "peer:cublas_bf16", s, "bytes"))
+                if kern.endswith("_xf16"):  # X in f16: also against cuBLAS on f16 operands
+                    pairs.append((kern, s, "peer:cublas_f16", s, "bytes"))
     big = "m8192 n8192 k8192"
     pairs.append(("gemm_lt_bf16", big, "peer:cublas_bf16_gemm", big, "flops"))
     for ours_s, peer_s in (("tensor", "tensor"), ("token_channel", "rowwise"), ("block128", "block128")):
@@ -128,6 +130,11 @@ def main():
     r = first("gemm_int4_g128", "m16 n8192", "peer:cublas_bf16")
     v = r["speedup_vs_peer"] if r else None
     target("int4 g128 decode GEMM m16 speed / cuBLAS bf16", v, ">= 3", v is not None and v >= 3)
+    for pk, label in (("peer:cublas_bf16", "cuBLAS bf16"), ("peer:cublas_f16", "cuBLAS f16")):
+        r = first("gemm_int4_g128_xf16", "m16 n8192", pk)  # the f16-X entry (activations in f16)
+        if r:
+            v = r["speedup_vs_peer"]
+            target(f"int4 g128 decode GEMM m16 on f16 X speed / {label}", v, ">= 3", v >= 3)
     best = None
     for vv in (1, 2, 3, 4, 5, 6, 7, 8, 9):
         r = first(f"attn_prefill_v{vv}", "b4 h32 n4096 d128 full", "peer:cudnn_sdpa")

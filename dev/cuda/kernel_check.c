@@ -532,7 +532,8 @@ static void section_decode_bench(lab_out *o) {
 /* =============================== decode GEMMs ============================================================ */
 typedef struct gemm_ctx {
     int m, n, k, copies, which; /* which: 0 fp8, 1 int4 */
-    void *dx, *dy;
+    int f16x;                   /* the version takes X in f16 (int4 version 104): dxh instead of dx */
+    void *dx, *dxh, *dy;
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
@@ -542,16 +543,21 @@ typedef struct gemm_ctx {
 
 /* the int4 lab versions on assay_cuda_int4_pack_st weights (entry assay_cuda_gemm_int4g128_st) */
 static int variant_st(int v) { return v == 95 || v == 97 || v == 98; }
+/* 104: the f16-X entry assay_cuda_gemm_int4g128_xf16 (its version 104 = 90 on f16 X, round 16), recorded as
+ * gemm_int4_g128_xf16 and run like a default */
+static int variant_f16x(int v) { return v == 104; }
 
 static void gemm_fn(void *ctx, int it) {
     gemm_ctx *g = ctx;
     int c = it % g->copies;
+    const void *dx = g->f16x ? g->dxh : g->dx;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(g->dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(g->dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(g->dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
-    else KCALL(assay_cuda_gemm_int4g128(g->dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->f16x) KCALL(assay_cuda_gemm_int4g128_xf16(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+    else KCALL(assay_cuda_gemm_int4g128(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
 }
 
 /* Whether the comma-separated list of integers in `list` (an ASSAY_LAB_*_VARIANTS value) holds v. */
@@ -582,6 +588,8 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     size_t nx = (size_t)m * k;
     uint16_t *x = malloc(nx * 2);
     fill_bf16(x, nx, 1.0);
+    uint16_t *xh = malloc(nx * 2); /* the same values in f16 (exact but for tiny subnormals), for 104 */
+    for (size_t i = 0; i < nx; ++i) xh[i] = lab_f64_to_f16(lab_bf16_to_f32(x[i]));
     uint8_t *w = malloc((size_t)n * k);          /* fp8 codes or int4 values (one per byte) */
     float *scale = malloc(sizeof(float) * n);
     uint16_t *gs = malloc(sizeof(uint16_t) * (size_t)(k / 128) * n);
@@ -626,6 +634,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
     g.dx = lab_upload(x, nx * 2);
+    g.dxh = lab_upload(xh, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);
     uint16_t *y = malloc((size_t)m * n * 2);
     /* the default first (0 = automatic, see gemm_decode.cu), the others recorded with a _vN suffix; 7, 12, 15, 18
@@ -637,7 +646,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -650,13 +659,14 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if ((variant == 34 || variant == 35 || variant == 37) && which == 1) continue;   /* 34, 35, 37: fp8 only */
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
-    if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 88) ||
-         variant_st(variant)) &&
+    if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
+         variant_st(variant) || variant_f16x(variant)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
+    if (variant_f16x(variant) && (n % 128 || k % 256)) continue; /* the f16-X entry's shapes */
     if ((variant == 26 || variant == 27) && !packed8) continue;
-    if (!gemm_variant_selected(which, variant)) continue;
+    if (!gemm_variant_selected(which, variant) && !(which == 1 && variant_f16x(variant))) continue;
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
     if (loadonly && !bench) continue;
     if (variant == 13 && which == 0) continue; /* 13 differs from 9 only for int4 */
@@ -666,6 +676,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
     }
+    g.f16x = which == 1 && variant_f16x(variant);
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);
@@ -680,7 +691,8 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
             for (int kk = 0; kk < k; ++kk) {
                 double wv = which == 0 ? LAB_E4M3_DEC(w[(size_t)j * k + kk]) * scale[j]
                                        : ((int)w[(size_t)j * k + kk] - 8) * lab_f16_to_f64(gs[(size_t)(kk / 128) * n + j]);
-                s += lab_bf16_to_f32(x[(size_t)r * k + kk]) * wv;
+                const size_t xi = (size_t)r * k + kk;
+                s += (g.f16x ? lab_f16_to_f64(xh[xi]) : lab_bf16_to_f32(x[xi])) * wv;
             }
             lab_err_add(&e, lab_bf16_to_f32(y[(size_t)r * n + j]), s);
         }
@@ -688,7 +700,8 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     for (size_t i = 0; i < (size_t)m * n && ncheck; ++i) if ((y[i] & 0x7FFF) > 0x7F80) e.nan++;
     char name[64];
     snprintf(name, sizeof name, "%s", which == 0 ? "gemm_fp8w_e4m3" : "gemm_int4_g128");
-    if (vi) snprintf(name + strlen(name), sizeof name - strlen(name), "_v%d", variant);
+    if (g.f16x) snprintf(name + strlen(name), sizeof name - strlen(name), "_xf16");
+    else if (vi) snprintf(name + strlen(name), sizeof name - strlen(name), "_v%d", variant);
     char shape[96];
     snprintf(shape, sizeof shape, "m%d n%d k%d", m, n, k);
     if (ncheck) lab_validate(o, name, shape, &e, 1e-2);
@@ -700,8 +713,8 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     }
     assay_cuda_lab_set_gemm_variant(0);
     for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
-    cudaFree(g.dx); cudaFree(g.dy);
-    free(x); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(y);
+    cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy);
+    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(y);
 }
 
 /* FP8 W8A8 decode GEMM (assay_cuda_gemm_fp8_w8a8): X quantized per token on the GPU

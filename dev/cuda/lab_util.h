@@ -46,6 +46,18 @@ static inline double lab_f16_to_f64(uint16_t h) {
     double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
     return (h & 0x8000) ? -v : v;
 }
+/* Round to nearest even (finite inputs below 65520; the default rounding mode of nearbyint). */
+static inline uint16_t lab_f64_to_f16(double x) {
+    uint16_t s = x < 0 ? 0x8000 : 0;
+    double a = fabs(x);
+    if (a < ldexp(1.0, -14)) return s | (uint16_t)nearbyint(ldexp(a, 24)); /* subnormal (1024 = the smallest normal) */
+    int ex;
+    frexp(a, &ex);
+    int e = ex - 1;
+    double mant = nearbyint((ldexp(a, -e) - 1.0) * 1024.0);
+    if (mant == 1024.0) { mant = 0; ++e; }
+    return s | (uint16_t)((e + 15) << 10) | (uint16_t)mant;
+}
 /* 8-bit float with `mb` mantissa bits and exponent bias `bias` (e4m3: 3, 7; e5m2: 2, 15). */
 static inline double lab_fp8_decode(uint8_t c, int mb, int bias) {
     int e = (c & 0x7F) >> mb, m = c & ((1 << mb) - 1);

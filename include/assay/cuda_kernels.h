@@ -216,6 +216,12 @@ void assay_cuda_fp8w_pack_sw128(const uint8_t *w, int32_t n, int32_t k, uint8_t 
  * Scales fp16 [K/128][N]. K % 128 == 0, N % 64 == 0. */
 int assay_cuda_gemm_int4g128(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                              void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+/* The same product on f16 activations (for an engine that keeps its INT4 layers' inputs in f16): the weights
+ * dequantize to f16, which takes 9 instead of 11 instructions per 8 weights (an f16 mantissa holds two nibbles,
+ * a bf16 one only one). Same packing, scales and output. 1 <= m <= 16, N % 128 == 0, K % 256 == 0, compute
+ * capability 9.x (else -1 with a message); launched with programmatic dependent launch like the bf16 entry. */
+int assay_cuda_gemm_int4g128_xf16(const void *x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                                  void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 
 /* Host-side packing of 4-bit weights q[n][k] (values 0..15, one per byte) into the layout the INT4 kernel
  * streams with one 16-byte load per lane: for each 8-row tile and 128-column group, 512 bytes in which

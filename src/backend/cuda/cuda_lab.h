@@ -58,7 +58,9 @@ extern "C" {
  * h200-gpu9-int4-3). Round 15 (int4, weights packed by assay_cuda_int4_pack_st, entry assay_cuda_gemm_int4g128_st
  * below): a producer warp filling a ring of bulk copies on per-stage mbarriers for v90's arithmetic, X by one bulk
  * copy per row (95) or by the producer's 16-byte cp.async (98); 97 = 95 with X copied for its first 4 stages only
- * (timing probe). See gemm_decode.cu and dev/cuda/NOTES.md. */
+ * (timing probe). Round 16: 104 = 90 with X given in f16 (not bf16) and the weights dequantized to f16 (the
+ * 1024 magic: 9 instead of 11 instructions per 8 weights), same packing; assay_cuda_gemm_int4g128_xf16 runs it.
+ * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to

@@ -558,6 +558,20 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
     return 0;
 }
 
+extern "C" int assay_cuda_gemm_int4g128_xf16(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
+                                             int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
+    if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_xf16: null pointer argument");
+    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
+        return assay_cuda_fail("gemm_int4g128_xf16: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m,
+                               n, k);
+    // 104 (round 16): version 90 on f16 X with the f16 dequantization
+    int rc = assay_cuda_gemm_v45(104, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream);
+    if (rc < 0) return -1;
+    if (rc == 0) return assay_cuda_fail("gemm_int4g128_xf16: needs a compute capability 9.x device");
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
 // The lab entries on other int4 packings (cuda_lab.h): the shape checks of assay_cuda_gemm_int4g128 with K % kmul,
 // then lab version ver of assay_cuda_gemm_v45 on packing pack; need says which device the version requires.
 static int int4_lab_entry(const char *name, int ver, int pack, int kmul, const char *need, const void *x,
