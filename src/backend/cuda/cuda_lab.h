@@ -59,7 +59,8 @@ extern "C" {
  * below): a producer warp filling a ring of bulk copies on per-stage mbarriers for v90's arithmetic, X by one bulk
  * copy per row (95) or by the producer's 16-byte cp.async (98); 97 = 95 with X copied for its first 4 stages only
  * (timing probe). Round 16: 104 = 90 with X given in f16 (not bf16) and the weights dequantized to f16 (the
- * 1024 magic: 9 instead of 11 instructions per 8 weights), same packing; assay_cuda_gemm_int4g128_xf16 runs it.
+ * 1024 magic: 9 instead of 11 instructions per 8 weights), same packing; assay_cuda_gemm_int4g128_xf16 runs it;
+ * 105 / 106 = 95 / 98 with the same change (X in f16; entry assay_cuda_gemm_int4g128_st).
  * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
@@ -77,11 +78,12 @@ int assay_cuda_gemm_int4g128_wg(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* Lab-only INT4 layout for versions 95, 97, 98 (v90's arithmetic on a warp-specialized ring of bulk copies): the
+/* Lab-only INT4 layout for versions 95, 97, 98, 105, 106 (v90's arithmetic on a warp-specialized ring of bulk copies): the
  * blocks of assay_cuda_int4_pack stored stage by stage (one 16 KB run per 128-row tile and 256 columns) with the
- * columns of each lane permuted (layout in cuda_pack.c); K % 256 == 0, N % 128 == 0, m <= 16, sm_90. */
+ * columns of each lane permuted (layout in cuda_pack.c); K % 256 == 0, N % 128 == 0, m <= 16, sm_90. X is bf16,
+ * f16 for 105 / 106. */
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
-int assay_cuda_gemm_int4g128_st(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16,
+int assay_cuda_gemm_int4g128_st(const void *x_bf16_or_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 /* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (17 at one wave of 128-channel tiles, 10 above); 1 =
  * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8

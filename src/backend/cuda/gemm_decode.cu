@@ -601,7 +601,8 @@ extern "C" int assay_cuda_gemm_int4g128_wa(const void *x, const uint8_t *wp, con
 
 extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                            int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    const int ver = g_gemm_variant == 97 || g_gemm_variant == 98 ? g_gemm_variant : 95;
+    const int ver = g_gemm_variant == 97 || g_gemm_variant == 98 || g_gemm_variant == 105 || g_gemm_variant == 106
+                        ? g_gemm_variant : 95;  // 105 / 106: 95 / 98 on f16 X
     return int4_lab_entry("gemm_int4g128_st", ver, 3, 256, "9.0", x, wp, scales, y, m, n, k, stream);
 }
 

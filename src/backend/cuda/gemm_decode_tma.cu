@@ -1007,7 +1007,7 @@ struct StCfg {
     static constexpr int RECV = 16 * (BN / 2) * 4;  // the push reduction's receive buffer
     static constexpr size_t SMEM = (size_t)STAGES * STAGE + RECV + 8 * (1 + 2 * STAGES);
 };
-template <bool M16, bool XONCE, bool XCP>
+template <bool M16, bool XONCE, bool XCP, bool F16X = false>
 __global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
     using C = StCfg;
     constexpr int NW = 8, KSL = 2, NTW = 4, RT = NTW / 2, BN = C::BN, KC = C::KC, NTH = NW * 32, STAGES = C::STAGES;
@@ -1073,8 +1073,8 @@ __global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
     float acc[NTW][4];
 #pragma unroll
     for (int nt = 0; nt < NTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    // As in v90: the constants go through z (0 here), which ptxas cannot fold into the PRMTs.
-    const uint32_t z = (uint32_t)p.m >> 5, M43 = 0x43434343u | z;
+    // As in v90: the constants go through z (0 here), which ptxas cannot fold into the PRMTs (F16X: the LOP3s).
+    const uint32_t z = (uint32_t)p.m >> 5, M43 = (F16X ? 0x64006400u : 0x43434343u) | z;
     for (int st = 0; st < nst; ++st) {
         const int slot = st % STAGES;
         mbar_wait(&full[slot], (st / STAGES) & 1);
@@ -1109,7 +1109,7 @@ __global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
         for (int j = 0; j < RT; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) tmp[j][0][e] = tmp[j][1][e] = 0.f;
-        int4_wa_group<RT, M16, true, false>(wu, wv2, xa, xb, M43, nullptr, tmp, nullptr);
+        int4_wa_group<RT, M16, true, false, F16X>(wu, wv2, xa, xb, M43, nullptr, tmp, nullptr);
 #pragma unroll
         for (int j = 0; j < RT; ++j)
 #pragma unroll
@@ -1143,10 +1143,10 @@ __global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
     }
 }
 
-template <bool M16, bool XONCE, bool XCP>
+template <bool M16, bool XONCE, bool XCP, bool F16X = false>
 int launch_st(const V4Params &p0, cudaStream_t stream) {
     const int splits = p0.k % (2 * StCfg::KC) == 0 ? 2 : 1;
-    return launch_split_k<gemm_int4_st<M16, XONCE, XCP>>(p0, splits, StCfg::BN, 9 * 32, StCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_st<M16, XONCE, XCP, F16X>>(p0, splits, StCfg::BN, 9 * 32, StCfg::SMEM, true, stream);
 }
 
 // ---- v22 / v23 (int4 only): wgmma with the dequantized weights as the register A operand ----
@@ -2009,8 +2009,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
         g_wg_ok = g_v4_ok && major == 9;
     }
     // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33), 3 =
-    // int4_pack_st (95, 97, 98)
-    const bool st = int4 && (ver == 95 || ver == 97 || ver == 98);
+    // int4_pack_st (95, 97, 98; on f16 X 105, 106)
+    const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
@@ -2018,7 +2018,9 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
         const bool m16 = m > 8;
         const int rc = ver == 95 ? (m16 ? launch_st<true, false, false>(q, stream) : launch_st<false, false, false>(q, stream))
                        : ver == 97 ? (m16 ? launch_st<true, true, false>(q, stream) : launch_st<false, true, false>(q, stream))
-                                   : (m16 ? launch_st<true, false, true>(q, stream) : launch_st<false, false, true>(q, stream));
+                       : ver == 98 ? (m16 ? launch_st<true, false, true>(q, stream) : launch_st<false, false, true>(q, stream))
+                       : ver == 105 ? (m16 ? launch_st<true, false, false, true>(q, stream) : launch_st<false, false, false, true>(q, stream))
+                                    : (m16 ? launch_st<true, false, true, true>(q, stream) : launch_st<false, false, true, true>(q, stream));
         return rc < 0 ? -1 : 1;
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
