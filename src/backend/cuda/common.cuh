@@ -50,6 +50,14 @@ __device__ __forceinline__ void mma_f16_16816(float *c, const uint32_t *a, uint3
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The same with f16 accumulators: c[0] = (row g, cols 2t, 2t + 1), c[1] = (row g + 8, same cols) as f16 pairs.
+__device__ __forceinline__ void mma_f16_16816_acc16(uint32_t *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
+        : "+r"(c[0]), "+r"(c[1])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 template <bool F16>
 __device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
     if (F16) mma_f16_16816(c, a, b0, b1);

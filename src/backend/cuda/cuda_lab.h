@@ -60,7 +60,8 @@ extern "C" {
  * copy per row (95) or by the producer's 16-byte cp.async (98); 97 = 95 with X copied for its first 4 stages only
  * (timing probe). Round 16: 104 = 90 with X given in f16 (not bf16) and the weights dequantized to f16 (the
  * 1024 magic: 9 instead of 11 instructions per 8 weights), same packing; assay_cuda_gemm_int4g128_xf16 runs it;
- * 105 / 106 = 95 / 98 with the same change (X in f16; entry assay_cuda_gemm_int4g128_st).
+ * 105 / 106 = 95 / 98 with the same change (X in f16; entry assay_cuda_gemm_int4g128_st); 107 = 104 with f16
+ * accumulators per K group (through assay_cuda_gemm_int4g128_xf16).
  * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 

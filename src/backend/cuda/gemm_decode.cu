@@ -564,8 +564,9 @@ extern "C" int assay_cuda_gemm_int4g128_xf16(const void *x, const uint8_t *wp, c
     if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
         return assay_cuda_fail("gemm_int4g128_xf16: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m,
                                n, k);
-    // 104 (round 16): version 90 on f16 X with the f16 dequantization
-    int rc = assay_cuda_gemm_v45(104, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream);
+    // 104 (round 16): version 90 on f16 X with the f16 dequantization; 107: the lab's f16-accumulator probe
+    const int ver = g_gemm_variant == 107 ? 107 : 104;
+    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_xf16: needs a compute capability 9.x device");
     ASSAY_CUDA_LAUNCHED();

@@ -454,9 +454,18 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 // takes 1 shift + 4 LOP3 + 2 HADD2 (1024 + q - 1032) + 2 HFMA2 ((1024 + 16 q) / 16 - 72), all exact, against the
 // bf16 path's 1 shift + 2 LOP3 + 4 PRMT + 4 HADD2 (a bf16 mantissa holds one nibble). Same packing, same
 // fragment order, PRMT and CORR unused; M43 then carries the f16 magic pair 0x64006400 (also opaque).
-template <int RT, bool M16, bool PRMT, bool CORR, bool F16X = false>
+// ACC16 (with F16X; lab version 107): the group's sums accumulate in f16 (mma.sync with f16 accumulators, half
+// the accumulator registers) and are widened into tmp (zero on entry, overwritten) once per group: does the
+// mma.sync pipe run faster with 2 accumulator registers per mma instead of 4?
+template <int RT, bool M16, bool PRMT, bool CORR, bool F16X = false, bool ACC16 = false>
 __device__ __forceinline__ void int4_wa_group(const uint4 *wu, const uint4 *wv2, const uint32_t *xa, const uint32_t *xb,
                                               uint32_t M43, const uint32_t *c136, float (*tmp)[2][4], float (*corr)[4]) {
+    static_assert(!ACC16 || F16X, "f16 accumulators need the f16 operands");
+    uint32_t t16[RT][2][2];
+    if constexpr (ACC16) {
+#pragma unroll
+        for (int j = 0; j < RT; ++j) t16[j][0][0] = t16[j][0][1] = t16[j][1][0] = t16[j][1][1] = 0u;
+    }
     if constexpr (F16X) {
         const __half2 SUB = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));   // 1032
         const __half2 S16 = __halves2half2(__ushort_as_half(0x2C00u), __ushort_as_half(0x2C00u));   // 1/16
@@ -484,10 +493,27 @@ __device__ __forceinline__ void int4_wa_group(const uint4 *wu, const uint4 *wv2,
                         a[e] = *reinterpret_cast<uint32_t *>(&lo);
                         a[e + 2] = *reinterpret_cast<uint32_t *>(&hi);
                     }
-                    mma_f16_16816(tmp[j][0], a, b0, b1);
-                    if (M16) mma_f16_16816(tmp[j][1], a, c0, c1);
+                    if constexpr (ACC16) {
+                        mma_f16_16816_acc16(t16[j][0], a, b0, b1);
+                        if (M16) mma_f16_16816_acc16(t16[j][1], a, c0, c1);
+                    } else {
+                        mma_f16_16816(tmp[j][0], a, b0, b1);
+                        if (M16) mma_f16_16816(tmp[j][1], a, c0, c1);
+                    }
                 }
             }
+        }
+        if constexpr (ACC16) {
+#pragma unroll
+            for (int j = 0; j < RT; ++j)
+#pragma unroll
+                for (int tt = 0; tt < (M16 ? 2 : 1); ++tt)
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&t16[j][tt][r]));
+                        tmp[j][tt][2 * r] = f.x;  // (the callers' tmp is zero here: written, not added)
+                        tmp[j][tt][2 * r + 1] = f.y;
+                    }
         }
     } else {
 #pragma unroll
@@ -594,6 +620,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     constexpr int PMODE = (R9 & 256) ? 2 : 1;
     // Round 16: bit 9 (F16X) = X arrives as f16 and the weights dequantize to f16 (int4_wa_group's F16X)
     constexpr bool F16X = (R9 & 512) != 0;
+    constexpr bool ACC16 = (R9 & 1024) != 0;  // bit 10 (with 9): f16 accumulators per group (int4_wa_group)
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
     // PUSH: the peer writes into this CTA's receive buffer (past the ring) at the end of its own loop, so both
@@ -825,7 +852,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             // one IMAD per PRMT (and the A registers of the correction mma likewise).
             const uint32_t z = (uint32_t)p.m >> 5, M43 = (F16X ? 0x64006400u : 0x43434343u) | z, B136 = 0x43084308u | z;
             const uint32_t c136[4] = {B136, B136, B136, B136};  // bf16 136.0
-            int4_wa_group<RT, M16, (R9 & 2) != 0, CORR, F16X>(wu, wv2, xa, xb, M43, c136, tmp, corr);
+            int4_wa_group<RT, M16, (R9 & 2) != 0, CORR, F16X, ACC16>(wu, wv2, xa, xb, M43, c136, tmp, corr);
             const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
 #pragma unroll
             for (int j = 0; j < RT; ++j) {
@@ -1943,14 +1970,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -1961,13 +1988,14 @@ struct V5Ver {
     // (probe), 82 = 80 load-only (see MB / PF / NOLD / XSW in gemm_decode_v5); 83 / 84 = 80 with K split 4 / 2
     // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
     // with the pushed partials by st.async on the peer's mbarrier (push mode 2; 91, a half-stage loop, was slower
-    // and is gone: NOTES round 14); round 16: 104 = 90 on f16 X (F16X: f16 dequantization, 9 instead of 11 per word)
+    // and is gone: NOTES round 14); round 16: 104 = 90 on f16 X (F16X: f16 dequantization, 9 instead of 11 per word),
+    // 107 = 104 with f16 accumulators per group (ACC16)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
                               VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
-                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : 0;
+                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2025,7 +2053,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2047,7 +2075,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2124,6 +2152,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 89: if (!int4) return 0; rc = V45_LAUNCH4(89); break;
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
     case 104: if (!int4) return 0; rc = V45_LAUNCH4(104); break;
+    case 107: if (!int4) return 0; rc = V45_LAUNCH4(107); break;
     case 85:
     case 86:
     case 87:
