@@ -141,7 +141,7 @@ def gemms(quick):
         us = time_us(lambda i: x @ ws[i % copies].t(), inner=20, reps=9)
         record("peer:cublas_bf16", shape, us, 2.0 * m * n * k, 2.0 * n * k + 2.0 * m * k + 2.0 * m * n)
         del ws
-        # the same on f16 operands: the peer of the int4 versions that take X in f16 (lab version 104)
+        # the same on f16 operands: the peer of the int4 GEMM on f16 activations (gemm_int4_g128_xf16)
         if m <= 16 and n == 8192:
             xh = x.to(torch.float16)
             ws = [torch.randn(n, k, device="cuda", dtype=torch.float16) for _ in range(copies)]
