@@ -218,8 +218,9 @@ int assay_cuda_gemm_int4g128(const void *x_bf16, const uint8_t *w_packed, const 
                              void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 /* The same product on f16 activations (for an engine that keeps its INT4 layers' inputs in f16): the weights
  * dequantize to f16, which takes 9 instead of 11 instructions per 8 weights (an f16 mantissa holds two nibbles,
- * a bf16 one only one). Same packing, scales and output. 1 <= m <= 16, N % 128 == 0, K % 256 == 0, compute
- * capability 9.x (else -1 with a message); launched with programmatic dependent launch like the bf16 entry. */
+ * a bf16 one only one). Same packing, scales, shapes and output as assay_cuda_gemm_int4g128. The fast kernel needs
+ * N % 128 == 0, K % 256 == 0 and compute capability 9.x (launched with programmatic dependent launch like the bf16
+ * entry); other shapes and devices (sm_80 and up) take a direct kernel that scales the weights in f16. */
 int assay_cuda_gemm_int4g128_xf16(const void *x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                   void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 

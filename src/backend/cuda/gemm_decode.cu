@@ -286,7 +286,9 @@ __global__ void __launch_bounds__(GW * 32, BNT == 32 ? 2 : 1) gemm_fp8w_direct(c
     reduce_store<BNT>(acc, red, scale, y, m, n, n0);
 }
 
-template <bool M16, int BNT>
+// XF16: X is f16 already (assay_cuda_gemm_int4g128_xf16's shapes and devices outside its Hopper kernel), so the
+// fragments go to the f16 mma as loaded; otherwise bf16 X is converted per fragment.
+template <bool M16, int BNT, bool XF16 = false>
 __global__ void __launch_bounds__(GW * 32, BNT == 32 ? 2 : 1) gemm_int4_direct(const __nv_bfloat16 *x, const uint8_t *wp,
                                                                  const __half *scales, __nv_bfloat16 *y, int m, int n,
                                                                  int k) {
@@ -322,8 +324,16 @@ __global__ void __launch_bounds__(GW * 32, BNT == 32 ? 2 : 1) gemm_int4_direct(c
         uint32_t xa[16], xb[16];
 #pragma unroll
         for (int h = 0; h < 4; ++h) {
-            cvt_x(xcur[h], xa + 4 * h);
-            if (M16) cvt_x(xcur[4 + h], xb + 4 * h);
+            if (XF16) {
+                xa[4 * h] = xcur[h].x; xa[4 * h + 1] = xcur[h].y; xa[4 * h + 2] = xcur[h].z; xa[4 * h + 3] = xcur[h].w;
+                if (M16) {
+                    const uint4 &u = xcur[4 + h];
+                    xb[4 * h] = u.x; xb[4 * h + 1] = u.y; xb[4 * h + 2] = u.z; xb[4 * h + 3] = u.w;
+                }
+            } else {
+                cvt_x(xcur[h], xa + 4 * h);
+                if (M16) cvt_x(xcur[4 + h], xb + 4 * h);
+            }
         }
 #pragma unroll
         for (int nt = 0; nt < BNT / 8; ++nt) {
@@ -561,14 +571,23 @@ extern "C" int assay_cuda_gemm_int4g128(const void *x, const uint8_t *wp, const 
 extern "C" int assay_cuda_gemm_int4g128_xf16(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                              int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
     if (!x || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_xf16: null pointer argument");
-    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
-        return assay_cuda_fail("gemm_int4g128_xf16: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m,
+    if (m < 1 || m > 16 || n % BN || k % 128 || n <= 0 || k <= 0)
+        return assay_cuda_fail("gemm_int4g128_xf16: shape m=%d n=%d k=%d (need 1<=m<=16, n%%64==0, k%%128==0)", m,
                                n, k);
-    // 104 (round 16): version 90 on f16 X with the f16 dequantization; 107: the lab's f16-accumulator probe
+    cudaStream_t s = (cudaStream_t)stream;
+    // 104 (round 16): version 90 on f16 X with the f16 dequantization (N % 128, K % 256, compute capability 9.x);
+    // 107: the lab's f16-accumulator probe; else the direct kernel (sm_80 and up) on the f16 X as loaded
     const int ver = g_gemm_variant == 107 ? 107 : 104;
-    int rc = assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream);
+    int rc = g_gemm_variant == 3 ? 0 : assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, s);
     if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("gemm_int4g128_xf16: needs a compute capability 9.x device");
+    if (rc == 0) {
+        if (m > 8)
+            gemm_int4_direct<true, 32, true><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
+                                                                       (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
+        else
+            gemm_int4_direct<false, 32, true><<<n / 32, GW * 32, 0, s>>>((const __nv_bfloat16 *)x, wp,
+                                                                        (const __half *)scales, (__nv_bfloat16 *)y, m, n, k);
+    }
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }
