@@ -443,7 +443,7 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
     return *reinterpret_cast<uint32_t *>(&d);
 }
 
-// One K group (128 columns) of the int4 weights-as-A arithmetic, shared by gemm_decode_v5 (R9 versions 68-90) and
+// One K group (128 columns) of the int4 weights-as-A arithmetic, shared by gemm_decode_v5 (R9 versions 68-107) and
 // gemm_int4_st: lane (g, t)'s A fragments of row tiles j (words wu[j] / wv2[j] of n8 tiles 2j and 2j + 1) against its
 // X registers xa (tokens 0-7) and xb (8-15), summed per k16 step into tmp[j][token tile]. PRMT: byte-permute
 // dequantization (else int4_pair_bf16); CORR: the A registers keep 128 + q and corr[token tile] collects 136 times
