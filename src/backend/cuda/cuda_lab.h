@@ -61,7 +61,7 @@ extern "C" {
  * (timing probe). Round 16: 104 = 90 with X given in f16 (not bf16) and the weights dequantized to f16 (the
  * 1024 magic: 9 instead of 11 instructions per 8 weights), same packing; assay_cuda_gemm_int4g128_xf16 runs it;
  * 105 / 106 = 95 / 98 with the same change (X in f16; entry assay_cuda_gemm_int4g128_st); 107 = 104 with f16
- * accumulators per K group, 108 = 104 on 2 stages of 512 K columns (both through assay_cuda_gemm_int4g128_xf16).
+ * accumulators per K group (through assay_cuda_gemm_int4g128_xf16).
  * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 

@@ -1970,14 +1970,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 108));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 108));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -1989,24 +1989,20 @@ struct V5Ver {
     // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
     // with the pushed partials by st.async on the peer's mbarrier (push mode 2; 91, a half-stage loop, was slower
     // and is gone: NOTES round 14); round 16: 104 = 90 on f16 X (F16X: f16 dequantization, 9 instead of 11 per word),
-    // 107 = 104 with f16 accumulators per group (ACC16)
+    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
                               VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
-                              (VER == 104 || VER == 108) ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
+                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
                                      (INT4 && (VER == 75 || VER == 82));
     static constexpr bool EARLY = VER == 14;              // 14: 8 with launch_dependents at entry
-    // round 16: 108 = 104 on stages of 512 K columns (4 K slices, so each warp takes 4 row tiles per X fragment
-    // load: fewer loads and loop instructions per weight), 2 of them (the same bytes in flight as 4 x 256) at 2 CTAs
-    // per SM
-    static constexpr bool WIDEK = INT4 && VER == 108;
-    static constexpr int KC = (SMALL || WIDE || FINE) && !WIDEK ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
-    static constexpr int STAGES = WIDEK ? 2 : FINE ? 8 : SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
+    static constexpr int KC = SMALL || WIDE || FINE ? (INT4 ? 256 : 128) : (INT4 ? 512 : 256);
+    static constexpr int STAGES = FINE ? 8 : SMALL || WIDE || DEEP ? (INT4 ? 4 : 5) : V4_STAGES;
     static constexpr bool PDL = VER >= 8;                // kernel code: weights requested before the wait
     static constexpr bool LAUNCH_PDL = PDL && VER != 11;  // 11: the code of 10 launched without the attribute
     static constexpr int MINB = SMALL ? 2 : 1;
@@ -2079,7 +2075,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || ver == 108) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2157,7 +2153,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
     case 104: if (!int4) return 0; rc = V45_LAUNCH4(104); break;
     case 107: if (!int4) return 0; rc = V45_LAUNCH4(107); break;
-    case 108: if (!int4) return 0; rc = V45_LAUNCH4(108); break;
     case 85:
     case 86:
     case 87:
