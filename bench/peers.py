@@ -15,6 +15,7 @@ tflops, tbps.
 import argparse
 import json
 import math
+import os
 import sys
 
 import torch
@@ -131,7 +132,9 @@ def decode():
 
 
 def gemms(quick):
-    shapes = [(1, 8192, 8192), (16, 8192, 8192)] + ([] if quick else [(16, 28672, 8192)])
+    # m1, m8 and m16 are kernel_check's bench shapes; ASSAY_LAB_GEMM_EXTRA_M="2,4,8" (its extra int4 shapes) adds more
+    ms = {1, 8, 16} | {int(v) for v in os.environ.get("ASSAY_LAB_GEMM_EXTRA_M", "").split(",") if v.strip().isdigit()}
+    shapes = [(m, 8192, 8192) for m in sorted(ms) if 1 <= m <= 16] + ([] if quick else [(16, 28672, 8192)])
     for m, n, k in shapes:
         shape = f"m{m} n{n} k{k}"
         # bf16 weights (cuBLAS): rotate >= 512 MB

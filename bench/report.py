@@ -63,7 +63,8 @@ def main():
     # the default GEMM kernels first, then every lab variant (_vN) against the same peers
     gemm_names = sorted({r["kernel"] for r in ours if r.get("type") == "bench" and r["kernel"].startswith("gemm_")},
                         key=lambda k: (k.split("_v")[0], len(k), k))
-    for s in ("m1 n8192 k8192", "m8 n8192 k8192", "m16 n8192 k8192", "m16 n28672 k8192"):
+    for s in ("m1 n8192 k8192", "m2 n8192 k8192", "m4 n8192 k8192", "m8 n8192 k8192", "m16 n8192 k8192",
+              "m16 n28672 k8192"):
         for kern in gemm_names:
             if kern.startswith("gemm_fp8w_e4m3"):
                 pairs.append((kern, s, "peer:cublaslt_fp8_tensor", s, "bytes"))
