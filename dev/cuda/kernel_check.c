@@ -532,7 +532,7 @@ static void section_decode_bench(lab_out *o) {
 /* =============================== decode GEMMs ============================================================ */
 typedef struct gemm_ctx {
     int m, n, k, copies, which; /* which: 0 fp8, 1 int4 */
-    int f16x;                   /* the version takes X in f16 (int4 versions 104-106): dxh instead of dx */
+    int f16x;                   /* the version takes X in f16 (int4 versions 104-107): dxh instead of dx */
     void *dx, *dxh, *dy;
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
@@ -589,7 +589,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     size_t nx = (size_t)m * k;
     uint16_t *x = malloc(nx * 2);
     fill_bf16(x, nx, 1.0);
-    uint16_t *xh = malloc(nx * 2); /* the same values in f16 (exact but for tiny subnormals), for 104 */
+    uint16_t *xh = malloc(nx * 2); /* the same values in f16 (exact but for tiny subnormals), for 104-107 */
     for (size_t i = 0; i < nx; ++i) xh[i] = lab_f64_to_f16(lab_bf16_to_f32(x[i]));
     uint8_t *w = malloc((size_t)n * k);          /* fp8 codes or int4 values (one per byte) */
     float *scale = malloc(sizeof(float) * n);
