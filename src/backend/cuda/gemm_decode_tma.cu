@@ -443,6 +443,19 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
     return *reinterpret_cast<uint32_t *>(&d);
 }
 
+// The weights-as-A accumulators of K slice ks into wred[KSL][16 tokens][BN] for the unsplit reductions of
+// gemm_decode_v5 and gemm_int4_st: acc[2j + tt][e] is row nh * NTW * 8 + 16j + g + 8 (e >> 1), token 8tt + 2t + (e & 1).
+template <int NTW, int BN>
+__device__ __forceinline__ void wa_acc_to_slices(const float (*acc)[4], float *wred, int ks, int nh, int g, int t) {
+#pragma unroll
+    for (int j = 0; j < NTW / 2; ++j)
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] = acc[2 * j + tt][e];
+}
+
 // One K group (128 columns) of the int4 weights-as-A arithmetic, shared by gemm_decode_v5 (R9 versions 68-107) and
 // gemm_int4_st: lane (g, t)'s A fragments of row tiles j (words wu[j] / wv2[j] of n8 tiles 2j and 2j + 1) against its
 // X registers xa (tokens 0-7) and xb (8-15), summed per k16 step into tmp[j][token tile]. PRMT: byte-permute
@@ -986,16 +999,9 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         return;
     }
     if (WA) {
-        // acc[2j + tt][e]: row nh * NTW * 8 + 16j + g + 8 (e >> 1), token 8tt + 2t + (e & 1); K slice ks
         float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
         float *tot = wred + KSL * 16 * BN;            // [16][BN]
-#pragma unroll
-        for (int j = 0; j < NTW / 2; ++j)
-#pragma unroll
-            for (int tt = 0; tt < 2; ++tt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] = acc[2 * j + tt][e];
+        wa_acc_to_slices<NTW, BN>(acc, wred, ks, nh, g, t);
         __syncthreads();
         for (int i = threadIdx.x; i < 16 * BN; i += NTH) {
             float s = 0.f;
@@ -1154,13 +1160,7 @@ __global__ void __launch_bounds__(9 * 32, 2) gemm_int4_st(V4Params p) {
     }
     // K not split: the two K slices summed in shared memory, then stored
     float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
-#pragma unroll
-    for (int j = 0; j < RT; ++j)
-#pragma unroll
-        for (int tt = 0; tt < 2; ++tt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] = acc[2 * j + tt][e];
+    wa_acc_to_slices<NTW, BN>(acc, wred, ks, nh, g, t);
     __syncthreads();
     for (int i = threadIdx.x; i < p.m * BN; i += NTH) {
         float v = 0.f;
