@@ -1970,14 +1970,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 109 || VER == 110));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 109 || VER == 110));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -1989,14 +1989,13 @@ struct V5Ver {
     // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
     // with the pushed partials by st.async on the peer's mbarrier (push mode 2; 91, a half-stage loop, was slower
     // and is gone: NOTES round 14); round 16: 104 = 90 on f16 X (F16X: f16 dequantization, 9 instead of 11 per word),
-    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16;
-    // round 17: 109 / 110 = 104 / 90 with K split 4 ways at one-wave shapes (two CTAs per SM: see the splits below)
+    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
-                              VER == 89 ? 3 + 64 + 128 : (VER == 90 || VER == 110) ? 3 + 64 + 128 + 256 :
-                              (VER == 104 || VER == 109) ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
+                              VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
+                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2054,7 +2053,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || ver == 109 || ver == 110));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2076,14 +2075,10 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || ver == 109 || ver == 110) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
-    // 109 / 110 (round 17): K split 4 ways when the 4 splits of every tile fit two CTAs per SM at once (n8192: 256
-    // CTAs of 8 stages, two per SM, instead of 128 of 16, one per SM): two independent rings per SM, whose stage
-    // barriers do not hold each other's warps; the reduction is then the pull one of a 4-CTA cluster
-    if ((ver == 109 || ver == 110) && tiles <= sms && tiles * 4 <= 2 * sms && k % (kc * 4) == 0) splits = 4;
     V4Params p;
     p.x = (const __nv_bfloat16 *)x;
     p.w = w;
@@ -2157,8 +2152,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 89: if (!int4) return 0; rc = V45_LAUNCH4(89); break;
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
     case 104: if (!int4) return 0; rc = V45_LAUNCH4(104); break;
-    case 109: if (!int4) return 0; rc = V45_LAUNCH4(109); break;
-    case 110: if (!int4) return 0; rc = V45_LAUNCH4(110); break;
     case 107: if (!int4) return 0; rc = V45_LAUNCH4(107); break;
     case 85:
     case 86:
