@@ -634,12 +634,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // Round 16: bit 9 (F16X) = X arrives as f16 and the weights dequantize to f16 (int4_wa_group's F16X)
     constexpr bool F16X = (R9 & 512) != 0;
     constexpr bool ACC16 = (R9 & 1024) != 0;  // bit 10 (with 9): f16 accumulators per group (int4_wa_group)
-    // Round 17: bit 11 (LATE) = warps 4-7 (one of the two warps on each scheduler) issue their share of the refill
-    // after the stage's arithmetic instead of after the barrier, so that the two warps of a scheduler are a loader's
-    // length apart in the stage and their mma.sync bursts meet the tensor pipe less often at the same time.
-    constexpr bool LATE = (R9 & 2048) != 0;
-    static_assert(!LATE || (INT4 && WA && LEAN && !LOADONLY && !MB && !NOLD), "LATE serves the int4 WA cp.async ring");
-    const bool late = LATE && (warp & 4);
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
     // PUSH: the peer writes into this CTA's receive buffer (past the ring) at the end of its own loop, so both
@@ -757,7 +751,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         cp_async_wait<STAGES - 2>();
         if (PDL && !EARLY && st == nst - STAGES + 1) pdl_launch_dependents();  // every load has been issued
         __syncthreads();  // stage st landed for everyone; everyone finished stage st - 1, whose slot is refilled now
-        if (!late) {
+        {
             const int nx = st + STAGES - 1;
             if (nx < nst && (!NOLD || nx < STAGES)) load(nx, nx % STAGES, std::integral_constant<int, 0>());
             cp_async_commit();
@@ -996,11 +990,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                     mma_f16_16816(acc[nt], a, b0, b1);
                 }
             }
-        }
-        if (late) {  // LATE: this warp's share of the refill after its arithmetic (one group per stage as above)
-            const int nx = st + STAGES - 1;
-            if (nx < nst) load(nx, nx % STAGES, std::integral_constant<int, 0>());
-            cp_async_commit();
         }
     }
     cp_async_wait<0>();
@@ -1981,14 +1970,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 111 || VER == 112));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 111 || VER == 112));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2000,15 +1989,13 @@ struct V5Ver {
     // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
     // with the pushed partials by st.async on the peer's mbarrier (push mode 2; 91, a half-stage loop, was slower
     // and is gone: NOTES round 14); round 16: 104 = 90 on f16 X (F16X: f16 dequantization, 9 instead of 11 per word),
-    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16;
-    // round 17: 111 / 112 = 104 / 90 with half the warps refilling the ring after their arithmetic (LATE)
+    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
                               VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
-                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 :
-                              VER == 111 ? 3 + 64 + 128 + 256 + 512 + 2048 : VER == 112 ? 3 + 64 + 128 + 256 + 2048 : 0;
+                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2066,7 +2053,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || ver == 111 || ver == 112));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2088,7 +2075,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || ver == 111 || ver == 112) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2165,8 +2152,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 89: if (!int4) return 0; rc = V45_LAUNCH4(89); break;
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
     case 104: if (!int4) return 0; rc = V45_LAUNCH4(104); break;
-    case 111: if (!int4) return 0; rc = V45_LAUNCH4(111); break;
-    case 112: if (!int4) return 0; rc = V45_LAUNCH4(112); break;
     case 107: if (!int4) return 0; rc = V45_LAUNCH4(107); break;
     case 85:
     case 86:
