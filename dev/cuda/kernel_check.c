@@ -537,7 +537,6 @@ typedef struct gemm_ctx {
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
-    uint8_t *dwn[8];         /* int4 weights packed by assay_cuda_int4_pack_wn (variant 113) */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -546,8 +545,8 @@ typedef struct gemm_ctx {
 static int variant_st(int v) { return v == 95 || v == 97 || v == 98 || v == 105 || v == 106; }
 /* the versions that take X in f16 (round 16): 104, the f16-X entry assay_cuda_gemm_int4g128_xf16 (90 on f16 X),
  * recorded as gemm_int4_g128_xf16 and run like a default; lab versions 105 / 106 = 95 / 98 on f16 X, 107 = 104 with
- * f16 accumulators (through the same entry), 113 = wgmma on the cp.async ring (entry assay_cuda_gemm_int4g128_wn) */
-static int variant_f16x(int v) { return (v >= 104 && v <= 107) || v == 113; }
+ * f16 accumulators (through the same entry) */
+static int variant_f16x(int v) { return v >= 104 && v <= 107; }
 
 static void gemm_fn(void *ctx, int it) {
     gemm_ctx *g = ctx;
@@ -555,7 +554,6 @@ static void gemm_fn(void *ctx, int it) {
     const void *dx = g->f16x ? g->dxh : g->dx;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->dwn[c]) KCALL(assay_cuda_gemm_int4g128_wn(dx, g->dwn[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
@@ -627,15 +625,12 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packwa = malloc(wbytes); assay_cuda_int4_pack_wa(w, n, k, packwa); }
     uint8_t *packst = NULL; /* int4 weights for variants 95, 97, 98 */
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packst = malloc(wbytes); assay_cuda_int4_pack_st(w, n, k, packst); }
-    uint8_t *packwn = NULL; /* int4 weights for variant 113 */
-    if (which == 1 && n % 128 == 0 && k % 256 == 0) { packwn = malloc(wbytes); assay_cuda_int4_pack_wn(w, n, k, packwn); }
-    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0}, *saved_wn[8] = {0};
+    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0};
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
         g.dwp[c] = packed8 ? lab_upload(packed8, wbytes) : NULL;
         saved_wa[c] = packwa ? lab_upload(packwa, wbytes) : NULL;
         saved_st[c] = packst ? lab_upload(packst, wbytes) : NULL;
-        saved_wn[c] = packwn ? lab_upload(packwn, wbytes) : NULL;
         g.dscale[c] = lab_upload(scale, sizeof(float) * n);
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
@@ -652,7 +647,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 113};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -670,7 +665,6 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
-    if (variant == 113 && !packwn) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant) && !(which == 1 && variant == 104)) continue;
@@ -682,7 +676,6 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
-        g.dwn[c] = which == 1 && variant == 113 ? saved_wn[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
     assay_cuda_lab_set_gemm_variant(variant);
@@ -720,9 +713,9 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     }
     }
     assay_cuda_lab_set_gemm_variant(0);
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_wn[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy);
-    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packwn); free(y);
+    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(y);
 }
 
 /* FP8 W8A8 decode GEMM (assay_cuda_gemm_fp8_w8a8): X quantized per token on the GPU
@@ -1007,8 +1000,6 @@ static void section_profile(void) {
             if (end == q) break;
             assay_cuda_lab_set_gemm_variant((int)v);
             g.dst[0] = variant_st((int)v) ? g.dw[0] : NULL; /* uniform bytes: any packing times the same */
-            g.dwn[0] = v == 113 ? g.dw[0] : NULL;
-            g.f16x = variant_f16x((int)v); g.dxh = g.dx; /* (0x3c3c is a finite value in f16 too) */
             gemm_fn(&g, 0);
             CK(cudaDeviceSynchronize());
             q = *end == ',' ? end + 1 : end;

@@ -86,12 +86,6 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_st(const void *x_bf16_or_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* Lab-only INT4 layout for version 113 (wgmma on the cp.async ring, f16 X read by the tensor cores in its natural
- * column order): the stage order of assay_cuda_int4_pack_st with each block's nibbles in the A fragments' natural
- * column order (layout in cuda_pack.c); K % 256 == 0, N % 128 == 0, m <= 16, compute capability 9.x. X is f16. */
-void assay_cuda_int4_pack_wn(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
-int assay_cuda_gemm_int4g128_wn(const void *x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
-                                void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 /* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (17 at one wave of 128-channel tiles, 10 above); 1 =
  * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8
  * consumer warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only, no output); 5 = 1 without the evict-first

@@ -627,11 +627,6 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
     return int4_lab_entry("gemm_int4g128_st", ver, 3, 256, "9.0", x, wp, scales, y, m, n, k, stream);
 }
 
-extern "C" int assay_cuda_gemm_int4g128_wn(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
-                                           int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    return int4_lab_entry("gemm_int4g128_wn", 113, 4, 256, "9.x (wgmma)", x, wp, scales, y, m, n, k, stream);
-}
-
 extern "C" int assay_cuda_quant_fp8_per_token(const void *x, uint8_t *out, float *scale, int32_t m, int32_t k,
                                               assay_cuda_stream stream) {
     if (!x || !out || !scale) return assay_cuda_fail("quant_fp8_per_token: null pointer argument");
