@@ -43,11 +43,14 @@ __device__ __forceinline__ void mma_f16(uint32_t *d, const uint32_t *a, uint32_t
 }
 
 // The ALU instructions probed (OP), each as volatile asm on 32-bit registers:
-enum Op { LOP3_RRR, LOP3_RII, SHF_R, PRMT_RR, IADD3_RRR, IMAD_RRR, IMAD_HI, FFMA_RRR, HADD2_RR, HFMA2_RRR, OPS };
+enum Op { LOP3_RRR, LOP3_RII, SHF_R, PRMT_RR, IADD3_RRR, IMAD_RRR, IMAD_HI, FFMA_RRR, HADD2_RR, HFMA2_RRR, FMNMX_RR,
+          FSEL_RR, EX2, CVT_E4M3X2, CVT_F16X2, OPS };
 static const char *op_name[OPS] = {"lop3 (3 registers)", "lop3 (1 register, 2 immediates)", "shf.r (funnel, 2 registers)",
                                    "prmt (2 registers)", "iadd3 (3 registers)", "imad (3 registers)",
                                    "imad.hi (mul.hi.u32 by 2^24)", "ffma (3 registers)", "hadd2 (2 registers)",
-                                   "hfma2 (3 registers)"};
+                                   "hfma2 (3 registers)", "fmnmx (max.f32, 2 registers)", "fsel (selp.f32 on a compare)",
+                                   "mufu.ex2 (ex2.approx.ftz.f32)", "2 x f2fp e4m3 pack into one register (counts as one)",
+                                   "f2fp f16 pack (cvt.rn.f16x2.f32)"};
 
 template <int OP>
 __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
@@ -62,6 +65,14 @@ __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
     if (OP == FFMA_RRR) asm volatile("fma.rn.f32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == HADD2_RR) asm volatile("add.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
     if (OP == HFMA2_RRR) asm volatile("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    if (OP == FMNMX_RR) asm volatile("max.f32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    if (OP == FSEL_RR)
+        asm volatile("{\n.reg .pred q;\nsetp.lt.f32 q, %1, %3;\nselp.f32 %0, %1, %2, q;\n}\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    if (OP == EX2) asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=r"(r) : "r"(a));
+    if (OP == CVT_E4M3X2)
+        asm volatile("{\n.reg .b16 h0, h1;\ncvt.rn.satfinite.e4m3x2.f32 h0, %1, %2;\ncvt.rn.satfinite.e4m3x2.f32 h1, %2, %3;\n"
+                     "mov.b32 %0, {h0, h1};\n}\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    if (OP == CVT_F16X2) asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
     return r;
 }
 __device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) { return alu<LOP3_RRR>(a, b, c); }
@@ -178,5 +189,10 @@ int main(int argc, char **argv) {
     op_rows<FFMA_RRR>(sms, iters);
     op_rows<HADD2_RR>(sms, iters);
     op_rows<HFMA2_RRR>(sms, iters);
+    op_rows<FMNMX_RR>(sms, iters);
+    op_rows<FSEL_RR>(sms, iters);
+    op_rows<EX2>(sms, iters);
+    op_rows<CVT_E4M3X2>(sms, iters);
+    op_rows<CVT_F16X2>(sms, iters);
     return 0;
 }
