@@ -8,7 +8,7 @@
 // tiles x two token tiles) with k ALU instructions after each mma (8 independent 32-bit chains, so their latency is
 // hidden), all as inline asm so that the count is the one asked for (ptxas may still reorder). The sweep uses LOP3;
 // then each instruction of the Op list alone and at 4 per mma (the int4 dequantization's and the FP8 attention
-// softmax's instructions). One CTA of W warps per SM (W / 4 warps per scheduler), every SM busy. The clock64 span of each warp's loop gives cycles per loop iteration; printed: SM
+// softmax's and the FP8-weight dequantization's instructions). One CTA of W warps per SM (W / 4 warps per scheduler), every SM busy. The clock64 span of each warp's loop gives cycles per loop iteration; printed: SM
 // cycles per mma per scheduler (W / 4 warps x 4 mma per iteration) and the ALU issue slots per scheduler per
 // cycle. If the two pipes overlap, adding ALU work leaves the time flat until the issue slots fill; if the mma
 // holds its scheduler, every ALU instruction adds to it. Why (dev/cuda/NOTES.md, decode GEMMs round 17): the int4
@@ -45,13 +45,13 @@ __device__ __forceinline__ void mma_f16(uint32_t *d, const uint32_t *a, uint32_t
 
 // The ALU instructions probed (OP), each as volatile asm on 32-bit registers:
 enum Op { LOP3_RRR, LOP3_RII, SHF_R, PRMT_RR, IADD3_RRR, IMAD_RRR, IMAD_HI, FFMA_RRR, HADD2_RR, HFMA2_RRR, FMNMX_RR,
-          FSEL_RR, EX2, CVT_E4M3X2, CVT_F16X2, OPS };
+          FSEL_RR, EX2, CVT_E4M3X2, CVT_F16X2, CVT_E4M3X2_TO_F16X2, OPS };
 static const char *op_name[OPS] = {
     "lop3 (3 registers)", "lop3 (1 register, 2 immediates)", "shf.r (funnel, 2 registers)", "prmt (2 registers)",
     "iadd3 (3 registers)", "imad (3 registers)", "imad.hi (mul.hi.u32 by 2^24)", "ffma (3 registers)",
     "hadd2 (2 registers)", "hfma2 (3 registers)", "fmnmx (max.f32, 2 registers)", "fsel (selp.f32 on a compare)",
     "mufu.ex2 (ex2.approx.ftz.f32)", "2 x f2fp e4m3 pack into one register (counts as one)",
-    "f2fp f16 pack (cvt.rn.f16x2.f32)"};
+    "f2fp f16 pack (cvt.rn.f16x2.f32)", "e4m3x2 -> f16x2 unpack (cvt.rn.f16x2.e4m3x2)"};
 
 template <int OP>
 __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
@@ -74,6 +74,8 @@ __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
         asm volatile("{\n.reg .b16 h0, h1;\ncvt.rn.satfinite.e4m3x2.f32 h0, %1, %2;\ncvt.rn.satfinite.e4m3x2.f32 h1, %2, %3;\n"
                      "mov.b32 %0, {h0, h1};\n}\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == CVT_F16X2) asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    if (OP == CVT_E4M3X2_TO_F16X2)  // (the e4m3 pair taken from the low half of a; the result feeds the chain)
+        asm volatile("{\n.reg .b16 h;\nmov.b32 {h, _}, %1;\ncvt.rn.f16x2.e4m3x2 %0, h;\n}\n" : "=r"(r) : "r"(a));
     return r;
 }
 
@@ -195,5 +197,6 @@ int main(int argc, char **argv) {
     op_rows<EX2>(sms, iters);
     op_rows<CVT_E4M3X2>(sms, iters);
     op_rows<CVT_F16X2>(sms, iters);
+    op_rows<CVT_E4M3X2_TO_F16X2>(sms, iters);
     return 0;
 }
