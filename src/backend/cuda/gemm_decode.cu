@@ -576,9 +576,9 @@ extern "C" int assay_cuda_gemm_int4g128_xf16(const void *x, const uint8_t *wp, c
                                n, k);
     cudaStream_t s = (cudaStream_t)stream;
     // 104 (round 16): version 90 on f16 X with the f16 dequantization (N % 128, K % 256, compute capability 9.x);
-    // 107 / 114: the lab's f16-accumulator / 64.0-magic versions; else (and for lab version 3) the direct kernel (sm_80 and up) on the
+    // 107: the lab's f16-accumulator version; else (and for lab version 3) the direct kernel (sm_80 and up) on the
     // f16 X as loaded
-    const int ver = g_gemm_variant == 107 || g_gemm_variant == 114 ? g_gemm_variant : 104;
+    const int ver = g_gemm_variant == 107 ? 107 : 104;
     int rc = g_gemm_variant == 3 ? 0 : assay_cuda_gemm_v45(ver, true, x, wp, NULL, scales, y, m, n, k, s);
     if (rc < 0) return -1;
     if (rc == 0) {

@@ -470,16 +470,10 @@ __device__ __forceinline__ void wa_acc_to_slices(const float (*acc)[4], float *w
 // ACC16 (with F16X; lab version 107): the group's sums accumulate in f16 (mma.sync with f16 accumulators, half
 // the accumulator registers) and are widened into tmp (zero on entry, overwritten) once per group: does the
 // mma.sync pipe run faster with 2 accumulator registers per mma instead of 4?
-// M64HI (with F16X; lab version 114, round 17): the nibbles at bits 4-7 of each half go through the magic 64.0
-// (0x5400, passed as M64: 64 + q exactly, the mantissa step there being 1/16) and one HADD2 (- 72) instead of the
-// 1024 magic and an HFMA2 (/ 16 - 72): dev/cuda/mma_probe.cu measured HADD2 at 0.79 per cycle and 10.2 cycles per
-// mma at 4 per mma, HFMA2 with 3 registers at 0.66 and 12.8.
-template <int RT, bool M16, bool PRMT, bool CORR, bool F16X = false, bool ACC16 = false, bool M64HI = false>
+template <int RT, bool M16, bool PRMT, bool CORR, bool F16X = false, bool ACC16 = false>
 __device__ __forceinline__ void int4_wa_group(const uint4 *wu, const uint4 *wv2, const uint32_t *xa, const uint32_t *xb,
-                                              uint32_t M43, const uint32_t *c136, float (*tmp)[2][4], float (*corr)[4],
-                                              uint32_t M64 = 0) {
+                                              uint32_t M43, const uint32_t *c136, float (*tmp)[2][4], float (*corr)[4]) {
     static_assert(!ACC16 || F16X, "f16 accumulators need the f16 operands");
-    static_assert(!M64HI || F16X, "the 64.0 magic serves the f16 dequantization");
     uint32_t t16[RT][2][2];
     if constexpr (ACC16) {
 #pragma unroll
@@ -489,7 +483,6 @@ __device__ __forceinline__ void int4_wa_group(const uint4 *wu, const uint4 *wv2,
         const __half2 SUB = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));   // 1032
         const __half2 S16 = __halves2half2(__ushort_as_half(0x2C00u), __ushort_as_half(0x2C00u));   // 1/16
         const __half2 O72 = __halves2half2(__ushort_as_half(0xD480u), __ushort_as_half(0xD480u));   // -72
-        const __half2 SUB72 = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u)); // 72 (M64HI)
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
 #pragma unroll
@@ -503,15 +496,13 @@ __device__ __forceinline__ void int4_wa_group(const uint4 *wu, const uint4 *wv2,
                     // nibbles (0, 4) of the shifted word are k columns (0, 1) of the step, (1, 5) columns (8, 9);
                     // M43 holds the magic 0x64006400 in a register, so each (w & mask) | magic is one LOP3 (with
                     // both as literals ptxas emits an AND and an OR: one immediate per LOP3)
-                    const uint32_t MHI = M64HI ? M64 : M43;
-                    uint32_t r[4] = {(u & 0x000F000Fu) | M43, (v & 0x000F000Fu) | M43, (u & 0x00F000F0u) | MHI,
-                                     (v & 0x00F000F0u) | MHI};
+                    uint32_t r[4] = {(u & 0x000F000Fu) | M43, (v & 0x000F000Fu) | M43, (u & 0x00F000F0u) | M43,
+                                     (v & 0x00F000F0u) | M43};
                     uint32_t a[4];
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         __half2 lo = __hsub2(*reinterpret_cast<__half2 *>(&r[e]), SUB);
-                        __half2 hi = M64HI ? __hsub2(*reinterpret_cast<__half2 *>(&r[e + 2]), SUB72)
-                                           : __hfma2(*reinterpret_cast<__half2 *>(&r[e + 2]), S16, O72);
+                        __half2 hi = __hfma2(*reinterpret_cast<__half2 *>(&r[e + 2]), S16, O72);
                         a[e] = *reinterpret_cast<uint32_t *>(&lo);
                         a[e + 2] = *reinterpret_cast<uint32_t *>(&hi);
                     }
@@ -643,7 +634,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // Round 16: bit 9 (F16X) = X arrives as f16 and the weights dequantize to f16 (int4_wa_group's F16X)
     constexpr bool F16X = (R9 & 512) != 0;
     constexpr bool ACC16 = (R9 & 1024) != 0;  // bit 10 (with 9): f16 accumulators per group (int4_wa_group)
-    constexpr bool M64HI = (R9 & 2048) != 0;  // round 17, bit 11 (with 9): the high nibbles by the 64.0 magic
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
     // PUSH: the peer writes into this CTA's receive buffer (past the ring) at the end of its own loop, so both
@@ -873,12 +863,9 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             // The constants go through z = m >> 5 (0: m <= 16 here), which ptxas cannot fold: as literals it
             // kept 0x43434343 as the PRMT immediate, the selectors in registers, and rematerialized those with
             // one IMAD per PRMT (and the A registers of the correction mma likewise).
-            // M64HI: both magics as constant + z (with constant | z ptxas split the (w & mask) | magic of one of the
-            // two into an AND and a 3-input OR; v104's single magic stays | z, its PTX unchanged)
-            const uint32_t z = (uint32_t)p.m >> 5, M43 = M64HI ? 0x64006400u + z : (F16X ? 0x64006400u : 0x43434343u) | z,
-                           B136 = 0x43084308u | z, M64 = 0x54005400u + z;
+            const uint32_t z = (uint32_t)p.m >> 5, M43 = (F16X ? 0x64006400u : 0x43434343u) | z, B136 = 0x43084308u | z;
             const uint32_t c136[4] = {B136, B136, B136, B136};  // bf16 136.0
-            int4_wa_group<RT, M16, (R9 & 2) != 0, CORR, F16X, ACC16, M64HI>(wu, wv2, xa, xb, M43, c136, tmp, corr, M64);
+            int4_wa_group<RT, M16, (R9 & 2) != 0, CORR, F16X, ACC16>(wu, wv2, xa, xb, M43, c136, tmp, corr);
             const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
 #pragma unroll
             for (int j = 0; j < RT; ++j) {
@@ -1983,14 +1970,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 114));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || VER == 114));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2002,15 +1989,13 @@ struct V5Ver {
     // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
     // with the pushed partials by st.async on the peer's mbarrier (push mode 2; 91, a half-stage loop, was slower
     // and is gone: NOTES round 14); round 16: 104 = 90 on f16 X (F16X: f16 dequantization, 9 instead of 11 per word),
-    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16;
-    // round 17: 114 = 104 with the high nibbles by the 64.0 magic and an HADD2 (M64HI)
+    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
                               VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
-                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 :
-                              VER == 114 ? 3 + 64 + 128 + 256 + 512 + 2048 : 0;
+                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2068,7 +2053,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || ver == 114));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2090,7 +2075,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || ver == 114) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2167,7 +2152,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 89: if (!int4) return 0; rc = V45_LAUNCH4(89); break;
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
     case 104: if (!int4) return 0; rc = V45_LAUNCH4(104); break;
-    case 114: if (!int4) return 0; rc = V45_LAUNCH4(114); break;
     case 107: if (!int4) return 0; rc = V45_LAUNCH4(107); break;
     case 85:
     case 86:
