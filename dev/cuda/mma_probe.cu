@@ -45,13 +45,14 @@ __device__ __forceinline__ void mma_f16(uint32_t *d, const uint32_t *a, uint32_t
 
 // The ALU instructions probed (OP), each as volatile asm on 32-bit registers:
 enum Op { LOP3_RRR, LOP3_RII, SHF_R, PRMT_RR, IADD3_RRR, IMAD_RRR, IMAD_HI, FFMA_RRR, HADD2_RR, HFMA2_RRR, FMNMX_RR,
-          FSEL_RR, EX2, CVT_E4M3X2, CVT_F16X2, CVT_E4M3X2_TO_F16X2, OPS };
+          FSEL_RR, EX2, CVT_E4M3X2, CVT_F16X2, CVT_E4M3X2_TO_F16X2, HADD2_X2, HFMA2_X2, HADD2_HFMA2, OPS };
 static const char *op_name[OPS] = {
     "lop3 (3 registers)", "lop3 (1 register, 2 immediates)", "shf.r (funnel, 2 registers)", "prmt (2 registers)",
     "iadd3 (3 registers)", "imad (3 registers)", "imad.hi (mul.hi.u32 by 2^24)", "ffma (3 registers)",
     "hadd2 (2 registers)", "hfma2 (3 registers)", "fmnmx (max.f32, 2 registers)", "fsel (selp.f32 on a compare)",
     "mufu.ex2 (ex2.approx.ftz.f32)", "2 x f2fp e4m3 pack into one register (counts as one)",
-    "f2fp f16 pack (cvt.rn.f16x2.f32)", "e4m3x2 -> f16x2 unpack (cvt.rn.f16x2.e4m3x2)"};
+    "f2fp f16 pack (cvt.rn.f16x2.f32)", "e4m3x2 -> f16x2 unpack (cvt.rn.f16x2.e4m3x2)",
+    "2 x hadd2 (counts as one)", "2 x hfma2 (counts as one)", "hadd2 + hfma2 (counts as one)"};
 
 template <int OP>
 __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
@@ -74,6 +75,13 @@ __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
         asm volatile("{\n.reg .b16 h0, h1;\ncvt.rn.satfinite.e4m3x2.f32 h0, %1, %2;\ncvt.rn.satfinite.e4m3x2.f32 h1, %2, %3;\n"
                      "mov.b32 %0, {h0, h1};\n}\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == CVT_F16X2) asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    // pairs of dependent f16x2 instructions (the int4 dequantization's mix: v104 32 + 32, v114 64 HADD2 + 0)
+    if (OP == HADD2_X2)
+        asm volatile("add.rn.f16x2 %0, %1, %2;\n\tadd.rn.f16x2 %0, %0, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    if (OP == HFMA2_X2)
+        asm volatile("fma.rn.f16x2 %0, %1, %2, %3;\n\tfma.rn.f16x2 %0, %0, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    if (OP == HADD2_HFMA2)
+        asm volatile("add.rn.f16x2 %0, %1, %2;\n\tfma.rn.f16x2 %0, %0, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == CVT_E4M3X2_TO_F16X2)  // (the e4m3 pair taken from the low half of a; the result feeds the chain)
         asm volatile("{\n.reg .b16 h;\nmov.b32 {h, _}, %1;\ncvt.rn.f16x2.e4m3x2 %0, h;\n}\n" : "=r"(r) : "r"(a));
     return r;
@@ -198,5 +206,8 @@ int main(int argc, char **argv) {
     op_rows<CVT_E4M3X2>(sms, iters);
     op_rows<CVT_F16X2>(sms, iters);
     op_rows<CVT_E4M3X2_TO_F16X2>(sms, iters);
+    op_rows<HADD2_X2>(sms, iters);
+    op_rows<HFMA2_X2>(sms, iters);
+    op_rows<HADD2_HFMA2>(sms, iters);
     return 0;
 }
