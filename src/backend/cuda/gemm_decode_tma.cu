@@ -444,7 +444,7 @@ __device__ __forceinline__ uint32_t int4_pair_bf16(uint32_t v) {
 }
 
 // The weights-as-A accumulators of K slice ks into wred[KSL][16 tokens][BN] for the unsplit reductions of
-// gemm_decode_v5 and gemm_int4_st: acc[2j + tt][e] is row nh * NTW * 8 + 16j + g + 8 (e >> 1), token 8tt + 2t + (e & 1).
+// gemm_decode_v5, gemm_int4_st and gemm_decode_bk: acc[2j + tt][e] is row nh * NTW * 8 + 16j + g + 8 (e >> 1), token 8tt + 2t + (e & 1).
 template <int NTW, int BN>
 __device__ __forceinline__ void wa_acc_to_slices(const float (*acc)[4], float *wred, int ks, int nh, int g, int t) {
 #pragma unroll
@@ -1881,15 +1881,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemm_decode_bk(V4Params p) {
         const int g = lane >> 2, t = lane & 3, ks = warp % KSL, nh = warp / KSL;
         float *wred = reinterpret_cast<float *>(sm);  // [KSL][16 tokens][BN]
         float *tot = wred + KSL * 16 * BN;            // [16][BN]
-        if (warp < NW) {
-#pragma unroll
-            for (int j = 0; j < NTW / 2; ++j)
-#pragma unroll
-                for (int tt = 0; tt < 2; ++tt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        wred[(ks * 16 + 8 * tt + 2 * t + (e & 1)) * BN + nh * NTW * 8 + 16 * j + g + 8 * (e >> 1)] = acc[2 * j + tt][e];
-        }
+        if (warp < NW) wa_acc_to_slices<NTW, BN>(acc, wred, ks, nh, g, t);
         __syncthreads();
         for (int i = threadIdx.x; i < 16 * BN; i += NTH) {
             float s = 0.f;
