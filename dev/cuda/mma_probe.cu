@@ -1,14 +1,16 @@
 // mma.sync issue probe: does the tensor pipe's mma.sync m16n8k16 (f16 inputs, f32 or f16 accumulators) overlap
 // with ALU instructions of the same warp and of the other warps of its scheduler?
 //
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o build-dev/mma_probe dev/cuda/mma_probe.cu
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Idev/cuda -o build-dev/mma_probe \
+//        dev/cuda/mma_probe.cu
 //   build-dev/mma_probe [iterations]
 //
 // Each warp runs a loop of 4 mma.sync (4 independent accumulator chains, the int4 decode GEMM's m16 shape: two row
 // tiles x two token tiles) with k ALU instructions after each mma (8 independent 32-bit chains, so their latency is
 // hidden), all as inline asm so that the count is the one asked for (ptxas may still reorder). The sweep uses LOP3;
-// then each instruction of the Op list alone and at 4 per mma (the int4 dequantization's and the FP8 attention
-// softmax's and the FP8-weight dequantization's instructions). One CTA of W warps per SM (W / 4 warps per scheduler), every SM busy. The clock64 span of each warp's loop gives cycles per loop iteration; printed: SM
+// then each instruction of the Op list alone and at 4 per mma (the int4 dequantization's, the FP8 attention
+// softmax's and the FP8-weight dequantization's instructions). One CTA of W warps per SM (W / 4 warps per
+// scheduler), every SM busy. The clock64 span of each warp's loop gives cycles per loop iteration; printed: SM
 // cycles per mma per scheduler (W / 4 warps x 4 mma per iteration) and the ALU issue slots per scheduler per
 // cycle. If the two pipes overlap, adding ALU work leaves the time flat until the issue slots fill; if the mma
 // holds its scheduler, every ALU instruction adds to it. Why (dev/cuda/NOTES.md, decode GEMMs round 17): the int4
@@ -21,14 +23,7 @@
 #include <vector>
 #include <algorithm>
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "lab_util.h"  // CK
 
 __device__ __forceinline__ void mma_f32(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -61,7 +56,8 @@ __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
     if (OP == LOP3_RII) asm volatile("lop3.b32 %0, %1, 0x000F000F, 0x64006400, 0xEA;\n" : "=r"(r) : "r"(a));
     if (OP == SHF_R) asm volatile("shf.r.clamp.b32 %0, %1, %2, 8;\n" : "=r"(r) : "r"(a), "r"(b));
     if (OP == PRMT_RR) asm volatile("prmt.b32 %0, %1, %2, 0x4240;\n" : "=r"(r) : "r"(a), "r"(b));
-    if (OP == IADD3_RRR) asm volatile("add.u32 %0, %1, %2;\n\tadd.u32 %0, %0, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    if (OP == IADD3_RRR)
+        asm volatile("add.u32 %0, %1, %2;\n\tadd.u32 %0, %0, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == IMAD_RRR) asm volatile("mad.lo.u32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == IMAD_HI) asm volatile("mul.hi.u32 %0, %1, 16777216;\n" : "=r"(r) : "r"(a));
     if (OP == FFMA_RRR) asm volatile("fma.rn.f32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
@@ -69,17 +65,20 @@ __device__ __forceinline__ uint32_t alu(uint32_t a, uint32_t b, uint32_t c) {
     if (OP == HFMA2_RRR) asm volatile("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == FMNMX_RR) asm volatile("max.f32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
     if (OP == FSEL_RR)
-        asm volatile("{\n.reg .pred q;\nsetp.lt.f32 q, %1, %3;\nselp.f32 %0, %1, %2, q;\n}\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+        asm volatile("{\n.reg .pred q;\nsetp.lt.f32 q, %1, %3;\nselp.f32 %0, %1, %2, q;\n}\n"
+                     : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == EX2) asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=r"(r) : "r"(a));
     if (OP == CVT_E4M3X2)
-        asm volatile("{\n.reg .b16 h0, h1;\ncvt.rn.satfinite.e4m3x2.f32 h0, %1, %2;\ncvt.rn.satfinite.e4m3x2.f32 h1, %2, %3;\n"
+        asm volatile("{\n.reg .b16 h0, h1;\ncvt.rn.satfinite.e4m3x2.f32 h0, %1, %2;\n"
+                     "cvt.rn.satfinite.e4m3x2.f32 h1, %2, %3;\n"
                      "mov.b32 %0, {h0, h1};\n}\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == CVT_F16X2) asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
     // pairs of dependent f16x2 instructions (the int4 dequantization's mix: v104 32 + 32, v114 64 HADD2 + 0)
     if (OP == HADD2_X2)
         asm volatile("add.rn.f16x2 %0, %1, %2;\n\tadd.rn.f16x2 %0, %0, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == HFMA2_X2)
-        asm volatile("fma.rn.f16x2 %0, %1, %2, %3;\n\tfma.rn.f16x2 %0, %0, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+        asm volatile("fma.rn.f16x2 %0, %1, %2, %3;\n\tfma.rn.f16x2 %0, %0, %2, %3;\n"
+                     : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == HADD2_HFMA2)
         asm volatile("add.rn.f16x2 %0, %1, %2;\n\tfma.rn.f16x2 %0, %0, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     if (OP == CVT_E4M3X2_TO_F16X2)  // (the e4m3 pair taken from the low half of a; the result feeds the chain)
@@ -118,7 +117,8 @@ __global__ void probe(unsigned long long *cycles, uint32_t *sink, int iters, uin
 #pragma unroll
     for (int i = 0; i < 8; ++i) s ^= r[i];
 #pragma unroll
-    for (int c = 0; c < 4; ++c) s ^= __float_as_uint(acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3]) ^ acc16[c][0] ^ acc16[c][1];
+    for (int c = 0; c < 4; ++c)
+        s ^= __float_as_uint(acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3]) ^ acc16[c][0] ^ acc16[c][1];
     sink[blockIdx.x * blockDim.x + threadIdx.x] = s;
     if (lane == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
 }
