@@ -40,7 +40,7 @@ gcc -std=c11 -O2 -Wall -Iinclude -c src/backend/cuda/cuda_pack.c -o build-dev/cu
 gcc -std=c11 -O2 -Wall -Wno-unused-parameter -Iinclude -Idev/cuda -Isrc/backend/cuda -I"$CUDA_HOME/include" -c dev/cuda/kernel_check.c \
     -o build-dev/kernel_check.o & pids+=($!)
 gcc -std=c11 -O2 -Wall -Iinclude -Idev/cuda -I"$CUDA_HOME/include" -c dev/cuda/check_gemm_lt.c -o build-dev/check_gemm_lt.o & pids+=($!)
-$NVCC -std=c++17 -O3 $GEN -Iinclude -Idev/cuda -o build-dev/mma_probe dev/cuda/mma_probe.cu & pids+=($!)
+$NVCC -std=c++17 -O3 $GEN -Iinclude -Idev/cuda -Isrc/backend/cuda -o build-dev/mma_probe dev/cuda/mma_probe.cu & pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 if [ $fail -ne 0 ]; then echo "device-check: BUILD FAILED"; exit 1; fi
@@ -58,7 +58,7 @@ krc=${PIPESTATUS[0]}
 echo "device-check: kernel_check exit $krc after $(( $(date +%s) - T0 )) s"
 # The mma.sync issue probe (dev/cuda/mma_probe.cu, ~2 s): on full runs, or with PROBE=1
 if [ -z "${ONLY:-}" ] || [ -n "${PROBE:-}" ]; then
-  [ -x build-dev/mma_probe ] || $NVCC -std=c++17 -O3 $GEN -Iinclude -Idev/cuda -o build-dev/mma_probe dev/cuda/mma_probe.cu
+  [ -x build-dev/mma_probe ] || $NVCC -std=c++17 -O3 $GEN -Iinclude -Idev/cuda -Isrc/backend/cuda -o build-dev/mma_probe dev/cuda/mma_probe.cu
   timeout 60 build-dev/mma_probe 20000 > "$OUTDIR/mma_probe.log" 2>&1 || echo "device-check: mma_probe failed"
 fi
 PT=$(( $(left) - 10 ))

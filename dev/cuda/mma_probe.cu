@@ -1,8 +1,8 @@
 // mma.sync issue probe: does the tensor pipe's mma.sync m16n8k16 (f16 inputs, f32 or f16 accumulators) overlap
 // with ALU instructions of the same warp and of the other warps of its scheduler?
 //
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Idev/cuda -o build-dev/mma_probe \
-//        dev/cuda/mma_probe.cu
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Idev/cuda -Isrc/backend/cuda \
+//        -o build-dev/mma_probe dev/cuda/mma_probe.cu
 //   build-dev/mma_probe [iterations]
 //
 // Each warp runs a loop of 4 mma.sync (4 independent accumulator chains, the int4 decode GEMM's m16 shape: two row
@@ -23,20 +23,8 @@
 #include <vector>
 #include <algorithm>
 
+#include "common.cuh"  // mma_f16_16816 (f32 accumulators), mma_f16_16816_acc16
 #include "lab_util.h"  // CK
-
-__device__ __forceinline__ void mma_f32(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_f16(uint32_t *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
-                 : "+r"(d[0]), "+r"(d[1])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // The ALU instructions probed (OP), each as volatile asm on 32-bit registers:
 enum Op { LOP3_RRR, LOP3_RII, SHF_R, PRMT_RR, IADD3_RRR, IMAD_RRR, IMAD_HI, FFMA_RRR, HADD2_RR, HFMA2_RRR, FMNMX_RR,
@@ -104,8 +92,8 @@ __global__ void probe(unsigned long long *cycles, uint32_t *sink, int iters, uin
 #pragma unroll
         for (int c = 0; c < (MMA > 0 ? MMA : 1); ++c) {
             if (MMA > 0) {
-                if (F16ACC) mma_f16(acc16[c & 3], a, b0, b1);
-                else mma_f32(acc[c & 3], a, b0, b1);
+                if (F16ACC) mma_f16_16816_acc16(acc16[c & 3], a, b0, b1);
+                else mma_f16_16816(acc[c & 3], a, b0, b1);
             }
 #pragma unroll
             for (int i = 0; i < ALU; ++i) r[i & 7] = alu<OP>(r[i & 7], r[(i + 1) & 7], r[(i + 3) & 7]);
