@@ -537,6 +537,8 @@ typedef struct gemm_ctx {
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
+    uint8_t *di8[8];         /* int4 weights packed by assay_cuda_int4_pack_i8 (variants 115-118) */
+    void *dws;               /* the workspace of 115-118 (X as 16-bit integers and their scales) */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -554,6 +556,7 @@ static void gemm_fn(void *ctx, int it) {
     const void *dx = g->f16x ? g->dxh : g->dx;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->di8[c]) KCALL(assay_cuda_gemm_int4g128_i8(dx, g->f16x, g->di8[c], g->dgs[c], g->dy, g->m, g->n, g->k, g->dws, NULL));
     else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
@@ -625,12 +628,16 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packwa = malloc(wbytes); assay_cuda_int4_pack_wa(w, n, k, packwa); }
     uint8_t *packst = NULL; /* int4 weights for variants 95, 97, 98 */
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packst = malloc(wbytes); assay_cuda_int4_pack_st(w, n, k, packst); }
-    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0};
+    uint8_t *packi8 = NULL; /* int4 weights for variants 115-118 (116: timed only, a probe) */
+    if (which == 1 && n % 128 == 0 && k % 256 == 0 && m <= 16) { packi8 = malloc(wbytes); assay_cuda_int4_pack_i8(w, n, k, packi8); }
+    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0}, *saved_i8[8] = {0};
+    g.dws = packi8 ? lab_dmalloc(assay_cuda_gemm_int4g128_i8_workspace(m, k)) : NULL;
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
         g.dwp[c] = packed8 ? lab_upload(packed8, wbytes) : NULL;
         saved_wa[c] = packwa ? lab_upload(packwa, wbytes) : NULL;
         saved_st[c] = packst ? lab_upload(packst, wbytes) : NULL;
+        saved_i8[c] = packi8 ? lab_upload(packi8, wbytes) : NULL;
         g.dscale[c] = lab_upload(scale, sizeof(float) * n);
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
@@ -643,14 +650,15 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * with PDL, 41 without), 43, 15 and 40 in the staggered K order, 59 = 52 with cp.async X, 63 of 60, and 45 the
      * plain-load read probe (timed, not validated); 75 = 73 load-only, 76 = 73 without loads after its first four
      * stages (timing probe, wrong results on purpose), 81 / 82 the same of 80, 86 = 85 load-only, 97 = 95 with X
-     * copied for its first four stages only (timing probe) */
+     * copied for its first four stages only (timing probe), 116 = 115's GEMM without the X conversion (timing probe,
+     * right after 115 on the same X) */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
+    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97, 116};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; ++vi) {
     int variant = variants[vi];
     int loadonly = 0;
@@ -661,10 +669,11 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant)) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 118)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
+    if (variant >= 115 && variant <= 118 && !packi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant) && !(which == 1 && variant == 104)) continue;
@@ -676,6 +685,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
+        g.di8[c] = which == 1 && variant >= 115 && variant <= 118 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
     assay_cuda_lab_set_gemm_variant(variant);
@@ -713,9 +723,9 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     }
     }
     assay_cuda_lab_set_gemm_variant(0);
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
-    cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy);
-    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(y);
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_i8[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
+    cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy); cudaFree(g.dws);
+    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packi8); free(y);
 }
 
 /* FP8 W8A8 decode GEMM (assay_cuda_gemm_fp8_w8a8): X quantized per token on the GPU

@@ -64,6 +64,22 @@ __device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t 
     else mma_bf16_16816(c, a, b0, b1);
 }
 
+// Integer mma.sync m16n8k32 (sm_80+), int32 accumulators: A (16 x 32 bytes, row) a0 = (row g, k 4t..4t+3),
+// a1 = (row g + 8, k 4t..), a2 = (row g, k 16 + 4t..), a3 = (row g + 8, k 16 + 4t..); B (32 x 8, col) b0 = (k 4t..4t+3,
+// col g), b1 = (k 16 + 4t.., col g); C as mma_f16_16816's. A signed bytes times B signed (S8) or unsigned (U8) bytes.
+__device__ __forceinline__ void mma_s8s8_16832(int32_t *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_s8u8_16832(int32_t *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }

@@ -61,7 +61,10 @@ extern "C" {
  * (timing probe). Round 16: 104 = 90 with X given in f16 (not bf16) and the weights dequantized to f16 (the
  * 1024 magic: 9 instead of 11 instructions per 8 weights), same packing; assay_cuda_gemm_int4g128_xf16 runs it;
  * 105 / 106 = 95 / 98 with the same change (X in f16; entry assay_cuda_gemm_int4g128_st); 107 = 104 with f16
- * accumulators per K group (through assay_cuda_gemm_int4g128_xf16).
+ * accumulators per K group (through assay_cuda_gemm_int4g128_xf16). Round 18 (entry assay_cuda_gemm_int4g128_i8
+ * below): 115 = 90 on the integer tensor cores (X as 16-bit integers in two byte limbs, m16n8k32 s8 mma); 116 = 115
+ * without the X conversion (timing probe: the GEMM alone on the integers the previous call left); 117 = 115 with the
+ * limbs in different bank groups; 118 = 117 with one token tile at m <= 4.
  * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
@@ -86,6 +89,17 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_st(const void *x_bf16_or_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+/* Lab INT4 GEMM on the integer tensor cores (version 115, round 18): X (bf16, or f16 with x_f16) is first turned
+ * into 16-bit integers per token and 128-column group (scale = max |x| / 32639, two signed byte limbs hi * 256 + lo),
+ * then m16n8k32 s8 mma multiply the weights, stored by assay_cuda_int4_pack_i8 as 16 (q - 8) in signed bytes, with
+ * both limbs (a token's two limbs are two columns of the mma's N); the group sums are exact in int32 and scaled once
+ * per group. Same scales, shapes and output as assay_cuda_gemm_int4g128 with N % 128 == 0, K % 256 == 0, m <= 16,
+ * compute capability 9.x. workspace: assay_cuda_gemm_int4g128_i8_workspace(m, k) bytes of device memory. */
+void assay_cuda_int4_pack_i8(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
+size_t assay_cuda_gemm_int4g128_i8_workspace(int32_t m, int32_t k);
+int assay_cuda_gemm_int4g128_i8(const void *x, int x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                                void *y_bf16, int32_t m, int32_t n, int32_t k, void *workspace,
+                                assay_cuda_stream stream);
 /* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (17 at one wave of 128-channel tiles, 10 above); 1 =
  * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8
  * consumer warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only, no output); 5 = 1 without the evict-first

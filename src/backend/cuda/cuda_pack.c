@@ -153,3 +153,29 @@ void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
                 }
             }
 }
+
+/* Layout for the integer-mma INT4 GEMM (gemm_decode_tma.cu, lab version 115): the blocks of assay_cuda_int4_pack
+ * (512 bytes per 8-row tile nt and 128-column group gr; lane (g, t) owns row nt*8 + g, columns gr*128 + 32t +
+ * [0, 32), word w = columns 32t + 8w + [0, 8)), but each code is stored as the two's-complement nibble of q - 8
+ * and column 8w + i sits in byte i & 3 of word w, low nibble for i < 4, high nibble for i >= 4. So word & 0xF0F0F0F0
+ * holds 16 (q - 8) of columns 4..7 as signed bytes and (word << 4) & 0xF0F0F0F0 the same of columns 0..3: the two
+ * A registers (k 16 + 4t.. and 4t..) of an m16n8k32 integer mma, in 3 instructions per 8 weights. */
+void assay_cuda_int4_pack_i8(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    int32_t ngroup = k / 128;
+    for (int32_t nt = 0; nt < n / 8; ++nt)
+        for (int32_t gr = 0; gr < ngroup; ++gr) {
+            uint8_t *blk = out + ((size_t)nt * ngroup + gr) * 512;
+            for (int lane = 0; lane < 32; ++lane) {
+                int g = lane >> 2, t = lane & 3;
+                const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128 + 32 * t;
+                for (int w = 0; w < 4; ++w) {
+                    uint32_t word = 0;
+                    for (int i = 0; i < 8; ++i) {
+                        uint32_t nib = (uint32_t)(((row[8 * w + i] & 15) - 8) & 15);
+                        word |= nib << (8 * (i & 3) + 4 * (i >> 2));
+                    }
+                    put_le32(blk + lane * 16 + 4 * w, word);
+                }
+            }
+        }
+}

@@ -444,7 +444,7 @@ __global__ void quant_fp8_rows(const __nv_bfloat16 *x, __nv_fp8_storage_t *out, 
 static int g_gemm_variant = 0;
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
                         const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream,
-                        int pack = 0);
+                        int pack = 0, const float *xs = nullptr);
 extern "C" void assay_cuda_lab_set_gemm_variant(int v) { g_gemm_variant = v; }
 
 extern "C" int assay_cuda_gemm_fp8w(const void *x, const uint8_t *w, const float *w_scale, void *y, int32_t m,
@@ -625,6 +625,35 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
     const int ver = g_gemm_variant == 97 || g_gemm_variant == 98 || g_gemm_variant == 105 || g_gemm_variant == 106
                         ? g_gemm_variant : 95;  // 105 / 106: 95 / 98 on f16 X
     return int4_lab_entry("gemm_int4g128_st", ver, 3, 256, "9.0", x, wp, scales, y, m, n, k, stream);
+}
+
+int assay_cuda_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream);
+
+extern "C" size_t assay_cuda_gemm_int4g128_i8_workspace(int32_t m, int32_t k) {
+    return m > 0 && k > 0 ? (size_t)m * k * 2 + (size_t)m * (k / 128) * sizeof(float) : 0;
+}
+
+// Version 115 (round 18): X to 16-bit integers (quant_x_i16), then the integer-mma GEMM on them.
+extern "C" int assay_cuda_gemm_int4g128_i8(const void *x, int x_f16, const uint8_t *wp, const uint16_t *scales,
+                                           void *y, int32_t m, int32_t n, int32_t k, void *workspace,
+                                           assay_cuda_stream stream) {
+    if (!x || !wp || !scales || !y || !workspace) return assay_cuda_fail("gemm_int4g128_i8: null pointer argument");
+    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
+        return assay_cuda_fail("gemm_int4g128_i8: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m,
+                               n, k);
+    if ((uintptr_t)workspace % 16 || (uintptr_t)x % 8)
+        return assay_cuda_fail("gemm_int4g128_i8: x needs 8-byte and the workspace 16-byte alignment");
+    int8_t *xq = (int8_t *)workspace;
+    float *xs = (float *)(xq + (size_t)m * k * 2);
+    cudaStream_t s = (cudaStream_t)stream;
+    // 116: timing probe, the GEMM alone on the X integers the previous call left in the workspace
+    if (g_gemm_variant != 116 && assay_cuda_quant_x_i16(x, x_f16 != 0, xq, xs, m, k, s) < 0) return -1;
+    const int ver = g_gemm_variant == 117 || g_gemm_variant == 118 ? g_gemm_variant : 115;
+    int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, s, 4, xs);
+    if (rc < 0) return -1;
+    if (rc == 0) return assay_cuda_fail("gemm_int4g128_i8: needs a compute capability 9.0 device");
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
 }
 
 extern "C" int assay_cuda_quant_fp8_per_token(const void *x, uint8_t *out, float *scale, int32_t m, int32_t k,

@@ -70,6 +70,7 @@ struct V4Params {
     const __half *gscale;     // int4: [k/128][n]
     __nv_bfloat16 *y;
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
+    const float *xs;            // int4 version 115: the scales of X's 16-bit integers, [m][k / 128]
 };
 
 // Launches a split-K decode kernel: (n / bn) x splits CTAs, each cluster of splits CTAs reducing one output tile;
@@ -372,7 +373,7 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
 // Weights: BN / 8 runs (n8 tiles) of (KC / 128) * 512 bytes per stage, TPR threads per run, each copying WCH
 // 16-byte chunks TPR * 16 bytes apart (a warp covers 32 * 16 contiguous bytes per copy instruction). X: rows
 // xrow + i * XRP (i < 16 / XRP, row < m), chunk xoff of each row. Scales: SCH threads, one chunk each.
-template <int NTH, int KC, int BN, bool XSW = false>
+template <int NTH, int KC, int BN, int XSW = 0>
 struct LeanLoader {
     static constexpr int RUN = (KC / 128) * 512, NRUN = BN / 8, TPR = NTH / NRUN, WCH = RUN / 16 / TPR;
     static constexpr int XCH = KC * 2 / 16, XRP = NTH / XCH, XPASS = 16 / XRP;
@@ -399,7 +400,8 @@ struct LeanLoader {
         xstride = (size_t)XRP * p.k;
         // XSW: chunk xoff at xoff ^ ((xoff >> 3) & 1) (the readers' 16-byte X loads then hit 8 different bank
         // groups per quarter warp; in the plain layout lanes t and t + 2 of a row are 128 bytes apart)
-        xdst = C::XOFF + xrow * C::XP + (XSW ? (xoff ^ ((xoff >> 3) & 1)) : xoff) * 16;
+        // XSW 2 (int4 version 117's X limbs): bit 4 of the chunk, the limb of the 2 x 256-byte row, flips bit 0 too
+        xdst = C::XOFF + xrow * C::XP + (XSW ? (xoff ^ ((xoff >> 3) & 1) ^ (XSW == 2 ? (xoff >> 4) & 1 : 0)) : xoff) * 16;
         xrows = xrow < p.m ? (p.m - xrow + XRP - 1) / XRP : 0;
     }
     __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
@@ -634,6 +636,19 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // Round 16: bit 9 (F16X) = X arrives as f16 and the weights dequantize to f16 (int4_wa_group's F16X)
     constexpr bool F16X = (R9 & 512) != 0;
     constexpr bool ACC16 = (R9 & 1024) != 0;  // bit 10 (with 9): f16 accumulators per group (int4_wa_group)
+    // Round 18: bit 11 (I8) = integer mma. X arrives as 16-bit integers in two signed byte limbs (quant_x_i16: per
+    // token row, K / KC runs of [hi KC bytes][lo KC bytes], the ring's X rows unchanged in size) and the weights
+    // as 16 (q - 8) in signed bytes (assay_cuda_int4_pack_i8); see the stage arithmetic below.
+    constexpr bool I8 = (R9 & 2048) != 0;
+    static_assert(!I8 || (INT4 && WA && !F16X && KC == 256), "the integer-mma path is an int4 WA ring of 256 columns");
+    // bit 12 (LSW, with I8 and XSW): the limb (bit 4 of a row's 16-byte chunk) also flips bit 0 of the chunk, so that
+    // the two limbs of a token (lanes g = 2u, 2u + 1, same t, one 8-lane phase of the 16-byte loads) sit in
+    // different bank groups (115: a 2-way conflict on every X load). bit 13 (T1, with I8, m <= 4): one token tile
+    // of the tokens 0-3 (tau(0, u) = u) instead of two: half the mma; the lanes' sums are moved into the float
+    // layout of the other versions by shuffles after the last stage.
+    constexpr bool LSW = (R9 & 4096) != 0, T1 = (R9 & 8192) != 0;
+    static_assert(!(LSW || T1) || I8, "LSW and T1 extend the integer-mma path");
+    static_assert(!T1 || !M16, "T1 serves m <= 4");
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
     // PUSH: the peer writes into this CTA's receive buffer (past the ring) at the end of its own loop, so both
@@ -669,7 +684,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             bulk_g2s(stg + C::SOFF + gi * BN * 2, p.gscale + (size_t)(k0 / 128 + gi) * p.n + n0, BN * 2, bar);
         }
     };
-    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW> ld(p, n0, kbase);  // unused unless LEAN
+    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW ? (LSW ? 2 : 1) : 0> ld(p, n0, kbase);  // unused unless LEAN
     auto load = [&](int s, int slot, auto part) {
         constexpr int PT = decltype(part)::value;
         if (LEAN) ld.template load<PT>(sm + slot * C::STAGE, p, s);
@@ -683,6 +698,20 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     float acc[NTW][4];
 #pragma unroll
     for (int nt = 0; nt < NTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    // I8: token tile tt, column c of the mma's N = (token tau(tt, c >> 1), limb c & 1) (see the stage arithmetic), and
+    // the lane's stage offsets, fixed for the whole loop: its X limb chunks h = 0, 1 in the row of token tau(0, g >> 1)
+    // (the other tiles' rows are constant offsets from it) and its weight words
+    auto tau = [](int tt, int u) { return T1 ? u : 8 * (tt >> 1) + 2 * u + (tt & 1); };
+    uint32_t i8x[2] = {0u, 0u}, i8w = 0u;
+    if constexpr (I8) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int c = (g & 1) * (KC / 16) + ks * 8 + 2 * t + h;  // chunk h of the lane's limb row
+            const int pc = XSW ? (c ^ ((c >> 3) & 1) ^ (LSW ? (c >> 4) & 1 : 0)) : c;
+            i8x[h] = C::XOFF + tau(0, g >> 1) * C::XP + pc * 16;
+        }
+        i8w = (nh * NTW * (KC / 128) + ks) * 512 + lane * 16;
+    }
     if (MB) {
         const int pro = nst < STAGES ? nst : STAGES;
         for (int s = 0; s < pro; ++s) issue_wb(s);
@@ -817,6 +846,71 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                     acc[2 * j + tt][1] = fmaf(tmp[j][tt][1] + corr[tt][1], sa, acc[2 * j + tt][1]);
                     acc[2 * j + tt][2] = fmaf(tmp[j][tt][2] + corr[tt][2], sb, acc[2 * j + tt][2]);
                     acc[2 * j + tt][3] = fmaf(tmp[j][tt][3] + corr[tt][3], sb, acc[2 * j + tt][3]);
+                }
+            }
+        } else if (INT4 && WA && I8) {
+            // v115 (round 18): m16n8k32 s8 x s8 mma with int32 accumulators. The mma.sync probe (mma_probe) prices
+            // it like the f16 m16n8k16 (6 cycles per scheduler) for twice the K, and the weights take 3 integer
+            // instructions per 8 (A registers (w << 4) & 0xF0F0F0F0 and w & 0xF0F0F0F0: 16 (q - 8) as signed
+            // bytes) instead of the f16 path's 5 integer + 4 f16 ones. X keeps 16 bits as two limbs, so N holds 2 m
+            // columns: token tile tt, column c = (token tau(tt, c >> 1), limb c & 1) with tau(tt, u) = 8 (tt >> 1)
+            // + 2u + (tt & 1); lane t's accumulator columns 2t / 2t + 1 are then the hi / lo sums of token
+            // tau(tt, t), which the float accumulators of the other versions hold at acc[2j + (tt >> 1)][(tt & 1)
+            // + 2 (row half)]. Step s of the group takes physical columns 32t + 8s + [0, 8) of lane (g, t) for the
+            // mma's k 4t..4t+3 and 16+4t..16+4t+3, in A (word s of the lane) and in B (bytes 8s.. of its limb row).
+            // Per group: sum = 256 hi + lo exactly in int32 (|hi| <= 2^21), converted once, times the weight scale
+            // / 16 and the token's X scale.
+            constexpr int RT = NTW / 2, TT = M16 ? 4 : T1 ? 1 : 2;
+            const int ngroup = p.k / 128, grp = (kbase + st * KC) / 128 + ks;
+            float xsc[TT];  // the X scales of the lane's tokens tau(tt, t), loaded first (used after the mma)
+#pragma unroll
+            for (int tt = 0; tt < TT; ++tt) {
+                const int tok = tau(tt, t);
+                xsc[tt] = tok < p.m ? __ldg(p.xs + (size_t)tok * ngroup + grp) : 0.f;
+            }
+            uint4 wu[RT], wv2[RT];
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                wu[j] = *reinterpret_cast<const uint4 *>(stg + i8w + 2 * j * (KC / 128) * 512);
+                wv2[j] = *reinterpret_cast<const uint4 *>(stg + i8w + (2 * j + 1) * (KC / 128) * 512);
+            }
+            int32_t ci[RT][TT][4];
+#pragma unroll
+            for (int j = 0; j < RT; ++j)
+#pragma unroll
+                for (int tt = 0; tt < TT; ++tt) ci[j][tt][0] = ci[j][tt][1] = ci[j][tt][2] = ci[j][tt][3] = 0;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // 16-byte chunk h of each limb row serves steps 2h and 2h + 1
+                uint32_t xb[TT][4];
+#pragma unroll
+                for (int tt = 0; tt < TT; ++tt) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(stg + i8x[h] + (tau(tt, 0) - tau(0, 0)) * C::XP);
+                    xb[tt][0] = v.x; xb[tt][1] = v.y; xb[tt][2] = v.z; xb[tt][3] = v.w;
+                }
+#pragma unroll
+                for (int s = 2 * h; s < 2 * h + 2; ++s)
+#pragma unroll
+                    for (int j = 0; j < RT; ++j) {
+                        const uint32_t u = s == 0 ? wu[j].x : s == 1 ? wu[j].y : s == 2 ? wu[j].z : wu[j].w;
+                        const uint32_t v = s == 0 ? wv2[j].x : s == 1 ? wv2[j].y : s == 2 ? wv2[j].z : wv2[j].w;
+                        const uint32_t a[4] = {(u << 4) & 0xF0F0F0F0u, (v << 4) & 0xF0F0F0F0u, u & 0xF0F0F0F0u,
+                                               v & 0xF0F0F0F0u};
+#pragma unroll
+                        for (int tt = 0; tt < TT; ++tt)
+                            mma_s8s8_16832(ci[j][tt], a, xb[tt][2 * (s & 1)], xb[tt][2 * (s & 1) + 1]);
+                    }
+            }
+            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                const float sa = __half2float(sc[16 * j]) * 0.0625f, sb = __half2float(sc[16 * j + 8]) * 0.0625f;
+#pragma unroll
+                for (int tt = 0; tt < TT; ++tt) {
+                    const float f0 = (float)(ci[j][tt][0] * 256 + ci[j][tt][1]);
+                    const float f1 = (float)(ci[j][tt][2] * 256 + ci[j][tt][3]);
+                    float *a = acc[2 * j + (tt >> 1)];  // (T1: token t at [0] / [2], moved after the loop)
+                    a[tt & 1] = fmaf(f0, sa * xsc[tt], a[tt & 1]);
+                    a[2 + (tt & 1)] = fmaf(f1, sb * xsc[tt], a[2 + (tt & 1)]);
                 }
             }
         } else if (INT4 && WA) {
@@ -989,6 +1083,20 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                     byte4_to_f16x4<ASSAY_CUDA_FP8_E4M3>(word, b0, b1);
                     mma_f16_16816(acc[nt], a, b0, b1);
                 }
+            }
+        }
+    }
+    if constexpr (T1) {
+        // lane (g, t) holds token t's sums at acc[2j][0] (row g) / [2] (row g + 8); the float layout wants token 2t + e
+        // at [e] / [2 + e]: take them from lane (g, 2t + e) (t >= 2: tokens 4-7, not stored for m <= 4)
+#pragma unroll
+        for (int j = 0; j < NTW / 2; ++j) {
+            const float r0 = acc[2 * j][0], r1 = acc[2 * j][2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int src = 4 * g + ((2 * t + e) & 3);
+                acc[2 * j][e] = __shfl_sync(0xffffffffu, r0, src);
+                acc[2 * j][2 + e] = __shfl_sync(0xffffffffu, r1, src);
             }
         }
     }
@@ -1955,6 +2063,51 @@ int launch_read_probe(const uint8_t *w, size_t bytes, void *y, cudaStream_t stre
     return 0;
 }
 
+// X (bf16 or f16) [m][k] -> 16-bit integers per token and 128-column group for version 115: scale xs = max |x| /
+// 32639, q = rint(x / xs), as two signed byte limbs hi = (q + 128) >> 8 and lo = q - 256 hi (both in [-128, 127]
+// since |q| <= 32639), so that q = 256 hi + lo exactly. Per token the bytes go in K / 256 runs of [hi 256][lo 256]:
+// a 256-column ring stage's X row of 512 bytes, as bf16 X had. One warp per (token, group), 4 columns per lane.
+// Launched with programmatic dependent launch: it lets the GEMM after it launch at once (that GEMM requests its
+// weights, then waits in griddepcontrol.wait for this kernel to complete), and waits for the previous kernel (which
+// may still read xq) before writing.
+template <bool F16>
+__global__ void __launch_bounds__(256) quant_x_i16(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
+    const int w = (int)((blockIdx.x * 256u + threadIdx.x) >> 5), lane = threadIdx.x & 31, ngroup = k / 128;
+    pdl_launch_dependents();
+    pdl_wait();
+    if (w < m * ngroup) {
+        const int tok = w / ngroup, gr = w % ngroup;
+        const uint2 raw = *reinterpret_cast<const uint2 *>(x + (size_t)tok * k + gr * 128 + 4 * lane);
+        const uint32_t h[2] = {raw.x, raw.y};
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            if (F16) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h[i]));
+                v[2 * i] = f.x; v[2 * i + 1] = f.y;
+            } else {
+                v[2 * i] = __uint_as_float(h[i] << 16);
+                v[2 * i + 1] = __uint_as_float(h[i] & 0xFFFF0000u);
+            }
+        }
+        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float inv = amax > 0.f ? 32639.f / amax : 0.f;  // (a NaN or inf in X gives NaN / 0: not finite)
+        uint32_t hi = 0, lo = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int q = min(max(__float2int_rn(v[i] * inv), -32639), 32639), qh = (q + 128) >> 8, ql = q - 256 * qh;
+            hi |= (uint32_t)(qh & 255) << (8 * i);
+            lo |= (uint32_t)(ql & 255) << (8 * i);
+        }
+        int8_t *dst = xq + (size_t)tok * 2 * k + (gr >> 1) * 512 + (gr & 1) * 128 + 4 * lane;
+        *reinterpret_cast<uint32_t *>(dst) = hi;
+        *reinterpret_cast<uint32_t *>(dst + 256) = lo;
+        if (lane == 0) xs[(size_t)tok * ngroup + gr] = amax / 32639.f;
+    }
+}
+
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
 int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.x
 
@@ -1962,14 +2115,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 118)));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 118)));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -1981,13 +2134,18 @@ struct V5Ver {
     // ways above one CTA per SM (assay_cuda_gemm_v45); round 14: 89 = 84 with the push reduction (PUSH), 90 = 89
     // with the pushed partials by st.async on the peer's mbarrier (push mode 2; 91, a half-stage loop, was slower
     // and is gone: NOTES round 14); round 16: 104 = 90 on f16 X (F16X: f16 dequantization, 9 instead of 11 per word),
-    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16
+    // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16;
+    // round 18: 115 = 90 on the integer mma (I8: X as 16-bit integers, weights packed by assay_cuda_int4_pack_i8),
+    // 117 = 115 with the limb swizzle (LSW), 118 = 117 with one token tile at m <= 4 (T1; 117 above); 116 is 115's
+    // entry without the X conversion (timing probe, gemm_decode.cu)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
                               VER == 81 ? 3 + 64 + 32 : (VER == 82 || VER == 83 || VER == 84) ? 3 + 64 :
                               VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
-                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 : 0;
+                              VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 :
+                              VER == 115 ? 3 + 64 + 128 + 256 + 2048 : VER == 117 ? 3 + 64 + 128 + 256 + 2048 + 4096 :
+                              VER == 118 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 8192 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2021,7 +2179,8 @@ int launch_v45(const V4Params &p0, int splits, cudaStream_t stream) {
 // ver 4: bulk copies (row-major fp8 weights); 5 / 6: cp.async ring with 8 / 16 warps (fp8 weights packed by
 // assay_cuda_fp8w_pack); 7: ver 6 without the arithmetic (lab diagnostic: load time alone, output not written).
 int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, const float *col_scale,
-                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream, int pack) {
+                        const uint16_t *gscale, void *y, int m, int n, int k, cudaStream_t stream, int pack,
+                        const float *xs) {
     if (g_v4_ok < 0) {
         int dev = 0, major = 0;
         g_v4_ok = cudaGetDevice(&dev) == cudaSuccess &&
@@ -2031,7 +2190,9 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33), 3 =
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
-    if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 : 0)) return 0;
+    // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_i16)
+    if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
+                 int4 && ver >= 115 && ver <= 118 ? 4 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
@@ -2045,7 +2206,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 118)));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2067,7 +2228,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 118)) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2078,6 +2239,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     p.gscale = (const __half *)gscale;
     p.y = (__nv_bfloat16 *)y;
     p.m = m; p.n = n; p.k = k;
+    p.xs = xs;
     int rc;
 #define V45_LAUNCH(V)                                                                                     \
     (int4 ? (m > 8 ? launch_v45<true, true, V>(p, splits, stream) : launch_v45<true, false, V>(p, splits, stream)) \
@@ -2145,6 +2307,12 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 90: if (!int4) return 0; rc = V45_LAUNCH4(90); break;
     case 104: if (!int4) return 0; rc = V45_LAUNCH4(104); break;
     case 107: if (!int4) return 0; rc = V45_LAUNCH4(107); break;
+    case 115: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(115); break;
+    case 117: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(117); break;
+    case 118:
+        if (!int4 || !xs) return 0;
+        rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
+        break;
     case 85:
     case 86:
     case 87:
@@ -2186,4 +2354,15 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
 #undef V45_LAUNCH
     return rc < 0 ? -1 : 1;
+}
+
+// Version 115's X conversion (quant_x_i16); k % 256 == 0.
+int assay_cuda_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
+    const int warps = m * (k / 128);
+    SplitKLaunch launch(dim3((warps + 7) / 8, 1, 1), 256, 0, stream, true);
+    if (f16)
+        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i16<true>, (const uint16_t *)x, xq, xs, m, k));
+    else
+        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i16<false>, (const uint16_t *)x, xq, xs, m, k));
+    return 0;
 }
