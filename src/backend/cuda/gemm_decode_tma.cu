@@ -2093,7 +2093,11 @@ __global__ void __launch_bounds__(256) quant_x_i16(const uint16_t *x, int8_t *xq
         float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float inv = amax > 0.f ? 32639.f / amax : 0.f;  // (a NaN or inf in X gives NaN / 0: not finite)
+        // a NaN or inf in the group makes its scale NaN, so that the outputs it feeds are NaN as with float X (fmaxf
+        // would drop a NaN and the integers cannot hold one)
+        const bool finite = __all_sync(0xffffffffu, fabsf(v[0]) <= FLT_MAX && fabsf(v[1]) <= FLT_MAX &&
+                                                        fabsf(v[2]) <= FLT_MAX && fabsf(v[3]) <= FLT_MAX);
+        const float inv = finite && amax > 0.f ? 32639.f / amax : 0.f;
         uint32_t hi = 0, lo = 0;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -2104,7 +2108,7 @@ __global__ void __launch_bounds__(256) quant_x_i16(const uint16_t *x, int8_t *xq
         int8_t *dst = xq + (size_t)tok * 2 * k + (gr >> 1) * 512 + (gr & 1) * 128 + 4 * lane;
         *reinterpret_cast<uint32_t *>(dst) = hi;
         *reinterpret_cast<uint32_t *>(dst + 256) = lo;
-        if (lane == 0) xs[(size_t)tok * ngroup + gr] = amax / 32639.f;
+        if (lane == 0) xs[(size_t)tok * ngroup + gr] = finite ? amax / 32639.f : __int_as_float(0x7fc00000);
     }
 }
 
