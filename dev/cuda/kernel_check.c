@@ -650,15 +650,15 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * with PDL, 41 without), 43, 15 and 40 in the staggered K order, 59 = 52 with cp.async X, 63 of 60, and 45 the
      * plain-load read probe (timed, not validated); 75 = 73 load-only, 76 = 73 without loads after its first four
      * stages (timing probe, wrong results on purpose), 81 / 82 the same of 80, 86 = 85 load-only, 97 = 95 with X
-     * copied for its first four stages only (timing probe), 116 = 115's GEMM without the X conversion (timing probe,
-     * right after 115 on the same X) */
+     * copied for its first four stages only (timing probe), 116 / 120 = 115's / 119's GEMM without the X conversion
+     * (timing probes, right after 115 / 119 on the same X) */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97, 116};
+    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97, 116, 120};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; ++vi) {
     int variant = variants[vi];
     int loadonly = 0;
@@ -669,11 +669,11 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 118)) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 120)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
-    if (variant >= 115 && variant <= 118 && !packi8) continue;
+    if (variant >= 115 && variant <= 120 && !packi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant) && !(which == 1 && variant == 104)) continue;
@@ -685,7 +685,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
-        g.di8[c] = which == 1 && variant >= 115 && variant <= 118 ? saved_i8[c] : NULL;
+        g.di8[c] = which == 1 && variant >= 115 && variant <= 120 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
     assay_cuda_lab_set_gemm_variant(variant);

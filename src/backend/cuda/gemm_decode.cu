@@ -646,9 +646,10 @@ extern "C" int assay_cuda_gemm_int4g128_i8(const void *x, int x_f16, const uint8
     int8_t *xq = (int8_t *)workspace;
     float *xs = (float *)(xq + (size_t)m * k * 2);
     cudaStream_t s = (cudaStream_t)stream;
-    // 116: timing probe, the GEMM alone on the X integers the previous call left in the workspace
-    if (g_gemm_variant != 116 && assay_cuda_quant_x_i16(x, x_f16 != 0, xq, xs, m, k, s) < 0) return -1;
-    const int ver = g_gemm_variant == 117 || g_gemm_variant == 118 ? g_gemm_variant : 115;
+    // 116 / 120: timing probes, the GEMM of 115 / 119 alone on the X integers the previous call left in the workspace
+    const int v = g_gemm_variant;
+    if (v != 116 && v != 120 && assay_cuda_quant_x_i16(x, x_f16 != 0, xq, xs, m, k, s) < 0) return -1;
+    const int ver = v == 117 || v == 118 || v == 119 ? v : v == 120 ? 119 : 115;
     int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, s, 4, xs);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_i8: needs a compute capability 9.0 device");

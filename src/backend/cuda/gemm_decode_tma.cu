@@ -647,7 +647,11 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // of the tokens 0-3 (tau(0, u) = u) instead of two: half the mma; the lanes' sums are moved into the float
     // layout of the other versions by shuffles after the last stage.
     constexpr bool LSW = (R9 & 4096) != 0, T1 = (R9 & 8192) != 0;
-    static_assert(!(LSW || T1) || I8, "LSW and T1 extend the integer-mma path");
+    // bit 14 (XSR, with I8): the X scales of a stage (2 groups x 16 tokens) come with the stage, by 4-byte cp.async
+    // into a ring of STAGES x 128 bytes past the receive buffer, instead of an __ldg per stage whose L2 latency the
+    // stage's arithmetic does not cover (run h200-gpu13-int4-2: 115's GEMM alone, 116, 2.1 us slower than v104 at m1)
+    constexpr bool XSR = (R9 & 16384) != 0;
+    static_assert(!(LSW || T1 || XSR) || I8, "LSW, T1 and XSR extend the integer-mma path");
     static_assert(!T1 || !M16, "T1 serves m <= 4");
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
@@ -685,10 +689,18 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
         }
     };
     const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW ? (LSW ? 2 : 1) : 0> ld(p, n0, kbase);  // unused unless LEAN
+    // XSR: slot s's X scales at xsring + s * 128, [group of the stage][token] (PUSH: past the receive buffer)
+    uint8_t *const xsring = sm + STAGES * C::STAGE + (PUSH ? 16 * (BN / 2) * 4 + 16 : 0);
     auto load = [&](int s, int slot, auto part) {
         constexpr int PT = decltype(part)::value;
         if (LEAN) ld.template load<PT>(sm + slot * C::STAGE, p, s);
         else v5_load_stage<INT4, NTH, KC, PT, BN>(sm + slot * C::STAGE, p, n0, kst(s));
+        if constexpr (XSR && PT != 1) {
+            const int tok = threadIdx.x & 15, gi = threadIdx.x >> 4;
+            if (gi < KC / 128 && tok < p.m)
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(xsring + slot * 128 + (gi * 16 + tok) * 4)),
+                             "l"(p.xs + (size_t)tok * (p.k / 128) + (kbase + s * KC) / 128 + gi));
+        }
     };
 
     // The next GEMM may launch once every CTA of this one has issued its last loads (EARLY: at entry). Earlier
@@ -866,7 +878,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
 #pragma unroll
             for (int tt = 0; tt < TT; ++tt) {
                 const int tok = tau(tt, t);
-                xsc[tt] = tok < p.m ? __ldg(p.xs + (size_t)tok * ngroup + grp) : 0.f;
+                if (XSR) xsc[tt] = tok < p.m ? reinterpret_cast<const float *>(xsring + (st % STAGES) * 128)[ks * 16 + tok] : 0.f;
+                else xsc[tt] = tok < p.m ? __ldg(p.xs + (size_t)tok * ngroup + grp) : 0.f;
             }
             uint4 wu[RT], wv2[RT];
 #pragma unroll
@@ -2119,14 +2132,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 118)));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119)));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 118)));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119)));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2141,7 +2154,8 @@ struct V5Ver {
     // 107 = 104 with f16 accumulators per group (ACC16); 108 (2 stages of 512 K columns) lost: NOTES round 16;
     // round 18: 115 = 90 on the integer mma (I8: X as 16-bit integers, weights packed by assay_cuda_int4_pack_i8),
     // 117 = 115 with the limb swizzle (LSW), 118 = 117 with one token tile at m <= 4 (T1; 117 above); 116 is 115's
-    // entry without the X conversion (timing probe, gemm_decode.cu)
+    // entry without the X conversion (timing probe, gemm_decode.cu); 119 = 117 with the X scales through a shared
+    // memory ring (XSR), 120 its GEMM without the conversion (timing probe)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
@@ -2149,7 +2163,8 @@ struct V5Ver {
                               VER == 89 ? 3 + 64 + 128 : VER == 90 ? 3 + 64 + 128 + 256 :
                               VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 :
                               VER == 115 ? 3 + 64 + 128 + 256 + 2048 : VER == 117 ? 3 + 64 + 128 + 256 + 2048 + 4096 :
-                              VER == 118 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 8192 : 0;
+                              VER == 118 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 8192 :
+                              VER == 119 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2162,7 +2177,8 @@ struct V5Ver {
     static constexpr int MINB = SMALL ? 2 : 1;
     static constexpr bool BF16 = INT4 && VER == 13;  // 10-11 used it in run h200-gpu5-gemm1
     static constexpr size_t SMEM = (size_t)STAGES * V5Cfg<INT4, KC, BN>::STAGE + ((R9 & 8) ? 8 * STAGES : 0) +
-                                   ((R9 & 128) ? 16 * (BN / 2) * 4 + 16 : 0);  // PUSH: the receive buffer + mbarrier
+                                   ((R9 & 128) ? 16 * (BN / 2) * 4 + 16 : 0) +  // PUSH: the receive buffer + mbarrier
+                                   ((R9 & 16384) ? STAGES * 128 : 0);           // XSR: the X scales' ring
 };
 
 template <bool INT4, bool M16, int VER>
@@ -2196,7 +2212,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_i16)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
-                 int4 && ver >= 115 && ver <= 118 ? 4 : 0)) return 0;
+                 int4 && ver >= 115 && ver <= 119 ? 4 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
@@ -2210,7 +2226,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 118)));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119)));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2232,7 +2248,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 118)) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119)) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2313,6 +2329,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 107: if (!int4) return 0; rc = V45_LAUNCH4(107); break;
     case 115: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(115); break;
     case 117: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(117); break;
+    case 119: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(119); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
