@@ -538,7 +538,8 @@ typedef struct gemm_ctx {
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
     uint8_t *di8[8];         /* int4 weights packed by assay_cuda_int4_pack_i8 (variants 115-118) */
-    void *dws;               /* the workspace of 115-118 (X as 16-bit integers and their scales) */
+    void *dws;               /* the workspace of 115-120 (X as 16-bit integers and their scales) */
+    int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -556,12 +557,23 @@ static void gemm_fn(void *ctx, int it) {
     const void *dx = g->f16x ? g->dxh : g->dx;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->di8[c]) KCALL(assay_cuda_gemm_int4g128_i8(dx, g->f16x, g->di8[c], g->dgs[c], g->dy, g->m, g->n, g->k, g->dws, NULL));
+    else if (g->di8[c] && g->xi16) {
+        int8_t *xq = g->dws;
+        KCALL(assay_cuda_gemm_int4g128_xi16(xq, (const float *)(xq + (size_t)g->m * g->k * 2), g->di8[c], g->dgs[c], g->dy,
+                                            g->m, g->n, g->k, NULL));
+    } else if (g->di8[c]) KCALL(assay_cuda_gemm_int4g128_i8(dx, g->f16x, g->di8[c], g->dgs[c], g->dy, g->m, g->n, g->k, g->dws, NULL));
     else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->f16x) KCALL(assay_cuda_gemm_int4g128_xf16(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else KCALL(assay_cuda_gemm_int4g128(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+}
+
+static void quant_x_i16_fn(void *ctx, int it) {
+    (void)it;
+    gemm_ctx *g = ctx;
+    int8_t *xq = g->dws;
+    KCALL(assay_cuda_quant_x_i16(g->dx, 0, xq, (float *)(xq + (size_t)g->m * g->k * 2), g->m, g->k, NULL));
 }
 
 /* Whether the comma-separated list of integers in `list` (an ASSAY_LAB_*_VARIANTS value) holds v. */
@@ -642,6 +654,10 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
     g.dx = lab_upload(x, nx * 2);
+    if (g.dws) { /* X converted once for 116 / 120 (115-119 convert it again in each call, to the same bytes) */
+        KCALL(assay_cuda_quant_x_i16(g.dx, 0, g.dws, (float *)((int8_t *)g.dws + (size_t)m * k * 2), m, k, NULL));
+        CK(cudaDeviceSynchronize());
+    }
     g.dxh = lab_upload(xh, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);
     uint16_t *y = malloc((size_t)m * n * 2);
@@ -650,15 +666,15 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * with PDL, 41 without), 43, 15 and 40 in the staggered K order, 59 = 52 with cp.async X, 63 of 60, and 45 the
      * plain-load read probe (timed, not validated); 75 = 73 load-only, 76 = 73 without loads after its first four
      * stages (timing probe, wrong results on purpose), 81 / 82 the same of 80, 86 = 85 load-only, 97 = 95 with X
-     * copied for its first four stages only (timing probe), 116 / 120 = 115's / 119's GEMM without the X conversion
-     * (timing probes, right after 115 / 119 on the same X) */
+     * copied for its first four stages only (timing probe); 116 / 120 = 115's / 119's GEMM on X converted once
+     * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16) */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
                                      78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97, 116, 120};
+    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; ++vi) {
     int variant = variants[vi];
     int loadonly = 0;
@@ -688,6 +704,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.di8[c] = which == 1 && variant >= 115 && variant <= 120 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
+    g.xi16 = which == 1 && (variant == 116 || variant == 120);
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);
@@ -723,6 +740,12 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     }
     }
     assay_cuda_lab_set_gemm_variant(0);
+    if (bench && g.dws && (gemm_variant_selected(which, 119) || gemm_variant_selected(which, 120))) { /* the X conversion of 115-120, timed on its own */
+        double us = lab_time_us(quant_x_i16_fn, &g, 20, 9);
+        char shape[96];
+        snprintf(shape, sizeof shape, "m%d k%d", m, k);
+        lab_bench(o, "quant_x_i16", shape, us, 0.0, 4.0 * m * k + 4.0 * m * (k / 128));
+    }
     for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_i8[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy); cudaFree(g.dws);
     free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packi8); free(y);

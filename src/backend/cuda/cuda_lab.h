@@ -62,9 +62,11 @@ extern "C" {
  * 1024 magic: 9 instead of 11 instructions per 8 weights), same packing; assay_cuda_gemm_int4g128_xf16 runs it;
  * 105 / 106 = 95 / 98 with the same change (X in f16; entry assay_cuda_gemm_int4g128_st); 107 = 104 with f16
  * accumulators per K group (through assay_cuda_gemm_int4g128_xf16). Round 18 (entry assay_cuda_gemm_int4g128_i8
- * below): 115 = 90 on the integer tensor cores (X as 16-bit integers in two byte limbs, m16n8k32 s8 mma); 116 = 115
- * without the X conversion (timing probe: the GEMM alone on the integers the previous call left); 117 = 115 with the
- * limbs in different bank groups; 118 = 117 with one token tile at m <= 4.
+ * below): 115 = 90 on the integer tensor cores (X as 16-bit integers in two byte limbs, m16n8k32 s8 mma); 116 = 115's
+ * GEMM alone (assay_cuda_gemm_int4g128_xi16 on X converted once); 117 = 115 with the
+ * limbs in different bank groups; 118 = 117 with one token tile at m <= 4; 119 = 117 with the X scales through the
+ * stage ring (the default of assay_cuda_gemm_int4g128_xi16); 120 = 119's GEMM alone (assay_cuda_gemm_int4g128_xi16 on X
+ * converted once, validated and timed without the conversion).
  * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
@@ -100,6 +102,14 @@ size_t assay_cuda_gemm_int4g128_i8_workspace(int32_t m, int32_t k);
 int assay_cuda_gemm_int4g128_i8(const void *x, int x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, void *workspace,
                                 assay_cuda_stream stream);
+/* The two halves of assay_cuda_gemm_int4g128_i8, for a caller that converts X once (or, later, in the kernel that
+ * produces X): xq has m*k*2 bytes (per token K / 256 runs of [hi 256][lo 256]), xs m*(k/128) floats ([m][k/128]).
+ * As a separate launch in front of every GEMM the conversion costs 5.6-7.6 us of chain time (run h200-gpu13-int4-3). */
+int assay_cuda_quant_x_i16(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
+                           assay_cuda_stream stream);
+int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, const uint8_t *w_packed,
+                                  const uint16_t *scales_f16, void *y_bf16, int32_t m, int32_t n, int32_t k,
+                                  assay_cuda_stream stream);
 /* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (17 at one wave of 128-channel tiles, 10 above); 1 =
  * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8
  * consumer warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only, no output); 5 = 1 without the evict-first

@@ -2377,8 +2377,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     return rc < 0 ? -1 : 1;
 }
 
-// Version 115's X conversion (quant_x_i16); k % 256 == 0.
-int assay_cuda_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
+// Versions 115-120's X conversion (quant_x_i16); k % 256 == 0.
+int launch_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
     const int warps = m * (k / 128);
     SplitKLaunch launch(dim3((warps + 7) / 8, 1, 1), 256, 0, stream, true);
     if (f16)
