@@ -91,7 +91,8 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_st(const void *x_bf16_or_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* Lab INT4 GEMM on the integer tensor cores (version 115, round 18): X (bf16, or f16 with x_f16) is first turned
+/* Lab INT4 GEMM on the integer tensor cores (versions 115-120, round 18; 119 unless the lab variant picks another):
+ * X (bf16, or f16 with x_f16) is first turned
  * into 16-bit integers per token and 128-column group (scale = max |x| / 32639, two signed byte limbs hi * 256 + lo),
  * then m16n8k32 s8 mma multiply the weights, stored by assay_cuda_int4_pack_i8 as 16 (q - 8) in signed bytes, with
  * both limbs (a token's two limbs are two columns of the mma's N); the group sums are exact in int32 and scaled once
