@@ -10,11 +10,12 @@ static void put_le32(uint8_t *dst, uint32_t word) {
     dst[3] = (uint8_t)(word >> 24);
 }
 
-/* Layout (see gemm_decode.cu): for each 8-row tile nt and 128-column group gr, a 512-byte block at
- * (nt * (k/128) + gr) * 512. Lane (g, t) = 4g + t owns bytes [16*lane, 16*lane + 16): row nt*8 + g, columns
- * gr*128 + 32t + [0, 32). Word w of those 16 bytes holds columns 8w..8w+7 of the slice; column offset o sits in
- * nibble (o >> 1) + 4*(o & 1), so that the low nibbles of each 16-bit half are one mma register pair. */
-void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+/* The blocks of the INT4 kernels' lane-order layouts: for each 8-row tile nt and 128-column group gr, 512 bytes at
+ * (nt * (k/128) + gr) * 512, in which lane (g, t) = 4g + t owns bytes [16*lane, 16*lane + 16): row nt*8 + g, columns
+ * gr*128 + 32t + [0, 32), word w of those 16 bytes holding columns 8w..8w+7, arranged by word_of (given the 8
+ * codes). */
+static void pack_lane_blocks(const uint8_t *q, int32_t n, int32_t k, uint8_t *out,
+                             uint32_t (*word_of)(const uint8_t *)) {
     int32_t ngroup = k / 128;
     for (int32_t nt = 0; nt < n / 8; ++nt)
         for (int32_t gr = 0; gr < ngroup; ++gr) {
@@ -22,16 +23,21 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) 
             for (int lane = 0; lane < 32; ++lane) {
                 int g = lane >> 2, t = lane & 3;
                 const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128 + 32 * t;
-                for (int w = 0; w < 4; ++w) {
-                    uint32_t word = 0;
-                    for (int o = 0; o < 8; ++o) {
-                        int nib = (o >> 1) + 4 * (o & 1);
-                        word |= (uint32_t)(row[8 * w + o] & 15) << (4 * nib);
-                    }
-                    put_le32(blk + lane * 16 + 4 * w, word);
-                }
+                for (int w = 0; w < 4; ++w) put_le32(blk + lane * 16 + 4 * w, word_of(row + 8 * w));
             }
         }
+}
+
+/* assay_cuda_int4_pack (see gemm_decode.cu): column offset o sits in nibble (o >> 1) + 4*(o & 1), so that the low
+ * nibbles of each 16-bit half are one mma register pair. */
+static uint32_t word_int4(const uint8_t *cols) {
+    uint32_t word = 0;
+    for (int o = 0; o < 8; ++o) word |= (uint32_t)(cols[o] & 15) << (4 * ((o >> 1) + 4 * (o & 1)));
+    return word;
+}
+
+void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    pack_lane_blocks(q, n, k, out, word_int4);
 }
 
 /* Layout (gemm_decode_tma.cu, lab versions 95, 97, 98): the 512-byte blocks of assay_cuda_int4_pack in the order one
@@ -154,28 +160,17 @@ void assay_cuda_int4_pack_wa(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
             }
 }
 
-/* Layout for the integer-mma INT4 GEMM (gemm_decode_tma.cu, lab version 115): the blocks of assay_cuda_int4_pack
- * (512 bytes per 8-row tile nt and 128-column group gr; lane (g, t) owns row nt*8 + g, columns gr*128 + 32t +
- * [0, 32), word w = columns 32t + 8w + [0, 8)), but each code is stored as the two's-complement nibble of q - 8
- * and column 8w + i sits in byte i & 3 of word w, low nibble for i < 4, high nibble for i >= 4. So word & 0xF0F0F0F0
- * holds 16 (q - 8) of columns 4..7 as signed bytes and (word << 4) & 0xF0F0F0F0 the same of columns 0..3: the two
- * A registers (k 16 + 4t.. and 4t..) of an m16n8k32 integer mma, in 3 instructions per 8 weights. */
+/* Layout for the integer-mma INT4 GEMM (gemm_decode_tma.cu, lab versions 115-120): the blocks of
+ * assay_cuda_int4_pack (pack_lane_blocks), but each code is stored as the two's-complement nibble of q - 8 and column
+ * 8w + i sits in byte i & 3 of word w, low nibble for i < 4, high nibble for i >= 4. So word & 0xF0F0F0F0 holds
+ * 16 (q - 8) of columns 4..7 as signed bytes and (word << 4) & 0xF0F0F0F0 the same of columns 0..3: the two A
+ * registers (k 16 + 4t.. and 4t..) of an m16n8k32 integer mma, in 3 instructions per 8 weights. */
+static uint32_t word_i8(const uint8_t *cols) {
+    uint32_t word = 0;
+    for (int i = 0; i < 8; ++i) word |= (uint32_t)(((cols[i] & 15) - 8) & 15) << (8 * (i & 3) + 4 * (i >> 2));
+    return word;
+}
+
 void assay_cuda_int4_pack_i8(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
-    int32_t ngroup = k / 128;
-    for (int32_t nt = 0; nt < n / 8; ++nt)
-        for (int32_t gr = 0; gr < ngroup; ++gr) {
-            uint8_t *blk = out + ((size_t)nt * ngroup + gr) * 512;
-            for (int lane = 0; lane < 32; ++lane) {
-                int g = lane >> 2, t = lane & 3;
-                const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128 + 32 * t;
-                for (int w = 0; w < 4; ++w) {
-                    uint32_t word = 0;
-                    for (int i = 0; i < 8; ++i) {
-                        uint32_t nib = (uint32_t)(((row[8 * w + i] & 15) - 8) & 15);
-                        word |= nib << (8 * (i & 3) + 4 * (i >> 2));
-                    }
-                    put_le32(blk + lane * 16 + 4 * w, word);
-                }
-            }
-        }
+    pack_lane_blocks(q, n, k, out, word_i8);
 }

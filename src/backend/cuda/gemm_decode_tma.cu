@@ -70,7 +70,7 @@ struct V4Params {
     const __half *gscale;     // int4: [k/128][n]
     __nv_bfloat16 *y;
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
-    const float *xs;            // int4 version 115: the scales of X's 16-bit integers, [m][k / 128]
+    const float *xs;            // int4 versions 115-120: the scales of X's 16-bit integers, [m][k / 128]
 };
 
 // Launches a split-K decode kernel: (n / bn) x splits CTAs, each cluster of splits CTAs reducing one output tile;
