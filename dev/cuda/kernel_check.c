@@ -540,6 +540,8 @@ typedef struct gemm_ctx {
     uint8_t *di8[8];         /* int4 weights packed by assay_cuda_int4_pack_i8 (variants 115-118) */
     void *dws;               /* the workspace of 115-120 (X as 16-bit integers and their scales) */
     int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
+    void *dws8;              /* W4A8 (121 / 122): X as signed bytes and their scales (assay_cuda_quant_x_i8) */
+    int a8;                  /* 1: 121 = assay_cuda_gemm_int4g128_xi8 on the X converted once; 2: 122 = the w4a8 entry */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -557,7 +559,12 @@ static void gemm_fn(void *ctx, int it) {
     const void *dx = g->f16x ? g->dxh : g->dx;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->di8[c] && g->xi16) {
+    else if (g->di8[c] && g->a8) {
+        int8_t *xq = g->dws8;
+        const float *xs = (const float *)(xq + (size_t)g->m * g->k);
+        if (g->a8 == 1) KCALL(assay_cuda_gemm_int4g128_xi8(xq, xs, g->di8[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+        else KCALL(assay_cuda_gemm_int4g128_w4a8(dx, 0, g->di8[c], g->dgs[c], g->dy, g->m, g->n, g->k, g->dws8, NULL));
+    } else if (g->di8[c] && g->xi16) {
         int8_t *xq = g->dws;
         KCALL(assay_cuda_gemm_int4g128_xi16(xq, (const float *)(xq + (size_t)g->m * g->k * 2), g->di8[c], g->dgs[c], g->dy,
                                             g->m, g->n, g->k, NULL));
@@ -567,6 +574,13 @@ static void gemm_fn(void *ctx, int it) {
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->f16x) KCALL(assay_cuda_gemm_int4g128_xf16(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else KCALL(assay_cuda_gemm_int4g128(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+}
+
+static void quant_x_i8_fn(void *ctx, int it) {
+    (void)it;
+    gemm_ctx *g = ctx;
+    int8_t *xq = g->dws8;
+    KCALL(assay_cuda_quant_x_i8(g->dx, 0, xq, (float *)(xq + (size_t)g->m * g->k), g->m, g->k, NULL));
 }
 
 static void quant_x_i16_fn(void *ctx, int it) {
@@ -658,6 +672,19 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         KCALL(assay_cuda_quant_x_i16(g.dx, 0, g.dws, (float *)((int8_t *)g.dws + (size_t)m * k * 2), m, k, NULL));
         CK(cudaDeviceSynchronize());
     }
+    /* W4A8 (121 / 122): X as signed bytes per token and group, converted once here; the host copy is the reference's
+     * X (122 converts it again in each call, to the same bytes) */
+    int8_t *xq8 = NULL;
+    float *xs8 = NULL;
+    if (packi8 && (gemm_variant_selected(which, 121) || gemm_variant_selected(which, 122))) {
+        g.dws8 = lab_dmalloc(assay_cuda_gemm_int4g128_w4a8_workspace(m, k));
+        KCALL(assay_cuda_quant_x_i8(g.dx, 0, g.dws8, (float *)((int8_t *)g.dws8 + nx), m, k, NULL));
+        CK(cudaDeviceSynchronize());
+        xq8 = malloc(nx);
+        xs8 = malloc(sizeof(float) * (size_t)m * (k / 128));
+        CK(cudaMemcpy(xq8, g.dws8, nx, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(xs8, (int8_t *)g.dws8 + nx, sizeof(float) * (size_t)m * (k / 128), cudaMemcpyDeviceToHost));
+    }
     g.dxh = lab_upload(xh, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);
     uint16_t *y = malloc((size_t)m * n * 2);
@@ -667,11 +694,13 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * plain-load read probe (timed, not validated); 75 = 73 load-only, 76 = 73 without loads after its first four
      * stages (timing probe, wrong results on purpose), 81 / 82 the same of 80, 86 = 85 load-only, 97 = 95 with X
      * copied for its first four stages only (timing probe); 116 / 120 = 115's / 119's GEMM on X converted once
-     * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16) */
+     * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16); 121 / 122 = W4A8 (X as
+     * signed bytes: the GEMM on X converted once / the entry with its conversion), validated against the float64
+     * product on the quantized X, their error against the bf16 X printed beside it */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -685,11 +714,11 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 120)) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 122)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
-    if (variant >= 115 && variant <= 120 && !packi8) continue;
+    if (variant >= 115 && variant <= 122 && !packi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant) && !(which == 1 && variant == 104)) continue;
@@ -701,28 +730,31 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
-        g.di8[c] = which == 1 && variant >= 115 && variant <= 120 ? saved_i8[c] : NULL;
+        g.di8[c] = which == 1 && variant >= 115 && variant <= 122 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
     g.xi16 = which == 1 && (variant == 116 || variant == 120);
+    g.a8 = which == 1 && variant == 121 ? 1 : which == 1 && variant == 122 ? 2 : 0;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(y, g.dy, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
-    lab_err e = {0};
+    lab_err e = {0}, ex = {0}; /* ex (W4A8): against the product on the unquantized X */
     int ncheck = loadonly ? 0 : bench ? 96 : n; /* load-only diagnostics write no output */
     for (int ci = 0; ci < ncheck; ++ci) {
         int j = bench ? (int)(lab_uniform() * n) : ci;
         for (int r = 0; r < m; ++r) {
-            double s = 0;
+            double s = 0, sq = 0;
             for (int kk = 0; kk < k; ++kk) {
                 double wv = which == 0 ? LAB_E4M3_DEC(w[(size_t)j * k + kk]) * scale[j]
                                        : ((int)w[(size_t)j * k + kk] - 8) * lab_f16_to_f64(gs[(size_t)(kk / 128) * n + j]);
                 const size_t xi = (size_t)r * k + kk;
                 s += (g.f16x ? lab_f16_to_f64(xh[xi]) : lab_bf16_to_f32(x[xi])) * wv;
+                if (g.a8) sq += xq8[xi] * (double)xs8[(size_t)r * (k / 128) + kk / 128] * wv;
             }
-            lab_err_add(&e, lab_bf16_to_f32(y[(size_t)r * n + j]), s);
+            lab_err_add(&e, lab_bf16_to_f32(y[(size_t)r * n + j]), g.a8 ? sq : s);
+            if (g.a8) lab_err_add(&ex, lab_bf16_to_f32(y[(size_t)r * n + j]), s);
         }
     }
     for (size_t i = 0; i < (size_t)m * n && ncheck; ++i) if ((y[i] & 0x7FFF) > 0x7F80) e.nan++;
@@ -733,13 +765,20 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     char shape[96];
     snprintf(shape, sizeof shape, "m%d n%d k%d", m, n, k);
     if (ncheck) lab_validate(o, name, shape, &e, 1e-2);
+    if (ncheck && g.a8) printf("INFO   %-28s %-22s vs the unquantized bf16 X: rel %.3e\n", name, shape, lab_err_rel(&ex));
     if (bench) {
         double us = lab_time_us(gemm_fn, &g, 20, 9);
-        double bytes = (double)wbytes + (which == 0 ? 4.0 * n : 2.0 * n * (k / 128)) + 2.0 * m * k + 2.0 * m * n;
+        double bytes = (double)wbytes + (which == 0 ? 4.0 * n : 2.0 * n * (k / 128)) + (g.a8 == 1 ? 1.0 : 2.0) * m * k +
+                       2.0 * m * n;
         lab_bench(o, name, shape, us, 2.0 * m * n * k, bytes);
     }
     }
     assay_cuda_lab_set_gemm_variant(0);
+    if (bench && g.dws8) { /* the X conversion of 121 / 122, timed on its own */
+        char shape[96];
+        snprintf(shape, sizeof shape, "m%d k%d", m, k);
+        lab_bench(o, "quant_x_i8", shape, lab_time_us(quant_x_i8_fn, &g, 20, 9), 0.0, 3.0 * m * k + 4.0 * m * (k / 128));
+    }
     if (bench && g.dws && (gemm_variant_selected(which, 119) || gemm_variant_selected(which, 120))) { /* the X conversion of 115-120, timed on its own */
         double us = lab_time_us(quant_x_i16_fn, &g, 20, 9);
         char shape[96];
@@ -747,7 +786,8 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         lab_bench(o, "quant_x_i16", shape, us, 0.0, 4.0 * m * k + 4.0 * m * (k / 128));
     }
     for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_i8[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
-    cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy); cudaFree(g.dws);
+    cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy); cudaFree(g.dws); cudaFree(g.dws8);
+    free(xq8); free(xs8);
     free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packi8); free(y);
 }
 

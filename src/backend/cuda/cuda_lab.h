@@ -111,6 +111,22 @@ int assay_cuda_quant_x_i16(const void *x, int x_f16, int8_t *xq, float *xs, int3
 int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, const uint8_t *w_packed,
                                   const uint16_t *scales_f16, void *y_bf16, int32_t m, int32_t n, int32_t k,
                                   assay_cuda_stream stream);
+/* W4A8 (round 19, version 121): the INT4 g128 weights of assay_cuda_int4_pack_i8 times X quantized to one signed byte
+ * per element, per token and 128-column group (xs = max |x| / 127, q = rint(x / xs)): the integer-mma GEMM of
+ * assay_cuda_gemm_int4g128_xi16 with one limb instead of two, so m tokens take m columns of the mma's N. Unlike
+ * every other INT4 entry this one changes the arithmetic: the activations lose precision (an error of up to xs / 2
+ * per element; kernel_check prints the output's error against the unquantized X). xq: m*k bytes ([m][k]), xs:
+ * m*(k/128) floats; N % 128 == 0, K % 256 == 0, m <= 16, compute capability 9.x. workspace:
+ * assay_cuda_gemm_int4g128_w4a8_workspace(m, k) bytes of device memory. */
+size_t assay_cuda_gemm_int4g128_w4a8_workspace(int32_t m, int32_t k);
+int assay_cuda_quant_x_i8(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
+                          assay_cuda_stream stream);
+int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, const uint8_t *w_packed,
+                                 const uint16_t *scales_f16, void *y_bf16, int32_t m, int32_t n, int32_t k,
+                                 assay_cuda_stream stream);
+int assay_cuda_gemm_int4g128_w4a8(const void *x, int x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                                  void *y_bf16, int32_t m, int32_t n, int32_t k, void *workspace,
+                                  assay_cuda_stream stream);
 /* FP8 W8A8 decode GEMM (gemm_decode_w8a8.cu): 0 = automatic (17 at one wave of 128-channel tiles, 10 above); 1 =
  * producer warp with bulk weight copies and cp.async X, 16 consumer warps, 4 stages, evict-first weights; 2 = 8
  * consumer warps; 3 = 6 stages; 4 = 1 without the arithmetic (load-only, no output); 5 = 1 without the evict-first

@@ -678,6 +678,55 @@ extern "C" int assay_cuda_gemm_int4g128_i8(const void *x, int x_f16, const uint8
     return assay_cuda_gemm_int4g128_xi16(xq, xs, wp, scales, y, m, n, k, stream);
 }
 
+int launch_quant_x_i8(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream);
+
+extern "C" size_t assay_cuda_gemm_int4g128_w4a8_workspace(int32_t m, int32_t k) {
+    return m > 0 && k > 0 ? (size_t)m * k + (size_t)m * (k / 128) * sizeof(float) : 0;
+}
+
+// X to one signed byte per element for the W4A8 GEMM (quant_x_i8 in gemm_decode_tma.cu).
+extern "C" int assay_cuda_quant_x_i8(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
+                                     assay_cuda_stream stream) {
+    if (!x || !xq || !xs) return assay_cuda_fail("quant_x_i8: null pointer argument");
+    if (m < 1 || k <= 0 || k % 256) return assay_cuda_fail("quant_x_i8: shape m=%d k=%d (need m>=1, k%%256==0)", m, k);
+    if ((uintptr_t)x % 8 || (uintptr_t)xq % 4 || (uintptr_t)xs % 4)
+        return assay_cuda_fail("quant_x_i8: x needs 8-byte, xq and xs 4-byte alignment");
+    if (launch_quant_x_i8(x, x_f16 != 0, xq, xs, m, k, (cudaStream_t)stream) < 0) return -1;
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+// The W4A8 GEMM on X already converted by assay_cuda_quant_x_i8 (version 121).
+extern "C" int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, const uint8_t *wp,
+                                            const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
+                                            assay_cuda_stream stream) {
+    if (!xq || !xs || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_xi8: null pointer argument");
+    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
+        return assay_cuda_fail("gemm_int4g128_xi8: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m,
+                               n, k);
+    if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
+        return assay_cuda_fail("gemm_int4g128_xi8: xq needs 16-byte and xs 4-byte alignment");
+    int rc = assay_cuda_gemm_v45(121, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
+    if (rc < 0) return -1;
+    if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi8: needs a compute capability 9.0 device");
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+// W4A8 in one call: the conversion into the workspace, then the GEMM.
+extern "C" int assay_cuda_gemm_int4g128_w4a8(const void *x, int x_f16, const uint8_t *wp, const uint16_t *scales,
+                                             void *y, int32_t m, int32_t n, int32_t k, void *workspace,
+                                             assay_cuda_stream stream) {
+    if (!workspace) return assay_cuda_fail("gemm_int4g128_w4a8: null workspace");
+    if ((uintptr_t)workspace % 16) return assay_cuda_fail("gemm_int4g128_w4a8: the workspace needs 16-byte alignment");
+    if (m < 1 || m > 16 || k <= 0 || k % 256)
+        return assay_cuda_fail("gemm_int4g128_w4a8: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
+    int8_t *xq = (int8_t *)workspace;
+    float *xs = (float *)(xq + (size_t)m * k);
+    if (assay_cuda_quant_x_i8(x, x_f16, xq, xs, m, k, stream) < 0) return -1;
+    return assay_cuda_gemm_int4g128_xi8(xq, xs, wp, scales, y, m, n, k, stream);
+}
+
 extern "C" int assay_cuda_quant_fp8_per_token(const void *x, uint8_t *out, float *scale, int32_t m, int32_t k,
                                               assay_cuda_stream stream) {
     if (!x || !out || !scale) return assay_cuda_fail("quant_fp8_per_token: null pointer argument");

@@ -70,7 +70,7 @@ struct V4Params {
     const __half *gscale;     // int4: [k/128][n]
     __nv_bfloat16 *y;
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
-    const float *xs;            // int4 versions 115-120: the scales of X's 16-bit integers, [m][k / 128]
+    const float *xs;            // int4 versions 115-121: the scales of X's 16-bit (115-120) or 8-bit (121) integers, [m][k / 128]
 };
 
 // Launches a split-K decode kernel: (n / bn) x splits CTAs, each cluster of splits CTAs reducing one output tile;
@@ -375,8 +375,11 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
 // xrow + i * XRP (i < 16 / XRP, row < m), chunk xoff of each row. Scales: SCH threads, one chunk each.
 template <int NTH, int KC, int BN, int XSW = 0>
 struct LeanLoader {
+    // XSW 3 (int4 version 121, X as one signed byte per element): rows of KC bytes, chunk xoff of row r at xoff ^ (r
+    // & 1), so that the 16-byte fragment loads of tokens g and g + 1 (one 8-lane phase) use different bank groups
+    static constexpr int XB = XSW == 3 ? 1 : 2;  // bytes per X element
     static constexpr int RUN = (KC / 128) * 512, NRUN = BN / 8, TPR = NTH / NRUN, WCH = RUN / 16 / TPR;
-    static constexpr int XCH = KC * 2 / 16, XRP = NTH / XCH, XPASS = 16 / XRP;
+    static constexpr int XCH = KC * XB / 16, XRP = NTH / XCH, XPASS = 16 / XRP;
     static constexpr int SROW = BN * 2 / 16, SCH = (KC / 128) * SROW;
     static_assert(NTH % NRUN == 0 && WCH * TPR * 16 == RUN && NTH % XCH == 0 && 16 % XRP == 0 && SCH <= NTH,
                   "lean loader: threads must tile the stage");
@@ -396,12 +399,17 @@ struct LeanLoader {
         sc = p.gscale + (size_t)(kbase / 128 + gi) * p.n + n0 + so * 8;
         sdst = C::SOFF + gi * BN * 2 + so * 16;
         const int xrow = tid / XCH, xoff = tid % XCH;
-        x = p.x + (size_t)xrow * p.k + kbase + xoff * 8;
+        if constexpr (XB == 1)
+            x = reinterpret_cast<const __nv_bfloat16 *>(reinterpret_cast<const uint8_t *>(p.x) + (size_t)xrow * p.k +
+                                                        kbase + xoff * 16);
+        else
+            x = p.x + (size_t)xrow * p.k + kbase + xoff * 8;
         xstride = (size_t)XRP * p.k;
         // XSW: chunk xoff at xoff ^ ((xoff >> 3) & 1) (the readers' 16-byte X loads then hit 8 different bank
         // groups per quarter warp; in the plain layout lanes t and t + 2 of a row are 128 bytes apart)
         // XSW 2 (int4 version 117's X limbs): bit 4 of the chunk, the limb of the 2 x 256-byte row, flips bit 0 too
-        xdst = C::XOFF + xrow * C::XP + (XSW ? (xoff ^ ((xoff >> 3) & 1) ^ (XSW == 2 ? (xoff >> 4) & 1 : 0)) : xoff) * 16;
+        xdst = C::XOFF + xrow * C::XP +
+               (XSW == 3 ? xoff ^ (xrow & 1) : XSW ? (xoff ^ ((xoff >> 3) & 1) ^ (XSW == 2 ? (xoff >> 4) & 1 : 0)) : xoff) * 16;
         xrows = xrow < p.m ? (p.m - xrow + XRP - 1) / XRP : 0;
     }
     __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
@@ -417,7 +425,10 @@ struct LeanLoader {
             for (int i = 0; i < WCH; ++i) cp16(base + wdst + i * TPR * 16, src + i * TPR * 16);
             if (threadIdx.x < SCH) cp16(base + sdst, sc + (size_t)s * (KC / 128) * p.n);
         }
-        if (PART != 1) {
+        if (PART != 1 && XB == 1) {
+            static_assert(XPASS == 1 || XB == 2, "one pass of 16 rows");
+            if (xrows) cp16(base + xdst, reinterpret_cast<const uint8_t *>(x) + (size_t)s * KC);
+        } else if (PART != 1) {
             const __nv_bfloat16 *src = x + (size_t)s * KC;
 #pragma unroll
             for (int i = 0; i < XPASS; ++i)
@@ -651,7 +662,12 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // into a ring of STAGES x 128 bytes past the receive buffer, instead of an __ldg per stage whose L2 latency the
     // stage's arithmetic does not cover (run h200-gpu13-int4-2: 115's GEMM alone, 116, 2.1 us slower than v104 at m1)
     constexpr bool XSR = (R9 & 16384) != 0;
+    // Round 19: bit 15 (A8, with I8 and XSR) = X as one signed byte per element (quant_x_i8: q = rint(127 x / max |x|)
+    // per token and 128-column group; rows of K bytes), i.e. W4A8: one limb, so a token tile is 8 tokens (column c =
+    // token 8 tt + c) and m16 takes the mma count of the 16-bit form at m8. Ring rows of KC bytes (LeanLoader XSW 3).
+    constexpr bool A8 = (R9 & 32768) != 0;
     static_assert(!(LSW || T1 || XSR) || I8, "LSW, T1 and XSR extend the integer-mma path");
+    static_assert(!A8 || (I8 && XSR && !LSW && !T1), "A8 is 119's ring with one byte per X element");
     static_assert(!T1 || !M16, "T1 serves m <= 4");
     static_assert(!PUSH || (INT4 && WA && LEAN), "the push reduction serves the int4 WA path");
     static_assert(PUSH || !(R9 & 256), "bit 8 selects the push mode");
@@ -688,7 +704,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             bulk_g2s(stg + C::SOFF + gi * BN * 2, p.gscale + (size_t)(k0 / 128 + gi) * p.n + n0, BN * 2, bar);
         }
     };
-    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW ? (LSW ? 2 : 1) : 0> ld(p, n0, kbase);  // unused unless LEAN
+    const LeanLoader<LEAN ? NTH : 256, LEAN ? KC : 512, LEAN ? BN : 128, XSW ? (A8 ? 3 : LSW ? 2 : 1) : 0> ld(p, n0, kbase);  // unused unless LEAN
     // XSR: slot s's X scales at xsring + s * 128, [group of the stage][token] (PUSH: past the receive buffer)
     uint8_t *const xsring = sm + STAGES * C::STAGE + (PUSH ? 16 * (BN / 2) * 4 + 16 : 0);
     auto load = [&](int s, int slot, auto part) {
@@ -715,7 +731,11 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // (the other tiles' rows are constant offsets from it) and its weight words
     auto tau = [](int tt, int u) { return T1 ? u : 8 * (tt >> 1) + 2 * u + (tt & 1); };
     uint32_t i8x[2] = {0u, 0u}, i8w = 0u;
-    if constexpr (I8) {
+    if constexpr (I8 && A8) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) i8x[h] = C::XOFF + g * C::XP + ((ks * 8 + 2 * t + h) ^ (g & 1)) * 16;  // token g's row
+        i8w = (nh * NTW * (KC / 128) + ks) * 512 + lane * 16;
+    } else if constexpr (I8) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int c = (g & 1) * (KC / 16) + ks * 8 + 2 * t + h;  // chunk h of the lane's limb row
@@ -859,6 +879,66 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                     acc[2 * j + tt][2] = fmaf(tmp[j][tt][2] + corr[tt][2], sb, acc[2 * j + tt][2]);
                     acc[2 * j + tt][3] = fmaf(tmp[j][tt][3] + corr[tt][3], sb, acc[2 * j + tt][3]);
                 }
+            }
+        } else if (INT4 && WA && I8 && A8) {
+            // v121 (round 19, W4A8): 119's stage with one byte per X element. Token tile tt = tokens 8 tt .. 8 tt +
+            // 7 (column c = token 8 tt + c), so lane t's accumulator columns 2t / 2t + 1 are tokens 8 tt + 2t + e,
+            // the float layout of the other versions (acc[2j + tt][e], row g; [2 + e], row g + 8). Weights, steps
+            // and the K permutation as in 115; per group the int32 sums are converted once and scaled by the weight
+            // scale / 16 times the token's X scale.
+            constexpr int RT = NTW / 2, TT = M16 ? 2 : 1;
+            float xsc[TT][2];  // the X scales of the lane's tokens 8 tt + 2t + e, from the stage's ring slot
+#pragma unroll
+            for (int tt = 0; tt < TT; ++tt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int tok = 8 * tt + 2 * t + e;
+                    xsc[tt][e] = tok < p.m ? reinterpret_cast<const float *>(xsring + (st % STAGES) * 128)[ks * 16 + tok] : 0.f;
+                }
+            uint4 wu[RT], wv2[RT];
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                wu[j] = *reinterpret_cast<const uint4 *>(stg + i8w + 2 * j * (KC / 128) * 512);
+                wv2[j] = *reinterpret_cast<const uint4 *>(stg + i8w + (2 * j + 1) * (KC / 128) * 512);
+            }
+            int32_t ci[RT][TT][4];
+#pragma unroll
+            for (int j = 0; j < RT; ++j)
+#pragma unroll
+                for (int tt = 0; tt < TT; ++tt) ci[j][tt][0] = ci[j][tt][1] = ci[j][tt][2] = ci[j][tt][3] = 0;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // 16-byte chunk h of each token row serves steps 2h and 2h + 1
+                uint32_t xb[TT][4];
+#pragma unroll
+                for (int tt = 0; tt < TT; ++tt) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(stg + i8x[h] + 8 * tt * C::XP);
+                    xb[tt][0] = v.x; xb[tt][1] = v.y; xb[tt][2] = v.z; xb[tt][3] = v.w;
+                }
+#pragma unroll
+                for (int s = 2 * h; s < 2 * h + 2; ++s)
+#pragma unroll
+                    for (int j = 0; j < RT; ++j) {
+                        const uint32_t u = s == 0 ? wu[j].x : s == 1 ? wu[j].y : s == 2 ? wu[j].z : wu[j].w;
+                        const uint32_t v = s == 0 ? wv2[j].x : s == 1 ? wv2[j].y : s == 2 ? wv2[j].z : wv2[j].w;
+                        const uint32_t a[4] = {(u << 4) & 0xF0F0F0F0u, (v << 4) & 0xF0F0F0F0u, u & 0xF0F0F0F0u,
+                                               v & 0xF0F0F0F0u};
+#pragma unroll
+                        for (int tt = 0; tt < TT; ++tt)
+                            mma_s8s8_16832(ci[j][tt], a, xb[tt][2 * (s & 1)], xb[tt][2 * (s & 1) + 1]);
+                    }
+            }
+            const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                const float sa = __half2float(sc[16 * j]) * 0.0625f, sb = __half2float(sc[16 * j + 8]) * 0.0625f;
+#pragma unroll
+                for (int tt = 0; tt < TT; ++tt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float *a = acc[2 * j + tt];
+                        a[e] = fmaf((float)ci[j][tt][e], sa * xsc[tt][e], a[e]);
+                        a[2 + e] = fmaf((float)ci[j][tt][2 + e], sb * xsc[tt][e], a[2 + e]);
+                    }
             }
         } else if (INT4 && WA && I8) {
             // v115 (round 18): m16n8k32 s8 x s8 mma with int32 accumulators. The mma.sync probe (mma_probe) prices
@@ -2125,6 +2205,43 @@ __global__ void __launch_bounds__(256) quant_x_i16(const uint16_t *x, int8_t *xq
     }
 }
 
+// X (bf16 or f16) [m][k] -> one signed byte per element for version 121 (W4A8): per token and 128-column group,
+// xs = max |x| / 127 and q = rint(x / xs) in [-127, 127], stored in place ([m][k] bytes). A NaN or inf in a group
+// makes its scale NaN, as in quant_x_i16. Same launch shape and PDL handshake as quant_x_i16.
+template <bool F16>
+__global__ void __launch_bounds__(256) quant_x_i8(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
+    const int w = (int)((blockIdx.x * 256u + threadIdx.x) >> 5), lane = threadIdx.x & 31, ngroup = k / 128;
+    pdl_launch_dependents();
+    pdl_wait();
+    if (w < m * ngroup) {
+        const int tok = w / ngroup, gr = w % ngroup;
+        const uint2 raw = *reinterpret_cast<const uint2 *>(x + (size_t)tok * k + gr * 128 + 4 * lane);
+        const uint32_t h[2] = {raw.x, raw.y};
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            if (F16) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h[i]));
+                v[2 * i] = f.x; v[2 * i + 1] = f.y;
+            } else {
+                v[2 * i] = __uint_as_float(h[i] << 16);
+                v[2 * i + 1] = __uint_as_float(h[i] & 0xFFFF0000u);
+            }
+        }
+        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const bool finite = __all_sync(0xffffffffu, fabsf(v[0]) <= FLT_MAX && fabsf(v[1]) <= FLT_MAX &&
+                                                        fabsf(v[2]) <= FLT_MAX && fabsf(v[3]) <= FLT_MAX);
+        const float inv = finite && amax > 0.f ? 127.f / amax : 0.f;
+        uint32_t b = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) b |= (uint32_t)(min(max(__float2int_rn(v[i] * inv), -127), 127) & 255) << (8 * i);
+        *reinterpret_cast<uint32_t *>(xq + (size_t)tok * k + gr * 128 + 4 * lane) = b;
+        if (lane == 0) xs[(size_t)tok * ngroup + gr] = finite ? amax / 127.f : __int_as_float(0x7fc00000);
+    }
+}
+
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
 int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.x
 
@@ -2132,14 +2249,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119)));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119)));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2155,7 +2272,8 @@ struct V5Ver {
     // round 18: 115 = 90 on the integer mma (I8: X as 16-bit integers, weights packed by assay_cuda_int4_pack_i8),
     // 117 = 115 with the limb swizzle (LSW), 118 = 117 with one token tile at m <= 4 (T1; 117 above); 116 is 115's
     // entry without the X conversion (timing probe, gemm_decode.cu); 119 = 117 with the X scales through a shared
-    // memory ring (XSR), 120 its GEMM without the conversion (timing probe)
+    // memory ring (XSR), 120 its GEMM without the conversion (timing probe); round 19: 121 = 119 on X as one signed
+    // byte per element (A8, W4A8; quant_x_i8)
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
@@ -2164,7 +2282,8 @@ struct V5Ver {
                               VER == 104 ? 3 + 64 + 128 + 256 + 512 : VER == 107 ? 3 + 64 + 128 + 256 + 512 + 1024 :
                               VER == 115 ? 3 + 64 + 128 + 256 + 2048 : VER == 117 ? 3 + 64 + 128 + 256 + 2048 + 4096 :
                               VER == 118 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 8192 :
-                              VER == 119 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 : 0;
+                              VER == 119 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 :
+                              VER == 121 ? 3 + 64 + 128 + 256 + 2048 + 16384 + 32768 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2212,7 +2331,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_i16)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
-                 int4 && ver >= 115 && ver <= 119 ? 4 : 0)) return 0;
+                 int4 && ((ver >= 115 && ver <= 119) || ver == 121) ? 4 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
@@ -2226,7 +2345,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119)));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2248,7 +2367,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119)) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121) &&
+        tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2330,6 +2450,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 115: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(115); break;
     case 117: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(117); break;
     case 119: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(119); break;
+    case 121: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(121); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
@@ -2385,5 +2506,16 @@ int launch_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, in
         ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i16<true>, (const uint16_t *)x, xq, xs, m, k));
     else
         ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i16<false>, (const uint16_t *)x, xq, xs, m, k));
+    return 0;
+}
+
+// Version 121's X conversion (quant_x_i8, W4A8); k % 256 == 0.
+int launch_quant_x_i8(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
+    const int warps = m * (k / 128);
+    SplitKLaunch launch(dim3((warps + 7) / 8, 1, 1), 256, 0, stream, true);
+    if (f16)
+        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i8<true>, (const uint16_t *)x, xq, xs, m, k));
+    else
+        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i8<false>, (const uint16_t *)x, xq, xs, m, k));
     return 0;
 }
