@@ -541,7 +541,7 @@ typedef struct gemm_ctx {
     void *dws;               /* the workspace of 115-120 (X as 16-bit integers and their scales) */
     int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
     void *dws8;              /* W4A8 (121 / 122): X as signed bytes and their scales (assay_cuda_quant_x_i8) */
-    int a8;                  /* 1: 121 = assay_cuda_gemm_int4g128_xi8 on the X converted once; 2: 122 = the w4a8 entry */
+    int a8;                  /* 1: 121 / 123 = assay_cuda_gemm_int4g128_xi8 on the X converted once; 2: 122 / 124 = the w4a8 entry */
     float *dscale[8];
     uint16_t *dgs[8];
 } gemm_ctx;
@@ -676,7 +676,8 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * X (122 converts it again in each call, to the same bytes) */
     int8_t *xq8 = NULL;
     float *xs8 = NULL;
-    if (packi8 && (gemm_variant_selected(which, 121) || gemm_variant_selected(which, 122))) {
+    if (packi8 && (gemm_variant_selected(which, 121) || gemm_variant_selected(which, 122) ||
+                   gemm_variant_selected(which, 123) || gemm_variant_selected(which, 124))) {
         g.dws8 = lab_dmalloc(assay_cuda_gemm_int4g128_w4a8_workspace(m, k));
         KCALL(assay_cuda_quant_x_i8(g.dx, 0, g.dws8, (float *)((int8_t *)g.dws8 + nx), m, k, NULL));
         CK(cudaDeviceSynchronize());
@@ -695,12 +696,12 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * stages (timing probe, wrong results on purpose), 81 / 82 the same of 80, 86 = 85 load-only, 97 = 95 with X
      * copied for its first four stages only (timing probe); 116 / 120 = 115's / 119's GEMM on X converted once
      * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16); 121 / 122 = W4A8 (X as
-     * signed bytes: the GEMM on X converted once / the entry with its conversion), validated against the float64
-     * product on the quantized X, their error against the bf16 X printed beside it */
+     * signed bytes: the GEMM on X converted once / the entry with its conversion), 123 / 124 the same of version 123,
+     * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -714,11 +715,11 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 122)) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 124)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
-    if (variant >= 115 && variant <= 122 && !packi8) continue;
+    if (variant >= 115 && variant <= 124 && !packi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     if (!gemm_variant_selected(which, variant) && !(which == 1 && variant == 104)) continue;
@@ -730,11 +731,11 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
-        g.di8[c] = which == 1 && variant >= 115 && variant <= 122 ? saved_i8[c] : NULL;
+        g.di8[c] = which == 1 && variant >= 115 && variant <= 124 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
     g.xi16 = which == 1 && (variant == 116 || variant == 120);
-    g.a8 = which == 1 && variant == 121 ? 1 : which == 1 && variant == 122 ? 2 : 0;
+    g.a8 = which == 1 && (variant == 121 || variant == 123) ? 1 : which == 1 && (variant == 122 || variant == 124) ? 2 : 0;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);

@@ -696,7 +696,7 @@ extern "C" int assay_cuda_quant_x_i8(const void *x, int x_f16, int8_t *xq, float
     return 0;
 }
 
-// The W4A8 GEMM on X already converted by assay_cuda_quant_x_i8 (version 121).
+// The W4A8 GEMM on X already converted by assay_cuda_quant_x_i8 (version 121, or 123 by the lab variant).
 extern "C" int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, const uint8_t *wp,
                                             const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
                                             assay_cuda_stream stream) {
@@ -706,7 +706,8 @@ extern "C" int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, c
                                n, k);
     if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
         return assay_cuda_fail("gemm_int4g128_xi8: xq needs 16-byte and xs 4-byte alignment");
-    int rc = assay_cuda_gemm_v45(121, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
+    const int ver = g_gemm_variant == 123 || g_gemm_variant == 124 ? 123 : 121;  // (lab: 124 = 123 through _w4a8)
+    int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi8: needs a compute capability 9.0 device");
     ASSAY_CUDA_LAUNCHED();
