@@ -136,11 +136,11 @@ def main():
         if r:
             v = r["speedup_vs_peer"]
             target(f"int4 g128 decode GEMM m16 on f16 X speed / {label}", v, ">= 3", v >= 3)
-    # W4A8 (lab 121 / 122, 123 / 124): X quantized to 8 bits per token and 128-column group, a different operation from the
-    # rows above (kernel_check prints its error against the unquantized X); 121 / 123 are the GEMM on X converted
-    # beforehand, 122 / 124 the entry that converts X in each call
-    for kern, label in (("gemm_int4_g128_v121", "121, X converted beforehand"), ("gemm_int4_g128_v122", "121, conversion included"),
-                        ("gemm_int4_g128_v123", "123, X converted beforehand"), ("gemm_int4_g128_v124", "123, conversion included")):
+    # W4A8 (assay_cuda_gemm_int4g128_xi8 / _w4a8, lab version 123; recorded as gemm_int4_g128_v123 / _v124 in run
+    # h200-gpu14-w4a8-2): X quantized to 8 bits per token and 128-column group, a different operation from the rows
+    # above (kernel_check prints its error against the unquantized X); _xi8 is the GEMM on X converted beforehand,
+    # _w4a8 the entry that converts X in each call
+    for kern, label in (("gemm_int4_g128_xi8", "X converted beforehand"), ("gemm_int4_g128_w4a8", "conversion included")):
         r = first(kern, "m16 n8192", "peer:cublas_bf16")
         if r:
             v = r["speedup_vs_peer"]

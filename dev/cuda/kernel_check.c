@@ -612,12 +612,16 @@ static int gemm_variant_selected(int which, int variant) {
     return variant == 0 || list_has(f, variant);
 }
 
-/* One GEMM case: builds weights, validates (all outputs, or sampled columns for big shapes), optionally times. */
-static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
+/* One GEMM case: builds weights, validates (all outputs, or sampled columns for big shapes), optionally times.
+ * outliers: every 97th element of X x20 (as the W8A8 cases), so the W4A8 versions' error against the unquantized X
+ * is also shown where a group's largest value is far above its typical one. */
+static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, int outliers) {
     if (!gemm_variant_selected(which, 0)) return;
     size_t nx = (size_t)m * k;
     uint16_t *x = malloc(nx * 2);
     fill_bf16(x, nx, 1.0);
+    if (outliers)
+        for (size_t i = 0; i < nx; i += 97) x[i] = lab_f32_to_bf16(lab_bf16_to_f32(x[i]) * 20.f);
     uint16_t *xh = malloc(nx * 2); /* the same values in f16 (exact but for tiny subnormals), for 104-107 */
     for (size_t i = 0; i < nx; ++i) xh[i] = lab_f64_to_f16(lab_bf16_to_f32(x[i]));
     uint8_t *w = malloc((size_t)n * k);          /* fp8 codes or int4 values (one per byte) */
@@ -676,8 +680,7 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * X (122 converts it again in each call, to the same bytes) */
     int8_t *xq8 = NULL;
     float *xs8 = NULL;
-    if (packi8 && (gemm_variant_selected(which, 121) || gemm_variant_selected(which, 122) ||
-                   gemm_variant_selected(which, 123) || gemm_variant_selected(which, 124))) {
+    if (packi8) {
         g.dws8 = lab_dmalloc(assay_cuda_gemm_int4g128_w4a8_workspace(m, k));
         KCALL(assay_cuda_quant_x_i8(g.dx, 0, g.dws8, (float *)((int8_t *)g.dws8 + nx), m, k, NULL));
         CK(cudaDeviceSynchronize());
@@ -697,11 +700,12 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
      * copied for its first four stages only (timing probe); 116 / 120 = 115's / 119's GEMM on X converted once
      * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16); 121 / 122 = W4A8 (X as
      * signed bytes: the GEMM on X converted once / the entry with its conversion), 123 / 124 the same of version 123,
-     * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it */
+     * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it;
+     * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -715,14 +719,16 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 124)) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 125)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
-    if (variant >= 115 && variant <= 124 && !packi8) continue;
+    if (variant >= 115 && variant <= 125 && !packi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
-    if (!gemm_variant_selected(which, variant) && !(which == 1 && variant == 104)) continue;
+    /* 104 (the f16-X entry) and 123 / 124 (the W4A8 entries' default, on converted X / with the conversion) run with
+     * every selection, as entries of their own */
+    if (!gemm_variant_selected(which, variant) && !(which == 1 && (variant == 104 || variant == 123 || variant == 124))) continue;
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
     if (loadonly && !bench) continue;
     if (variant == 13 && which == 0) continue; /* 13 differs from 9 only for int4 */
@@ -731,10 +737,10 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
-        g.di8[c] = which == 1 && variant >= 115 && variant <= 124 ? saved_i8[c] : NULL;
+        g.di8[c] = which == 1 && variant >= 115 && variant <= 125 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
-    g.xi16 = which == 1 && (variant == 116 || variant == 120);
+    g.xi16 = which == 1 && (variant == 116 || variant == 120 || variant == 125);
     g.a8 = which == 1 && (variant == 121 || variant == 123) ? 1 : which == 1 && (variant == 122 || variant == 124) ? 2 : 0;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
@@ -762,9 +768,11 @@ static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) {
     char name[64];
     snprintf(name, sizeof name, "%s", which == 0 ? "gemm_fp8w_e4m3" : "gemm_int4_g128");
     if (variant == 104) snprintf(name + strlen(name), sizeof name - strlen(name), "_xf16");
+    else if (variant == 123) snprintf(name + strlen(name), sizeof name - strlen(name), "_xi8");
+    else if (variant == 124) snprintf(name + strlen(name), sizeof name - strlen(name), "_w4a8");
     else if (vi) snprintf(name + strlen(name), sizeof name - strlen(name), "_v%d", variant);
     char shape[96];
-    snprintf(shape, sizeof shape, "m%d n%d k%d", m, n, k);
+    snprintf(shape, sizeof shape, "m%d n%d k%d%s", m, n, k, outliers ? " outliers" : "");
     if (ncheck) lab_validate(o, name, shape, &e, 1e-2);
     if (ncheck && g.a8) printf("INFO   %-28s %-22s vs the unquantized bf16 X: rel %.3e\n", name, shape, lab_err_rel(&ex));
     if (bench) {
@@ -953,12 +961,15 @@ static void section_gemm_w8a8(lab_out *o) {
     if (!g_quick) w8a8_case(o, 16, 28672, 8192, 1);
 }
 
+static void gemm_case(lab_out *o, int which, int m, int n, int k, int bench) { gemm_case_x(o, which, m, n, k, bench, 0); }
+
 static void section_gemm(lab_out *o) {
     int ms[3] = {1, 5, 16};
     for (int which = 0; which < 2; ++which)
         for (int i = 0; i < 3; ++i) gemm_case(o, which, ms[i], 256, 1024, 0);
     gemm_case(o, 1, 5, 256, 768, 0); /* int4, K not a multiple of 512: the kernels' unsplit paths */
     gemm_case(o, 1, 3, 192, 640, 0); /* int4, N % 128 and K % 256 not 0: the direct kernels (bf16 and f16 X) */
+    gemm_case_x(o, 1, 16, 256, 1024, 0, 1); /* int4 on X with outlier elements (the W4A8 versions' X error) */
     for (int which = 0; which < 2; ++which) {
         gemm_case(o, which, 1, 8192, 8192, 1);
         gemm_case(o, which, 16, 8192, 8192, 1);

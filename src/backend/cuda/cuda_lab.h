@@ -66,7 +66,11 @@ extern "C" {
  * GEMM alone (assay_cuda_gemm_int4g128_xi16 on X converted once); 117 = 115 with the
  * limbs in different bank groups; 118 = 117 with one token tile at m <= 4; 119 = 117 with the X scales through the
  * stage ring (the default of assay_cuda_gemm_int4g128_xi16); 120 = 119's GEMM alone (assay_cuda_gemm_int4g128_xi16 on X
- * converted once, validated and timed without the conversion).
+ * converted once, validated and timed without the conversion). Round 19 (W4A8, entries below): 121 = 119 on X as one
+ * signed byte per element (one limb: m tokens are m mma columns), 123 = 121 with the X-scale slots of tokens >= m
+ * zeroed at entry (unguarded scale loads; the weights' 1/16 once after the loop), the default of
+ * assay_cuda_gemm_int4g128_xi8; 122 / 124 = 121 / 123 through assay_cuda_gemm_int4g128_w4a8 (kernel_check's numbering);
+ * 125 = 119 with 123's change (through assay_cuda_gemm_int4g128_xi16).
  * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
@@ -117,7 +121,8 @@ int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, const uint8
  * every other INT4 entry this one changes the arithmetic: the activations lose precision (an error of up to xs / 2
  * per element; kernel_check prints the output's error against the unquantized X). xq: m*k bytes ([m][k]), xs:
  * m*(k/128) floats; N % 128 == 0, K % 256 == 0, m <= 16, compute capability 9.x. workspace:
- * assay_cuda_gemm_int4g128_w4a8_workspace(m, k) bytes of device memory. */
+ * assay_cuda_gemm_int4g128_w4a8_workspace(m, k) bytes of device memory. The GEMM on converted X runs at 3.27x cuBLAS
+ * bf16 at m16 n8192 k8192 (run h200-gpu14-w4a8-2); with the conversion as a separate launch in front, 2.25x. */
 size_t assay_cuda_gemm_int4g128_w4a8_workspace(int32_t m, int32_t k);
 int assay_cuda_quant_x_i8(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
                           assay_cuda_stream stream);

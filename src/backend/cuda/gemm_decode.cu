@@ -645,7 +645,7 @@ extern "C" int assay_cuda_quant_x_i16(const void *x, int x_f16, int8_t *xq, floa
     return 0;
 }
 
-// The integer-mma GEMM on X already converted (versions 115 / 117 / 118 / 119 by the lab variant; 119 otherwise).
+// The integer-mma GEMM on X already converted (versions 115 / 117 / 118 / 119 / 125 by the lab variant; 119 otherwise).
 extern "C" int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, const uint8_t *wp,
                                              const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
                                              assay_cuda_stream stream) {
@@ -656,7 +656,7 @@ extern "C" int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, 
     if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
         return assay_cuda_fail("gemm_int4g128_xi16: xq needs 16-byte and xs 4-byte alignment");
     const int v = g_gemm_variant;
-    const int ver = v == 115 || v == 116 ? 115 : v == 117 || v == 118 ? v : 119;  // (116 / 120: 115's / 119's GEMM)
+    const int ver = v == 115 || v == 116 ? 115 : v == 117 || v == 118 || v == 125 ? v : 119;  // (116 / 120: 115's / 119's GEMM)
     int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi16: needs a compute capability 9.0 device");
@@ -696,7 +696,7 @@ extern "C" int assay_cuda_quant_x_i8(const void *x, int x_f16, int8_t *xq, float
     return 0;
 }
 
-// The W4A8 GEMM on X already converted by assay_cuda_quant_x_i8 (version 121, or 123 by the lab variant).
+// The W4A8 GEMM on X already converted by assay_cuda_quant_x_i8 (version 123, or 121 by the lab variant).
 extern "C" int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, const uint8_t *wp,
                                             const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
                                             assay_cuda_stream stream) {
@@ -706,7 +706,7 @@ extern "C" int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, c
                                n, k);
     if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
         return assay_cuda_fail("gemm_int4g128_xi8: xq needs 16-byte and xs 4-byte alignment");
-    const int ver = g_gemm_variant == 123 || g_gemm_variant == 124 ? 123 : 121;  // (lab: 124 = 123 through _w4a8)
+    const int ver = g_gemm_variant == 121 || g_gemm_variant == 122 ? 121 : 123;  // (lab: 122 = 121 through _w4a8)
     int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi8: needs a compute capability 9.0 device");

@@ -671,7 +671,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // loop spent ~45 of its 298 instructions at m16 on four guarded loads), and the weights' factor 16 (the codes
     // are 16 (q - 8)) comes off the sums once after the loop instead of per group
     constexpr bool XZ = (R9 & 65536) != 0;
-    static_assert(!XZ || A8, "XZ extends A8");
+    static_assert(!XZ || (I8 && XSR && !T1), "XZ extends the X-scale ring (A8 or two limbs)");
     static_assert(!(LSW || T1 || XSR) || I8, "LSW, T1 and XSR extend the integer-mma path");
     static_assert(!A8 || (I8 && XSR && !LSW && !T1), "A8 is 119's ring with one byte per X element");
     static_assert(!T1 || !M16, "T1 serves m <= 4");
@@ -972,7 +972,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
 #pragma unroll
             for (int tt = 0; tt < TT; ++tt) {
                 const int tok = tau(tt, t);
-                if (XSR) xsc[tt] = tok < p.m ? reinterpret_cast<const float *>(xsring + (st % STAGES) * 128)[ks * 16 + tok] : 0.f;
+                if (XZ) xsc[tt] = reinterpret_cast<const float *>(xsring + (st % STAGES) * 128)[ks * 16 + tok];
+                else if (XSR) xsc[tt] = tok < p.m ? reinterpret_cast<const float *>(xsring + (st % STAGES) * 128)[ks * 16 + tok] : 0.f;
                 else xsc[tt] = tok < p.m ? __ldg(p.xs + (size_t)tok * ngroup + grp) : 0.f;
             }
             uint4 wu[RT], wv2[RT];
@@ -1010,7 +1011,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
 #pragma unroll
             for (int j = 0; j < RT; ++j) {
-                const float sa = __half2float(sc[16 * j]) * 0.0625f, sb = __half2float(sc[16 * j + 8]) * 0.0625f;
+                const float wf = XZ ? 1.f : 0.0625f;  // (XZ: the 1/16 after the loop)
+                const float sa = __half2float(sc[16 * j]) * wf, sb = __half2float(sc[16 * j + 8]) * wf;
 #pragma unroll
                 for (int tt = 0; tt < TT; ++tt) {
                     const float f0 = (float)(ci[j][tt][0] * 256 + ci[j][tt][1]);
@@ -2267,14 +2269,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2292,7 +2294,7 @@ struct V5Ver {
     // entry without the X conversion (timing probe, gemm_decode.cu); 119 = 117 with the X scales through a shared
     // memory ring (XSR), 120 its GEMM without the conversion (timing probe); round 19: 121 = 119 on X as one signed
     // byte per element (A8, W4A8; quant_x_i8), 123 = 121 with the ring's X scales of tokens >= m zeroed at entry
-    // (XZ: unguarded 8-byte scale loads, the weights' 1/16 after the loop)
+    // (XZ: unguarded 8-byte scale loads, the weights' 1/16 after the loop); 125 = 119 (two limbs) with XZ
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
@@ -2303,7 +2305,8 @@ struct V5Ver {
                               VER == 118 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 8192 :
                               VER == 119 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 :
                               VER == 121 ? 3 + 64 + 128 + 256 + 2048 + 16384 + 32768 :
-                              VER == 123 ? 3 + 64 + 128 + 256 + 2048 + 16384 + 32768 + 65536 : 0;
+                              VER == 123 ? 3 + 64 + 128 + 256 + 2048 + 16384 + 32768 + 65536 :
+                              VER == 125 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 + 65536 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2351,7 +2354,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_i16)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
-                 int4 && ((ver >= 115 && ver <= 119) || ver == 121 || ver == 123) ? 4 : 0)) return 0;
+                 int4 && ((ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125) ? 4 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
@@ -2365,7 +2368,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2387,7 +2390,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123) &&
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125) &&
         tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
@@ -2472,6 +2475,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 119: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(119); break;
     case 121: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(121); break;
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
+    case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
