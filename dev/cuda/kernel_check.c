@@ -701,11 +701,11 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
      * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16); 121 / 122 = W4A8 (X as
      * signed bytes: the GEMM on X converted once / the entry with its conversion), 123 / 124 the same of version 123,
      * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it;
-     * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots; 126 / 127 = 123 / 125 with 16 warps */
+     * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -719,11 +719,11 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 127)) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 125)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
-    if (variant >= 115 && variant <= 127 && !packi8) continue;
+    if (variant >= 115 && variant <= 125 && !packi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     /* 104 (the f16-X entry) and 123 / 124 (the W4A8 entries' default, on converted X / with the conversion) run with
@@ -737,11 +737,11 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
-        g.di8[c] = which == 1 && variant >= 115 && variant <= 127 ? saved_i8[c] : NULL;
+        g.di8[c] = which == 1 && variant >= 115 && variant <= 125 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
-    g.xi16 = which == 1 && (variant == 116 || variant == 120 || variant == 125 || variant == 127);
-    g.a8 = which == 1 && (variant == 121 || variant == 123 || variant == 126) ? 1 : which == 1 && (variant == 122 || variant == 124) ? 2 : 0;
+    g.xi16 = which == 1 && (variant == 116 || variant == 120 || variant == 125);
+    g.a8 = which == 1 && (variant == 121 || variant == 123) ? 1 : which == 1 && (variant == 122 || variant == 124) ? 2 : 0;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
     gemm_fn(&g, 0);

@@ -656,7 +656,7 @@ extern "C" int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, 
     if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
         return assay_cuda_fail("gemm_int4g128_xi16: xq needs 16-byte and xs 4-byte alignment");
     const int v = g_gemm_variant;
-    const int ver = v == 115 || v == 116 ? 115 : v == 117 || v == 118 || v == 125 || v == 127 ? v : 119;  // (116 / 120: 115's / 119's GEMM)
+    const int ver = v == 115 || v == 116 ? 115 : v == 117 || v == 118 || v == 125 ? v : 119;  // (116 / 120: 115's / 119's GEMM)
     int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi16: needs a compute capability 9.0 device");
@@ -706,8 +706,7 @@ extern "C" int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, c
                                n, k);
     if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
         return assay_cuda_fail("gemm_int4g128_xi8: xq needs 16-byte and xs 4-byte alignment");
-    const int v = g_gemm_variant;  // (lab: 122 = 121 through _w4a8)
-    const int ver = v == 121 || v == 122 ? 121 : v == 126 ? 126 : 123;
+    const int ver = g_gemm_variant == 121 || g_gemm_variant == 122 ? 121 : 123;  // (lab: 122 = 121 through _w4a8)
     int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi8: needs a compute capability 9.0 device");

@@ -381,8 +381,7 @@ struct LeanLoader {
     static constexpr int RUN = (KC / 128) * 512, NRUN = BN / 8, TPR = NTH / NRUN, WCH = RUN / 16 / TPR;
     static constexpr int XCH = KC * XB / 16, XRP = NTH / XCH, XPASS = 16 / XRP;
     static constexpr int SROW = BN * 2 / 16, SCH = (KC / 128) * SROW;
-    static_assert(NTH % NRUN == 0 && WCH * TPR * 16 == RUN && NTH % XCH == 0 && (XB == 1 ? XRP >= 16 : 16 % XRP == 0) &&
-                      SCH <= NTH,
+    static_assert(NTH % NRUN == 0 && WCH * TPR * 16 == RUN && NTH % XCH == 0 && 16 % XRP == 0 && SCH <= NTH,
                   "lean loader: threads must tile the stage");
     const uint8_t *w;       // this thread's first weight chunk of stage 0
     const __half *sc;       // its scale chunk of stage 0 (tid < SCH)
@@ -427,7 +426,7 @@ struct LeanLoader {
             if (threadIdx.x < SCH) cp16(base + sdst, sc + (size_t)s * (KC / 128) * p.n);
         }
         if (PART != 1 && XB == 1) {
-            static_assert(XRP >= 16 || XB == 2, "one pass of 16 rows");
+            static_assert(XPASS == 1 || XB == 2, "one pass of 16 rows");
             if (xrows) cp16(base + xdst, reinterpret_cast<const uint8_t *>(x) + (size_t)s * KC);
         } else if (PART != 1) {
             const __nv_bfloat16 *src = x + (size_t)s * KC;
@@ -2270,14 +2269,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125 || VER == 126 || VER == 127));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
-                               VER == 33 || VER == 34 || VER == 50 || VER == 71 || VER == 126 || VER == 127 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125 || VER == 126 || VER == 127));  // weights as A
+                               VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2295,8 +2294,7 @@ struct V5Ver {
     // entry without the X conversion (timing probe, gemm_decode.cu); 119 = 117 with the X scales through a shared
     // memory ring (XSR), 120 its GEMM without the conversion (timing probe); round 19: 121 = 119 on X as one signed
     // byte per element (A8, W4A8; quant_x_i8), 123 = 121 with the ring's X scales of tokens >= m zeroed at entry
-    // (XZ: unguarded 8-byte scale loads, the weights' 1/16 after the loop); 125 = 119 (two limbs) with XZ; 126 / 127 =
-    // 123 / 125 with 16 warps (one 16-row tile each: 4 warps per scheduler at one CTA per SM instead of 2)
+    // (XZ: unguarded 8-byte scale loads, the weights' 1/16 after the loop); 125 = 119 (two limbs) with XZ
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
                               VER == 78 ? 3 + 8 + 16 : VER == 79 ? 3 + 16 : VER == 80 ? 3 + 64 :
@@ -2308,9 +2306,7 @@ struct V5Ver {
                               VER == 119 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 :
                               VER == 121 ? 3 + 64 + 128 + 256 + 2048 + 16384 + 32768 :
                               VER == 123 ? 3 + 64 + 128 + 256 + 2048 + 16384 + 32768 + 65536 :
-                              VER == 125 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 + 65536 :
-                              VER == 126 ? 3 + 64 + 128 + 256 + 2048 + 16384 + 32768 + 65536 :
-                              VER == 127 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 + 65536 : 0;
+                              VER == 125 ? 3 + 64 + 128 + 256 + 2048 + 4096 + 16384 + 65536 : 0;
     static constexpr bool ROT = VER == 50;  // 50 = 15 with the staggered K order (48 / 49 = 8 / 28 removed)
     static constexpr bool FM = VER == 30 || VER == 32 || VER == 33;  // int4: f16 magic dequant, wa packing
     static constexpr bool LOADONLY = VER == 7 || VER == 12 || VER == 15 || VER == 18 || VER == 21 || VER == 50 ||
@@ -2358,7 +2354,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_i16)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
-                 int4 && ((ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125 || ver == 126 || ver == 127) ? 4 : 0)) return 0;
+                 int4 && ((ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125) ? 4 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
@@ -2372,7 +2368,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125 || ver == 126 || ver == 127));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2394,7 +2390,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125 || ver == 126 || ver == 127) &&
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125) &&
         tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
@@ -2480,8 +2476,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 121: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(121); break;
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
-    case 126: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(126); break;
-    case 127: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(127); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
