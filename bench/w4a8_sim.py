@@ -22,6 +22,7 @@ import json
 import math
 import os
 import struct
+import sys
 import time
 
 import numpy as np
@@ -167,6 +168,7 @@ def main():
     base = models.get("bf16") or Llama(cfg, w)
     # every window group runs through every model once, the bf16 one first (the KL divergence's reference)
     acc = {sc: [0.0, 0, 0.0, 0.0] for sc in models}  # nll, tokens, kl, seconds
+    total, done, t_start = len(ids) - 1, 0, time.time()
     for x, tgt in windows(ids, a.ctx, a.batch):
         t0 = time.time()
         bp = log_softmax(base.logits(x))
@@ -179,6 +181,11 @@ def main():
             r[1] += tgt.size
             r[2] += (np.exp(bp) * (bp - lp)).sum(-1).astype(np.float64).sum()
             r[3] += time.time() - t0 + (tb if model is base else 0.0)
+        done += tgt.size
+        el = time.time() - t_start
+        print(f"\rw4a8_sim: {done}/{total} tokens, {el:.0f} s, ~{el * (total - done) / done:.0f} s left", end="",
+              file=sys.stderr, flush=True)
+    print(file=sys.stderr)
     for sc, (nll, n, kl, sec) in acc.items():
         row = {"scheme": sc, "ppl": math.exp(nll / n), "nll": nll, "tokens": n, "kld": kl / n, "seconds": round(sec, 1)}
         print(json.dumps(row), flush=True)
