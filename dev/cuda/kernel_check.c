@@ -540,7 +540,7 @@ typedef struct gemm_ctx {
     uint8_t *di8[8];         /* int4 weights packed by assay_cuda_int4_pack_i8 (variants 115-118) */
     void *dws;               /* the workspace of 115-120 (X as 16-bit integers and their scales) */
     int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
-    void *dws8;              /* W4A8 (121 / 122): X as signed bytes and their scales (assay_cuda_quant_x_i8) */
+    void *dws8;              /* W4A8 (121-124): X as signed bytes and their scales (assay_cuda_quant_x_i8) */
     int a8;                  /* 1: 121 / 123 = assay_cuda_gemm_int4g128_xi8 on the X converted once; 2: 122 / 124 = the w4a8 entry */
     float *dscale[8];
     uint16_t *dgs[8];
@@ -676,8 +676,8 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         KCALL(assay_cuda_quant_x_i16(g.dx, 0, g.dws, (float *)((int8_t *)g.dws + (size_t)m * k * 2), m, k, NULL));
         CK(cudaDeviceSynchronize());
     }
-    /* W4A8 (121 / 122): X as signed bytes per token and group, converted once here; the host copy is the reference's
-     * X (122 converts it again in each call, to the same bytes) */
+    /* W4A8 (121-124): X as signed bytes per token and group, converted once here; the host copy is the reference's
+     * X (122 / 124 convert it again in each call, to the same bytes) */
     int8_t *xq8 = NULL;
     float *xs8 = NULL;
     if (packi8) {
@@ -783,7 +783,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     }
     }
     assay_cuda_lab_set_gemm_variant(0);
-    if (bench && g.dws8) { /* the X conversion of 121 / 122, timed on its own */
+    if (bench && g.dws8) { /* the X conversion of 121-124, timed on its own */
         char shape[96];
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i8", shape, lab_time_us(quant_x_i8_fn, &g, 20, 9), 0.0, 3.0 * m * k + 4.0 * m * (k / 128));

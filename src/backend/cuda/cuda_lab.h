@@ -115,7 +115,7 @@ int assay_cuda_quant_x_i16(const void *x, int x_f16, int8_t *xq, float *xs, int3
 int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, const uint8_t *w_packed,
                                   const uint16_t *scales_f16, void *y_bf16, int32_t m, int32_t n, int32_t k,
                                   assay_cuda_stream stream);
-/* W4A8 (round 19, version 121): the INT4 g128 weights of assay_cuda_int4_pack_i8 times X quantized to one signed byte
+/* W4A8 (round 19, versions 121 / 123): the INT4 g128 weights of assay_cuda_int4_pack_i8 times X quantized to one signed byte
  * per element, per token and 128-column group (xs = max |x| / 127, q = rint(x / xs)): the integer-mma GEMM of
  * assay_cuda_gemm_int4g128_xi16 with one limb instead of two, so m tokens take m columns of the mma's N. Unlike
  * every other INT4 entry this one changes the arithmetic: the activations lose precision (an error of up to xs / 2

@@ -70,7 +70,7 @@ struct V4Params {
     const __half *gscale;     // int4: [k/128][n]
     __nv_bfloat16 *y;
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
-    const float *xs;            // int4 versions 115-121: the scales of X's 16-bit (115-120) or 8-bit (121) integers, [m][k / 128]
+    const float *xs;            // int4 versions 115-125: the scales of X's 16-bit or 8-bit (121, 123) integers, [m][k / 128]
 };
 
 // Launches a split-K decode kernel: (n / bn) x splits CTAs, each cluster of splits CTAs reducing one output tile;
@@ -666,7 +666,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // per token and 128-column group; rows of K bytes), i.e. W4A8: one limb, so a token tile is 8 tokens (column c =
     // token 8 tt + c) and m16 takes the mma count of the 16-bit form at m8. Ring rows of KC bytes (LeanLoader XSW 3).
     constexpr bool A8 = (R9 & 32768) != 0;
-    // bit 16 (XZ, with A8): the ring's X scale slots of tokens >= m are zeroed once at entry (the cp.async only ever
+    // bit 16 (XZ, with XSR; A8 or two limbs): the ring's X scale slots of tokens >= m are zeroed once at entry (the cp.async only ever
     // writes tokens < m), so a lane reads its two tokens' scales as one 8-byte load without the per-token test (121's
     // loop spent ~45 of its 298 instructions at m16 on four guarded loads), and the weights' factor 16 (the codes
     // are 16 (q - 8)) comes off the sums once after the loop instead of per group
@@ -894,7 +894,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
             // 7 (column c = token 8 tt + c), so lane t's accumulator columns 2t / 2t + 1 are tokens 8 tt + 2t + e,
             // the float layout of the other versions (acc[2j + tt][e], row g; [2 + e], row g + 8). Weights, steps
             // and the K permutation as in 115; per group the int32 sums are converted once and scaled by the weight
-            // scale / 16 times the token's X scale.
+            // scale / 16 (XZ: the 1/16 after the loop) times the token's X scale.
             constexpr int RT = NTW / 2, TT = M16 ? 2 : 1;
             float xsc[TT][2];  // the X scales of the lane's tokens 8 tt + 2t + e, from the stage's ring slot
             const float *xsl = reinterpret_cast<const float *>(xsring + (st % STAGES) * 128) + ks * 16 + 2 * t;
@@ -1197,7 +1197,9 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     }
     if constexpr (XZ) {
 #pragma unroll
-        for (int nt = 0; nt < NTW; ++nt) acc[nt][0] *= 0.0625f, acc[nt][1] *= 0.0625f, acc[nt][2] *= 0.0625f, acc[nt][3] *= 0.0625f;
+        for (int nt = 0; nt < NTW; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][e] *= 0.0625f;
     }
     if constexpr (T1) {
         // lane (g, t) holds token t's sums at acc[2j][0] (row g) / [2] (row g + 8); the float layout wants token 2t + e
@@ -2225,7 +2227,7 @@ __global__ void __launch_bounds__(256) quant_x_i16(const uint16_t *x, int8_t *xq
     }
 }
 
-// X (bf16 or f16) [m][k] -> one signed byte per element for version 121 (W4A8): per token and 128-column group,
+// X (bf16 or f16) [m][k] -> one signed byte per element for versions 121 / 123 (W4A8): per token and 128-column group,
 // xs = max |x| / 127 and q = rint(x / xs) in [-127, 127], stored in place ([m][k] bytes). A NaN or inf in a group
 // makes its scale NaN, as in quant_x_i16. Same launch shape and PDL handshake as quant_x_i16.
 template <bool F16>
@@ -2262,6 +2264,10 @@ __global__ void __launch_bounds__(256) quant_x_i8(const uint16_t *x, int8_t *xq,
     }
 }
 
+// The versions of gemm_decode_v5 on the integer tensor cores (I8: weights packed by assay_cuda_int4_pack_i8, X as
+// integers with per-group scales xs): 115-119 (X in two byte limbs), 121 / 123 (W4A8, one byte), 125 (two limbs, XZ)
+constexpr bool int8_mma_version(int v) { return (v >= 115 && v <= 119) || v == 121 || v == 123 || v == 125; }
+
 int g_v4_ok = -1;  // device supports the Hopper path (compute capability >= 9.0)
 int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.x
 
@@ -2269,14 +2275,14 @@ int g_wg_ok = -1;  // device runs the sm_90a code (wgmma): compute capability 9.
 template <bool INT4, int VER>
 struct V5Ver {
     static constexpr bool SMALL = (VER >= 10 && VER <= 12) || (VER >= 31 && VER <= 37 && VER != 33 && VER != 34) ||
-                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125));  // 2 CTAs/SM
+                                  VER == 72 || VER == 73 || (INT4 && VER >= 75 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || int8_mma_version(VER)));  // 2 CTAs/SM
     static constexpr bool FINE = INT4 && VER == 74;  // int4: stages of 256 K columns, 8 of them, one CTA per SM
     static constexpr bool WIDE = VER >= 17 && VER <= 19;  // 256 output channels per CTA: half the X traffic per weight
     static constexpr bool DEEP = VER == 20 || VER == 21;     // 8 with a fifth fp8 stage (206 KB; int4 keeps 4)
     static constexpr int BN = WIDE ? 256 : V4_BN;
     static constexpr int NW = (VER == 6 || VER == 7 || VER == 8 || VER == 14 || VER == 15 || VER == 19 || VER == 29 ||
                                VER == 33 || VER == 34 || VER == 50 || VER == 71 || DEEP) ? 16 : 8;
-    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || (VER >= 115 && VER <= 119) || VER == 121 || VER == 123 || VER == 125));  // weights as A
+    static constexpr bool WA = (VER >= 28 && VER <= 37) || (INT4 && VER >= 68 && VER <= 84) || (INT4 && (VER == 89 || VER == 90 || VER == 104 || VER == 107 || int8_mma_version(VER)));  // weights as A
     // round 9 (int4): 70 = 28 with the lean loader, 68 = 70 + byte-permute dequantization, 69 = 68 with the
     // offset removed by a correction mma per group, 71 = 69 with 16 warps, 72 = 31 (two CTAs per SM) with 69's
     // changes, 73 = 31 with 68's, 74 = 68 on 8 stages of 256 K columns (see R9 in gemm_decode_v5)
@@ -2354,7 +2360,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_i16)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
-                 int4 && ((ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125) ? 4 : 0)) return 0;
+                 int4 && int8_mma_version(ver) ? 4 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
@@ -2368,7 +2374,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || int8_mma_version(ver)));  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2390,8 +2396,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || (ver >= 115 && ver <= 119) || ver == 121 || ver == 123 || ver == 125) &&
-        tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || int8_mma_version(ver)) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2534,7 +2539,7 @@ int launch_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, in
     return 0;
 }
 
-// Version 121's X conversion (quant_x_i8, W4A8); k % 256 == 0.
+// Versions 121 / 123's X conversion (quant_x_i8, W4A8); k % 256 == 0.
 int launch_quant_x_i8(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
     const int warps = m * (k / 128);
     SplitKLaunch launch(dim3((warps + 7) / 8, 1, 1), 256, 0, stream, true);
