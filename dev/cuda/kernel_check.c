@@ -698,7 +698,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
      * plain-load read probe (timed, not validated); 75 = 73 load-only, 76 = 73 without loads after its first four
      * stages (timing probe, wrong results on purpose), 81 / 82 the same of 80, 86 = 85 load-only, 97 = 95 with X
      * copied for its first four stages only (timing probe); 116 / 120 = 115's / 119's GEMM on X converted once
-     * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16); 121 / 122 = W4A8 (X as
+     * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16 (quant_x_i8 for 121-124)); 121 / 122 = W4A8 (X as
      * signed bytes: the GEMM on X converted once / the entry with its conversion), 123 / 124 the same of version 123,
      * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it;
      * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots */

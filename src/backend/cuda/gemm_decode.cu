@@ -627,105 +627,102 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
     return int4_lab_entry("gemm_int4g128_st", ver, 3, 256, "9.0", x, wp, scales, y, m, n, k, stream);
 }
 
-int launch_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream);
+// The integer-mma GEMMs' X conversion (quant_x_groups in gemm_decode_tma.cu): bytes = 2 per element (16-bit
+// integers as two byte limbs, versions 115-120 / 125) or 1 (W4A8, versions 121 / 123).
+int launch_quant_x(const void *x, bool f16, int bytes, int8_t *xq, float *xs, int m, int k, cudaStream_t stream);
 
-extern "C" size_t assay_cuda_gemm_int4g128_i8_workspace(int32_t m, int32_t k) {
-    return m > 0 && k > 0 ? (size_t)m * k * 2 + (size_t)m * (k / 128) * sizeof(float) : 0;
+// The shared checks and launches of the integer-mma entries below, which differ only in name, bytes and version.
+static size_t int8_mma_workspace(int bytes, int32_t m, int32_t k) {
+    return m > 0 && k > 0 ? (size_t)m * k * bytes + (size_t)m * (k / 128) * sizeof(float) : 0;
 }
 
-// X to 16-bit integers for the integer-mma GEMM (quant_x_i16 in gemm_decode_tma.cu).
-extern "C" int assay_cuda_quant_x_i16(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
-                                      assay_cuda_stream stream) {
-    if (!x || !xq || !xs) return assay_cuda_fail("quant_x_i16: null pointer argument");
-    if (m < 1 || k <= 0 || k % 256) return assay_cuda_fail("quant_x_i16: shape m=%d k=%d (need m>=1, k%%256==0)", m, k);
+static int quant_x_entry(const char *name, int bytes, const void *x, int x_f16, int8_t *xq, float *xs, int32_t m,
+                         int32_t k, assay_cuda_stream stream) {
+    if (!x || !xq || !xs) return assay_cuda_fail("%s: null pointer argument", name);
+    if (m < 1 || k <= 0 || k % 256) return assay_cuda_fail("%s: shape m=%d k=%d (need m>=1, k%%256==0)", name, m, k);
     if ((uintptr_t)x % 8 || (uintptr_t)xq % 4 || (uintptr_t)xs % 4)
-        return assay_cuda_fail("quant_x_i16: x needs 8-byte, xq and xs 4-byte alignment");
-    if (launch_quant_x_i16(x, x_f16 != 0, xq, xs, m, k, (cudaStream_t)stream) < 0) return -1;
+        return assay_cuda_fail("%s: x needs 8-byte, xq and xs 4-byte alignment", name);
+    if (launch_quant_x(x, x_f16 != 0, bytes, xq, xs, m, k, (cudaStream_t)stream) < 0) return -1;
     ASSAY_CUDA_LAUNCHED();
     return 0;
+}
+
+static int int8_mma_gemm_entry(const char *name, int ver, const int8_t *xq, const float *xs, const uint8_t *wp,
+                               const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
+                               assay_cuda_stream stream) {
+    if (!xq || !xs || !wp || !scales || !y) return assay_cuda_fail("%s: null pointer argument", name);
+    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
+        return assay_cuda_fail("%s: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", name, m, n, k);
+    if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
+        return assay_cuda_fail("%s: xq needs 16-byte and xs 4-byte alignment", name);
+    int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
+    if (rc < 0) return -1;
+    if (rc == 0) return assay_cuda_fail("%s: needs a compute capability 9.0 device", name);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+
+// Both in one call: the conversion into the caller's workspace (X, then the scales), then the GEMM.
+static int convert_then_gemm(const char *name, int bytes, const void *x, int x_f16, const uint8_t *wp,
+                             const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k, void *workspace,
+                             assay_cuda_stream stream) {
+    if (!workspace) return assay_cuda_fail("%s: null workspace", name);
+    if ((uintptr_t)workspace % 16) return assay_cuda_fail("%s: the workspace needs 16-byte alignment", name);
+    if (m < 1 || m > 16 || k <= 0 || k % 256)
+        return assay_cuda_fail("%s: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", name, m, n, k);
+    int8_t *xq = (int8_t *)workspace;
+    float *xs = (float *)(xq + (size_t)m * k * bytes);
+    if (bytes == 2) {
+        if (assay_cuda_quant_x_i16(x, x_f16, xq, xs, m, k, stream) < 0) return -1;
+        return assay_cuda_gemm_int4g128_xi16(xq, xs, wp, scales, y, m, n, k, stream);
+    }
+    if (assay_cuda_quant_x_i8(x, x_f16, xq, xs, m, k, stream) < 0) return -1;
+    return assay_cuda_gemm_int4g128_xi8(xq, xs, wp, scales, y, m, n, k, stream);
+}
+
+extern "C" size_t assay_cuda_gemm_int4g128_i8_workspace(int32_t m, int32_t k) { return int8_mma_workspace(2, m, k); }
+
+// X to 16-bit integers for the integer-mma GEMM.
+extern "C" int assay_cuda_quant_x_i16(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
+                                      assay_cuda_stream stream) {
+    return quant_x_entry("quant_x_i16", 2, x, x_f16, xq, xs, m, k, stream);
 }
 
 // The integer-mma GEMM on X already converted (versions 115 / 117 / 118 / 119 / 125 by the lab variant; 119 otherwise).
 extern "C" int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, const uint8_t *wp,
                                              const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
                                              assay_cuda_stream stream) {
-    if (!xq || !xs || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_xi16: null pointer argument");
-    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
-        return assay_cuda_fail("gemm_int4g128_xi16: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m,
-                               n, k);
-    if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
-        return assay_cuda_fail("gemm_int4g128_xi16: xq needs 16-byte and xs 4-byte alignment");
     const int v = g_gemm_variant;
     const int ver = v == 115 || v == 116 ? 115 : v == 117 || v == 118 || v == 125 ? v : 119;  // (116 / 120: 115's / 119's GEMM)
-    int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
-    if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi16: needs a compute capability 9.0 device");
-    ASSAY_CUDA_LAUNCHED();
-    return 0;
+    return int8_mma_gemm_entry("gemm_int4g128_xi16", ver, xq, xs, wp, scales, y, m, n, k, stream);
 }
 
-// Both in one call: the conversion into the workspace, then the GEMM.
 extern "C" int assay_cuda_gemm_int4g128_i8(const void *x, int x_f16, const uint8_t *wp, const uint16_t *scales,
                                            void *y, int32_t m, int32_t n, int32_t k, void *workspace,
                                            assay_cuda_stream stream) {
-    if (!workspace) return assay_cuda_fail("gemm_int4g128_i8: null workspace");
-    if ((uintptr_t)workspace % 16) return assay_cuda_fail("gemm_int4g128_i8: the workspace needs 16-byte alignment");
-    if (m < 1 || m > 16 || k <= 0 || k % 256)
-        return assay_cuda_fail("gemm_int4g128_i8: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
-    int8_t *xq = (int8_t *)workspace;
-    float *xs = (float *)(xq + (size_t)m * k * 2);
-    if (assay_cuda_quant_x_i16(x, x_f16, xq, xs, m, k, stream) < 0) return -1;
-    return assay_cuda_gemm_int4g128_xi16(xq, xs, wp, scales, y, m, n, k, stream);
+    return convert_then_gemm("gemm_int4g128_i8", 2, x, x_f16, wp, scales, y, m, n, k, workspace, stream);
 }
 
-int launch_quant_x_i8(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream);
+extern "C" size_t assay_cuda_gemm_int4g128_w4a8_workspace(int32_t m, int32_t k) { return int8_mma_workspace(1, m, k); }
 
-extern "C" size_t assay_cuda_gemm_int4g128_w4a8_workspace(int32_t m, int32_t k) {
-    return m > 0 && k > 0 ? (size_t)m * k + (size_t)m * (k / 128) * sizeof(float) : 0;
-}
-
-// X to one signed byte per element for the W4A8 GEMM (quant_x_i8 in gemm_decode_tma.cu).
+// X to one signed byte per element for the W4A8 GEMM.
 extern "C" int assay_cuda_quant_x_i8(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
                                      assay_cuda_stream stream) {
-    if (!x || !xq || !xs) return assay_cuda_fail("quant_x_i8: null pointer argument");
-    if (m < 1 || k <= 0 || k % 256) return assay_cuda_fail("quant_x_i8: shape m=%d k=%d (need m>=1, k%%256==0)", m, k);
-    if ((uintptr_t)x % 8 || (uintptr_t)xq % 4 || (uintptr_t)xs % 4)
-        return assay_cuda_fail("quant_x_i8: x needs 8-byte, xq and xs 4-byte alignment");
-    if (launch_quant_x_i8(x, x_f16 != 0, xq, xs, m, k, (cudaStream_t)stream) < 0) return -1;
-    ASSAY_CUDA_LAUNCHED();
-    return 0;
+    return quant_x_entry("quant_x_i8", 1, x, x_f16, xq, xs, m, k, stream);
 }
 
 // The W4A8 GEMM on X already converted by assay_cuda_quant_x_i8 (version 123, or 121 by the lab variant).
 extern "C" int assay_cuda_gemm_int4g128_xi8(const int8_t *xq, const float *xs, const uint8_t *wp,
                                             const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
                                             assay_cuda_stream stream) {
-    if (!xq || !xs || !wp || !scales || !y) return assay_cuda_fail("gemm_int4g128_xi8: null pointer argument");
-    if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
-        return assay_cuda_fail("gemm_int4g128_xi8: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m,
-                               n, k);
-    if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
-        return assay_cuda_fail("gemm_int4g128_xi8: xq needs 16-byte and xs 4-byte alignment");
     const int ver = g_gemm_variant == 121 || g_gemm_variant == 122 ? 121 : 123;  // (lab: 122 = 121 through _w4a8)
-    int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
-    if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("gemm_int4g128_xi8: needs a compute capability 9.0 device");
-    ASSAY_CUDA_LAUNCHED();
-    return 0;
+    return int8_mma_gemm_entry("gemm_int4g128_xi8", ver, xq, xs, wp, scales, y, m, n, k, stream);
 }
 
-// W4A8 in one call: the conversion into the workspace, then the GEMM.
 extern "C" int assay_cuda_gemm_int4g128_w4a8(const void *x, int x_f16, const uint8_t *wp, const uint16_t *scales,
                                              void *y, int32_t m, int32_t n, int32_t k, void *workspace,
                                              assay_cuda_stream stream) {
-    if (!workspace) return assay_cuda_fail("gemm_int4g128_w4a8: null workspace");
-    if ((uintptr_t)workspace % 16) return assay_cuda_fail("gemm_int4g128_w4a8: the workspace needs 16-byte alignment");
-    if (m < 1 || m > 16 || k <= 0 || k % 256)
-        return assay_cuda_fail("gemm_int4g128_w4a8: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", m, n, k);
-    int8_t *xq = (int8_t *)workspace;
-    float *xs = (float *)(xq + (size_t)m * k);
-    if (assay_cuda_quant_x_i8(x, x_f16, xq, xs, m, k, stream) < 0) return -1;
-    return assay_cuda_gemm_int4g128_xi8(xq, xs, wp, scales, y, m, n, k, stream);
+    return convert_then_gemm("gemm_int4g128_w4a8", 1, x, x_f16, wp, scales, y, m, n, k, workspace, stream);
 }
 
 extern "C" int assay_cuda_quant_fp8_per_token(const void *x, uint8_t *out, float *scale, int32_t m, int32_t k,

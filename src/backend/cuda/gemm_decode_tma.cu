@@ -70,7 +70,7 @@ struct V4Params {
     const __half *gscale;     // int4: [k/128][n]
     __nv_bfloat16 *y;
     int m, n, k, kper, splits;  // kper = K columns per CTA (k / splits)
-    const float *xs;            // int4 versions 115-125: the scales of X's 16-bit or 8-bit (121, 123) integers, [m][k / 128]
+    const float *xs;            // int4 versions 115-125: X's integer scales (8-bit X: 121, 123), [m][k / 128]
 };
 
 // Launches a split-K decode kernel: (n / bn) x splits CTAs, each cluster of splits CTAs reducing one output tile;
@@ -601,6 +601,46 @@ __device__ __forceinline__ void int4_wa_group(const uint4 *wu, const uint4 *wv2,
 // weight part of the first STAGES - 1 stages is requested before waiting for the previous kernel (only X and Y
 // depend on it), so a GEMM's ramp-up overlaps the tail of the kernel before it. BF16 (int4 only): the weights
 // dequantize to bf16 and the mma takes X as stored, with no per-warp bf16 -> f16 conversion of X.
+// One K group of the integer-mma versions (115-125): lane (g, t)'s int32 sums ci[j][tt] of row tiles j (words at
+// i8w of n8 tiles 2j and 2j + 1, each code stored as the nibble of q - 8, so (w << 4) & 0xF0F0F0F0 and w & 0xF0F0F0F0
+// are 16 (q - 8) as signed bytes: 3 instructions per 8 weights) against token tile tt's X bytes (16-byte chunks i8x[0]
+// / i8x[1] of the lane's row plus row_off(tt)). Step s takes physical columns 32t + 8s + [0, 8) of lane (g, t) for
+// the mma's k 4t..4t+3 and 16+4t..16+4t+3, in A (word s of the lane) and in B (bytes 8s.. of its X row): any K
+// permutation shared by both operands is the same sum.
+template <int RT, int TT, int KC, typename RowOff>
+__device__ __forceinline__ void int8_group_sums(const uint8_t *stg, uint32_t i8w, const uint32_t *i8x, RowOff row_off,
+                                                int32_t (*ci)[TT][4]) {
+    uint4 wu[RT], wv2[RT];
+#pragma unroll
+    for (int j = 0; j < RT; ++j) {
+        wu[j] = *reinterpret_cast<const uint4 *>(stg + i8w + 2 * j * (KC / 128) * 512);
+        wv2[j] = *reinterpret_cast<const uint4 *>(stg + i8w + (2 * j + 1) * (KC / 128) * 512);
+    }
+#pragma unroll
+    for (int j = 0; j < RT; ++j)
+#pragma unroll
+        for (int tt = 0; tt < TT; ++tt) ci[j][tt][0] = ci[j][tt][1] = ci[j][tt][2] = ci[j][tt][3] = 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // 16-byte chunk h of each X row serves steps 2h and 2h + 1
+        uint32_t xb[TT][4];
+#pragma unroll
+        for (int tt = 0; tt < TT; ++tt) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(stg + i8x[h] + row_off(tt));
+            xb[tt][0] = v.x; xb[tt][1] = v.y; xb[tt][2] = v.z; xb[tt][3] = v.w;
+        }
+#pragma unroll
+        for (int s = 2 * h; s < 2 * h + 2; ++s)
+#pragma unroll
+            for (int j = 0; j < RT; ++j) {
+                const uint32_t u = s == 0 ? wu[j].x : s == 1 ? wu[j].y : s == 2 ? wu[j].z : wu[j].w;
+                const uint32_t v = s == 0 ? wv2[j].x : s == 1 ? wv2[j].y : s == 2 ? wv2[j].z : wv2[j].w;
+                const uint32_t a[4] = {(u << 4) & 0xF0F0F0F0u, (v << 4) & 0xF0F0F0F0u, u & 0xF0F0F0F0u, v & 0xF0F0F0F0u};
+#pragma unroll
+                for (int tt = 0; tt < TT; ++tt) mma_s8s8_16832(ci[j][tt], a, xb[tt][2 * (s & 1)], xb[tt][2 * (s & 1) + 1]);
+            }
+    }
+}
+
 template <bool INT4, bool M16, int NW, bool LOADONLY, int KC = (INT4 ? 512 : 256), int STAGES = V4_STAGES,
           bool PDL = false, int MINB = 1, bool BF16 = false, bool EARLY = false, int BN = V4_BN, bool WA = false,
           bool FM = false, bool ROT = false, int R9 = 0>
@@ -647,9 +687,9 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // Round 16: bit 9 (F16X) = X arrives as f16 and the weights dequantize to f16 (int4_wa_group's F16X)
     constexpr bool F16X = (R9 & 512) != 0;
     constexpr bool ACC16 = (R9 & 1024) != 0;  // bit 10 (with 9): f16 accumulators per group (int4_wa_group)
-    // Round 18: bit 11 (I8) = integer mma. X arrives as 16-bit integers in two signed byte limbs (quant_x_i16: per
-    // token row, K / KC runs of [hi KC bytes][lo KC bytes], the ring's X rows unchanged in size) and the weights
-    // as 16 (q - 8) in signed bytes (assay_cuda_int4_pack_i8); see the stage arithmetic below.
+    // Round 18: bit 11 (I8) = integer mma. X arrives as 16-bit integers in two signed byte limbs (quant_x_groups with
+    // 2 bytes: per token row, K / KC runs of [hi KC bytes][lo KC bytes], the ring's X rows unchanged in size) and the
+    // weights as 16 (q - 8) in signed bytes (assay_cuda_int4_pack_i8); see the stage arithmetic below.
     constexpr bool I8 = (R9 & 2048) != 0;
     static_assert(!I8 || (INT4 && WA && !F16X && KC == 256), "the integer-mma path is an int4 WA ring of 256 columns");
     // bit 12 (LSW, with I8 and XSW): the limb (bit 4 of a row's 16-byte chunk) also flips bit 0 of the chunk, so that
@@ -662,8 +702,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
     // into a ring of STAGES x 128 bytes past the receive buffer, instead of an __ldg per stage whose L2 latency the
     // stage's arithmetic does not cover (run h200-gpu13-int4-2: 115's GEMM alone, 116, 2.1 us slower than v104 at m1)
     constexpr bool XSR = (R9 & 16384) != 0;
-    // Round 19: bit 15 (A8, with I8 and XSR) = X as one signed byte per element (quant_x_i8: q = rint(127 x / max |x|)
-    // per token and 128-column group; rows of K bytes), i.e. W4A8: one limb, so a token tile is 8 tokens (column c =
+    // Round 19: bit 15 (A8, with I8 and XSR) = X as one signed byte per element (quant_x_groups with 1 byte: q =
+    // rint(127 x / max |x|) per token and 128-column group; rows of K bytes), i.e. W4A8: one limb, so a token tile is 8 tokens (column c =
     // token 8 tt + c) and m16 takes the mma count of the 16-bit form at m8. Ring rows of KC bytes (LeanLoader XSW 3).
     constexpr bool A8 = (R9 & 32768) != 0;
     // bit 16 (XZ, with XSR; A8 or two limbs): the ring's X scale slots of tokens >= m are zeroed once at entry (the cp.async only ever
@@ -908,38 +948,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                     for (int e = 0; e < 2; ++e) xsc[tt][e] = 8 * tt + 2 * t + e < p.m ? xsl[8 * tt + e] : 0.f;
                 }
             }
-            uint4 wu[RT], wv2[RT];
-#pragma unroll
-            for (int j = 0; j < RT; ++j) {
-                wu[j] = *reinterpret_cast<const uint4 *>(stg + i8w + 2 * j * (KC / 128) * 512);
-                wv2[j] = *reinterpret_cast<const uint4 *>(stg + i8w + (2 * j + 1) * (KC / 128) * 512);
-            }
             int32_t ci[RT][TT][4];
-#pragma unroll
-            for (int j = 0; j < RT; ++j)
-#pragma unroll
-                for (int tt = 0; tt < TT; ++tt) ci[j][tt][0] = ci[j][tt][1] = ci[j][tt][2] = ci[j][tt][3] = 0;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {  // 16-byte chunk h of each token row serves steps 2h and 2h + 1
-                uint32_t xb[TT][4];
-#pragma unroll
-                for (int tt = 0; tt < TT; ++tt) {
-                    const uint4 v = *reinterpret_cast<const uint4 *>(stg + i8x[h] + 8 * tt * C::XP);
-                    xb[tt][0] = v.x; xb[tt][1] = v.y; xb[tt][2] = v.z; xb[tt][3] = v.w;
-                }
-#pragma unroll
-                for (int s = 2 * h; s < 2 * h + 2; ++s)
-#pragma unroll
-                    for (int j = 0; j < RT; ++j) {
-                        const uint32_t u = s == 0 ? wu[j].x : s == 1 ? wu[j].y : s == 2 ? wu[j].z : wu[j].w;
-                        const uint32_t v = s == 0 ? wv2[j].x : s == 1 ? wv2[j].y : s == 2 ? wv2[j].z : wv2[j].w;
-                        const uint32_t a[4] = {(u << 4) & 0xF0F0F0F0u, (v << 4) & 0xF0F0F0F0u, u & 0xF0F0F0F0u,
-                                               v & 0xF0F0F0F0u};
-#pragma unroll
-                        for (int tt = 0; tt < TT; ++tt)
-                            mma_s8s8_16832(ci[j][tt], a, xb[tt][2 * (s & 1)], xb[tt][2 * (s & 1) + 1]);
-                    }
-            }
+            int8_group_sums<RT, TT, KC>(stg, i8w, i8x, [](int tt) { return 8 * tt * C::XP; }, ci);
             const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
 #pragma unroll
             for (int j = 0; j < RT; ++j) {
@@ -976,38 +986,8 @@ __global__ void __launch_bounds__(NW * 32, MINB) gemm_decode_v5(V4Params p) {
                 else if (XSR) xsc[tt] = tok < p.m ? reinterpret_cast<const float *>(xsring + (st % STAGES) * 128)[ks * 16 + tok] : 0.f;
                 else xsc[tt] = tok < p.m ? __ldg(p.xs + (size_t)tok * ngroup + grp) : 0.f;
             }
-            uint4 wu[RT], wv2[RT];
-#pragma unroll
-            for (int j = 0; j < RT; ++j) {
-                wu[j] = *reinterpret_cast<const uint4 *>(stg + i8w + 2 * j * (KC / 128) * 512);
-                wv2[j] = *reinterpret_cast<const uint4 *>(stg + i8w + (2 * j + 1) * (KC / 128) * 512);
-            }
             int32_t ci[RT][TT][4];
-#pragma unroll
-            for (int j = 0; j < RT; ++j)
-#pragma unroll
-                for (int tt = 0; tt < TT; ++tt) ci[j][tt][0] = ci[j][tt][1] = ci[j][tt][2] = ci[j][tt][3] = 0;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {  // 16-byte chunk h of each limb row serves steps 2h and 2h + 1
-                uint32_t xb[TT][4];
-#pragma unroll
-                for (int tt = 0; tt < TT; ++tt) {
-                    const uint4 v = *reinterpret_cast<const uint4 *>(stg + i8x[h] + (tau(tt, 0) - tau(0, 0)) * C::XP);
-                    xb[tt][0] = v.x; xb[tt][1] = v.y; xb[tt][2] = v.z; xb[tt][3] = v.w;
-                }
-#pragma unroll
-                for (int s = 2 * h; s < 2 * h + 2; ++s)
-#pragma unroll
-                    for (int j = 0; j < RT; ++j) {
-                        const uint32_t u = s == 0 ? wu[j].x : s == 1 ? wu[j].y : s == 2 ? wu[j].z : wu[j].w;
-                        const uint32_t v = s == 0 ? wv2[j].x : s == 1 ? wv2[j].y : s == 2 ? wv2[j].z : wv2[j].w;
-                        const uint32_t a[4] = {(u << 4) & 0xF0F0F0F0u, (v << 4) & 0xF0F0F0F0u, u & 0xF0F0F0F0u,
-                                               v & 0xF0F0F0F0u};
-#pragma unroll
-                        for (int tt = 0; tt < TT; ++tt)
-                            mma_s8s8_16832(ci[j][tt], a, xb[tt][2 * (s & 1)], xb[tt][2 * (s & 1) + 1]);
-                    }
-            }
+            int8_group_sums<RT, TT, KC>(stg, i8w, i8x, [&](int tt) { return (tau(tt, 0) - tau(0, 0)) * C::XP; }, ci);
             const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + ks * BN + nh * NTW * 8 + g;
 #pragma unroll
             for (int j = 0; j < RT; ++j) {
@@ -2178,60 +2158,20 @@ int launch_read_probe(const uint8_t *w, size_t bytes, void *y, cudaStream_t stre
     return 0;
 }
 
-// X (bf16 or f16) [m][k] -> 16-bit integers per token and 128-column group for version 115: scale xs = max |x| /
-// 32639, q = rint(x / xs), as two signed byte limbs hi = (q + 128) >> 8 and lo = q - 256 hi (both in [-128, 127]
-// since |q| <= 32639), so that q = 256 hi + lo exactly. Per token the bytes go in K / 256 runs of [hi 256][lo 256]:
-// a 256-column ring stage's X row of 512 bytes, as bf16 X had. One warp per (token, group), 4 columns per lane.
+// X (bf16 or f16) [m][k] -> integers per token and 128-column group for the integer-mma GEMMs. One warp per (token,
+// group), 4 columns per lane.
+// BYTES 2 (versions 115-120 / 125): scale xs = max |x| / 32639, q = rint(x / xs), as two signed byte limbs hi = (q +
+// 128) >> 8 and lo = q - 256 hi (both in [-128, 127] since |q| <= 32639), so that q = 256 hi + lo exactly. Per token
+// the bytes go in K / 256 runs of [hi 256][lo 256]: a 256-column ring stage's X row of 512 bytes, as bf16 X had.
+// BYTES 1 (versions 121 / 123, W4A8): xs = max |x| / 127, q = rint(x / xs) in [-127, 127], stored in place ([m][k]).
+// A NaN or inf in a group makes its scale NaN, so that the outputs it feeds are NaN as with float X (fmaxf would
+// drop a NaN and the integers cannot hold one).
 // Launched with programmatic dependent launch: it lets the GEMM after it launch at once (that GEMM requests its
 // weights, then waits in griddepcontrol.wait for this kernel to complete), and waits for the previous kernel (which
 // may still read xq) before writing.
-template <bool F16>
-__global__ void __launch_bounds__(256) quant_x_i16(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
-    const int w = (int)((blockIdx.x * 256u + threadIdx.x) >> 5), lane = threadIdx.x & 31, ngroup = k / 128;
-    pdl_launch_dependents();
-    pdl_wait();
-    if (w < m * ngroup) {
-        const int tok = w / ngroup, gr = w % ngroup;
-        const uint2 raw = *reinterpret_cast<const uint2 *>(x + (size_t)tok * k + gr * 128 + 4 * lane);
-        const uint32_t h[2] = {raw.x, raw.y};
-        float v[4];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            if (F16) {
-                const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h[i]));
-                v[2 * i] = f.x; v[2 * i + 1] = f.y;
-            } else {
-                v[2 * i] = __uint_as_float(h[i] << 16);
-                v[2 * i + 1] = __uint_as_float(h[i] & 0xFFFF0000u);
-            }
-        }
-        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        // a NaN or inf in the group makes its scale NaN, so that the outputs it feeds are NaN as with float X (fmaxf
-        // would drop a NaN and the integers cannot hold one)
-        const bool finite = __all_sync(0xffffffffu, fabsf(v[0]) <= FLT_MAX && fabsf(v[1]) <= FLT_MAX &&
-                                                        fabsf(v[2]) <= FLT_MAX && fabsf(v[3]) <= FLT_MAX);
-        const float inv = finite && amax > 0.f ? 32639.f / amax : 0.f;
-        uint32_t hi = 0, lo = 0;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int q = min(max(__float2int_rn(v[i] * inv), -32639), 32639), qh = (q + 128) >> 8, ql = q - 256 * qh;
-            hi |= (uint32_t)(qh & 255) << (8 * i);
-            lo |= (uint32_t)(ql & 255) << (8 * i);
-        }
-        int8_t *dst = xq + (size_t)tok * 2 * k + (gr >> 1) * 512 + (gr & 1) * 128 + 4 * lane;
-        *reinterpret_cast<uint32_t *>(dst) = hi;
-        *reinterpret_cast<uint32_t *>(dst + 256) = lo;
-        if (lane == 0) xs[(size_t)tok * ngroup + gr] = finite ? amax / 32639.f : __int_as_float(0x7fc00000);
-    }
-}
-
-// X (bf16 or f16) [m][k] -> one signed byte per element for versions 121 / 123 (W4A8): per token and 128-column group,
-// xs = max |x| / 127 and q = rint(x / xs) in [-127, 127], stored in place ([m][k] bytes). A NaN or inf in a group
-// makes its scale NaN, as in quant_x_i16. Same launch shape and PDL handshake as quant_x_i16.
-template <bool F16>
-__global__ void __launch_bounds__(256) quant_x_i8(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
+template <bool F16, int BYTES>
+__global__ void __launch_bounds__(256) quant_x_groups(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
+    constexpr float QMAX = BYTES == 2 ? 32639.f : 127.f;
     const int w = (int)((blockIdx.x * 256u + threadIdx.x) >> 5), lane = threadIdx.x & 31, ngroup = k / 128;
     pdl_launch_dependents();
     pdl_wait();
@@ -2255,12 +2195,25 @@ __global__ void __launch_bounds__(256) quant_x_i8(const uint16_t *x, int8_t *xq,
         for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
         const bool finite = __all_sync(0xffffffffu, fabsf(v[0]) <= FLT_MAX && fabsf(v[1]) <= FLT_MAX &&
                                                         fabsf(v[2]) <= FLT_MAX && fabsf(v[3]) <= FLT_MAX);
-        const float inv = finite && amax > 0.f ? 127.f / amax : 0.f;
-        uint32_t b = 0;
+        const float inv = finite && amax > 0.f ? QMAX / amax : 0.f;
+        if constexpr (BYTES == 2) {
+            uint32_t hi = 0, lo = 0;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) b |= (uint32_t)(min(max(__float2int_rn(v[i] * inv), -127), 127) & 255) << (8 * i);
-        *reinterpret_cast<uint32_t *>(xq + (size_t)tok * k + gr * 128 + 4 * lane) = b;
-        if (lane == 0) xs[(size_t)tok * ngroup + gr] = finite ? amax / 127.f : __int_as_float(0x7fc00000);
+            for (int i = 0; i < 4; ++i) {
+                const int q = min(max(__float2int_rn(v[i] * inv), -32639), 32639), qh = (q + 128) >> 8, ql = q - 256 * qh;
+                hi |= (uint32_t)(qh & 255) << (8 * i);
+                lo |= (uint32_t)(ql & 255) << (8 * i);
+            }
+            int8_t *dst = xq + (size_t)tok * 2 * k + (gr >> 1) * 512 + (gr & 1) * 128 + 4 * lane;
+            *reinterpret_cast<uint32_t *>(dst) = hi;
+            *reinterpret_cast<uint32_t *>(dst + 256) = lo;
+        } else {
+            uint32_t b = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) b |= (uint32_t)(min(max(__float2int_rn(v[i] * inv), -127), 127) & 255) << (8 * i);
+            *reinterpret_cast<uint32_t *>(xq + (size_t)tok * k + gr * 128 + 4 * lane) = b;
+        }
+        if (lane == 0) xs[(size_t)tok * ngroup + gr] = finite ? amax / QMAX : __int_as_float(0x7fc00000);
     }
 }
 
@@ -2299,7 +2252,7 @@ struct V5Ver {
     // 117 = 115 with the limb swizzle (LSW), 118 = 117 with one token tile at m <= 4 (T1; 117 above); 116 is 115's
     // entry without the X conversion (timing probe, gemm_decode.cu); 119 = 117 with the X scales through a shared
     // memory ring (XSR), 120 its GEMM without the conversion (timing probe); round 19: 121 = 119 on X as one signed
-    // byte per element (A8, W4A8; quant_x_i8), 123 = 121 with the ring's X scales of tokens >= m zeroed at entry
+    // byte per element (A8, W4A8; quant_x_groups), 123 = 121 with the ring's X scales of tokens >= m zeroed at entry
     // (XZ: unguarded 8-byte scale loads, the weights' 1/16 after the loop); 125 = 119 (two limbs) with XZ
     static constexpr int R9 = !INT4 ? 0 : VER == 70 ? 1 : (VER == 68 || VER == 73 || VER == 74 || VER == 75) ? 3 :
                               (VER == 69 || VER == 71 || VER == 72) ? 7 : VER == 76 ? 3 + 32 : VER == 77 ? 3 + 8 :
@@ -2358,7 +2311,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // pack: 0 = assay_cuda_int4_pack / fp8w_pack, 1 = int4_pack_wg (26-27), 2 = int4_pack_wa (30, 32, 33), 3 =
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
-    // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_i16)
+    // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups)
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : 0)) return 0;
     if (st) {
@@ -2528,24 +2481,12 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     return rc < 0 ? -1 : 1;
 }
 
-// Versions 115-120's X conversion (quant_x_i16); k % 256 == 0.
-int launch_quant_x_i16(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
+// The integer-mma GEMMs' X conversion (quant_x_groups), bytes = 2 or 1 per element; k % 256 == 0.
+int launch_quant_x(const void *x, bool f16, int bytes, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
     const int warps = m * (k / 128);
     SplitKLaunch launch(dim3((warps + 7) / 8, 1, 1), 256, 0, stream, true);
-    if (f16)
-        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i16<true>, (const uint16_t *)x, xq, xs, m, k));
-    else
-        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i16<false>, (const uint16_t *)x, xq, xs, m, k));
-    return 0;
-}
-
-// Versions 121 / 123's X conversion (quant_x_i8, W4A8); k % 256 == 0.
-int launch_quant_x_i8(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
-    const int warps = m * (k / 128);
-    SplitKLaunch launch(dim3((warps + 7) / 8, 1, 1), 256, 0, stream, true);
-    if (f16)
-        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i8<true>, (const uint16_t *)x, xq, xs, m, k));
-    else
-        ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, quant_x_i8<false>, (const uint16_t *)x, xq, xs, m, k));
+    auto kern = f16 ? (bytes == 2 ? quant_x_groups<true, 2> : quant_x_groups<true, 1>)
+                    : (bytes == 2 ? quant_x_groups<false, 2> : quant_x_groups<false, 1>);
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, (const uint16_t *)x, xq, xs, m, k));
     return 0;
 }
