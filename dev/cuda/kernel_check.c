@@ -688,6 +688,25 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         xs8 = malloc(sizeof(float) * (size_t)m * (k / 128));
         CK(cudaMemcpy(xq8, g.dws8, nx, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(xs8, (int8_t *)g.dws8 + nx, sizeof(float) * (size_t)m * (k / 128), cudaMemcpyDeviceToHost));
+        /* the conversion itself against a transcription of its rule (float arithmetic as on the device, IEEE division
+         * and round-to-nearest-even): codes and scales must match exactly, so any difference fails (tolerance 0) */
+        lab_err eq = {0};
+        for (int r = 0; r < m; ++r)
+            for (int gr = 0; gr < k / 128; ++gr) {
+                const uint16_t *xg = x + (size_t)r * k + gr * 128;
+                float amax = 0.f;
+                for (int i = 0; i < 128; ++i) amax = fmaxf(amax, fabsf(lab_bf16_to_f32(xg[i])));
+                const float inv = amax > 0.f ? 127.f / amax : 0.f, sref = amax / 127.f;
+                const float sdev = xs8[(size_t)r * (k / 128) + gr];
+                for (int i = 0; i < 128; ++i) {
+                    float q = rintf(lab_bf16_to_f32(xg[i]) * inv);
+                    q = q > 127.f ? 127.f : q < -127.f ? -127.f : q;
+                    lab_err_add(&eq, (double)xq8[(size_t)r * k + gr * 128 + i] * sdev, (double)q * sref);
+                }
+            }
+        char qs[96];
+        snprintf(qs, sizeof qs, "m%d k%d%s", m, k, outliers ? " outliers" : "");
+        lab_validate(o, "quant_x_i8", qs, &eq, 0.0);
     }
     g.dxh = lab_upload(xh, nx * 2);
     g.dy = lab_dmalloc((size_t)m * n * 2);

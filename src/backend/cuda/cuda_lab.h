@@ -121,8 +121,9 @@ int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, const uint8
  * every other INT4 entry this one changes the arithmetic: the activations lose precision (an error of up to xs / 2
  * per element; kernel_check prints the output's error against the unquantized X). xq: m*k bytes ([m][k]), xs:
  * m*(k/128) floats; N % 128 == 0, K % 256 == 0, m <= 16, compute capability 9.x. workspace:
- * assay_cuda_gemm_int4g128_w4a8_workspace(m, k) bytes of device memory. The GEMM on converted X runs at 3.27x cuBLAS
- * bf16 at m16 n8192 k8192 (run h200-gpu14-w4a8-2); with the conversion as a separate launch in front, 2.25x. */
+ * assay_cuda_gemm_int4g128_w4a8_workspace(m, k) bytes of device memory. The GEMM on converted X runs m16 n8192 k8192
+ * at 3.12-3.27x the same-run cuBLAS bf16 (runs h200-gpu14-w4a8-2 / -4, h200-gpu14); with the conversion as a separate
+ * launch in front, 2.21-2.31x. */
 size_t assay_cuda_gemm_int4g128_w4a8_workspace(int32_t m, int32_t k);
 int assay_cuda_quant_x_i8(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
                           assay_cuda_stream stream);
