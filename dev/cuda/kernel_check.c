@@ -1172,8 +1172,8 @@ static void fp8_sm90_prepare_blk(fp8_ctx *f, int hadamard) {
 static int g_fp8_sm90_variant = 0, g_fp8_sm90_blk = 0;
 /* ASSAY_LAB_FP8_VARIANTS="0,4,23" limits the lab variants of the sm90 FP8 kernel that the fp8attn section validates
    and times (both K scalings); unset = all. */
-/* timing probes with wrong results on purpose (never validated): 20-22 (version 2), 49-50 (version 3) */
-static int fp8_probe(int v) { return (v >= 20 && v <= 22) || v == 49 || v == 50; }
+/* timing probes with wrong results on purpose (never validated): 20-22 (version 2), 49-50, 59-60 (version 3) */
+static int fp8_probe(int v) { return (v >= 20 && v <= 22) || v == 49 || v == 50 || v == 59 || v == 60; }
 static int fp8_variant_selected(int v) {
     const char *f = getenv("ASSAY_LAB_FP8_VARIANTS");
     return !f || !*f || list_has(f, v);
@@ -1336,8 +1336,9 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
             } else {
                 fp8_sm90_prepare(&f, 1);
             }
-            for (int v = 3; v <= (blk ? 53 : 6); ++v) {
-                if (v == 19 || v == 51 || fp8_probe(v) || !fp8_variant_selected(v)) continue; /* 19, 51: none */
+            for (int v = 3; v <= (blk ? 62 : 6); ++v) {
+                if (v == 19 || v == 51 || v == 54 || v == 55 || fp8_probe(v) || !fp8_variant_selected(v))
+                    continue; /* 19, 51, 54, 55: none */
                 g_fp8_sm90_variant = v;
                 CK(cudaMemset(f.dout, 0xFF, (size_t)p->total_q * c->hq * c->d * 2));
                 fp8_sm90_run(&f);
@@ -1419,7 +1420,8 @@ static void section_fp8_attn(lab_out *o) {
                                         {14, 1}, {15, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {20, 1}, {21, 1},
                                         {22, 1}, {23, 1}, {24, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
-                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1}};
+                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1},
+                                        {56, 1}, {57, 1}, {58, 1}, {59, 1}, {60, 1}, {61, 1}, {62, 1}};
             for (int rep = 0; rep < 2; ++rep)
                 for (size_t k = 0; k < sizeof vs / sizeof vs[0]; ++k) {
                     const int v = vs[k][0], blk = vs[k][1];
@@ -1448,7 +1450,8 @@ static void section_fp8_attn(lab_out *o) {
         prefill_alloc(&p2, &c2);
         static const int vr[][2] = {{2, 0}, {4, 0}, {4, 1}, {6, 1}, {12, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {23, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
-                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1}};
+                                        {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1},
+                                        {56, 1}, {57, 1}, {58, 1}, {59, 1}, {60, 1}, {61, 1}, {62, 1}};
         for (int causal = 0; causal <= 1; ++causal) {
             c2.causal = causal;
             char shape[96];
@@ -1486,6 +1489,15 @@ static void section_fp8_attn(lab_out *o) {
                 fp8_alloc(&f, &sw[i], &ps);
                 fp8_sm90_prepare_blk(&f, 1);
                 fp8_sm90_check_time(o, &f, 0, 1, "attn_prefill_fp8_sm90", shape, 2, 5);
+                /* the one-warpgroup lab variants (two CTAs per SM) at the sweep's lengths, when selected by name */
+                static const int sweep_lab[] = {56, 57, 58, 59, 60, 61, 62};
+                for (size_t k = 0; k < sizeof sweep_lab / sizeof sweep_lab[0]; ++k) {
+                    const char *sel = getenv("ASSAY_LAB_FP8_VARIANTS");
+                    if (!sel || !*sel || !list_has(sel, sweep_lab[k])) continue;
+                    char nm[64];
+                    snprintf(nm, sizeof nm, "attn_prefill_fp8_sm90_v%d_kblk", sweep_lab[k]);
+                    fp8_sm90_check_time(o, &f, sweep_lab[k], 1, nm, shape, 2, 5);
+                }
                 fp8_free(&f);
             }
             prefill_free(&ps);

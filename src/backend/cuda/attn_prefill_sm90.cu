@@ -1332,15 +1332,49 @@ constexpr int F83_STAGES = 3;
 // exponentials cost ~15%, but not in a form 6 more instructions per element can buy back.
 // DIAG_NOEXP (timing probe, wrong results on purpose): every exponential of P is one FFMA (x * 0 + 1) instead of
 // MUFU.EX2 (the O rescale factors stay exact): what the exponentials cost version 3 at most.
+// ST2 (round 11): 2 K/V stages, so that a one-warpgroup CTA (NCW = 1) of 192-key tiles fits twice per SM.
+// DIAG_NOLOAD (timing probe, round 11, wrong results on purpose): only the first S key tiles are loaded and the
+// later tiles reuse their stages without waiting, so the loop runs without L2 -> SM traffic.
+// MCAST (round 11, NCW = 1): the CTAs run in clusters of two, adjacent 64-row query tiles of one head, and share
+// each K / V tile: rank 0 loads K, rank 1 V, each as one multicast copy into both CTAs; the consumers free a stage
+// in both CTAs (a local and a remote mbarrier arrive), so the L2 -> SM traffic is version 3's again. A pair runs
+// the longer of its two causal key ranges (the extra keys are masked), and neither CTA leaves before the other is
+// done with its barriers (cluster barrier at the end).
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
-       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256 };
+       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_ST2 = 1024, F83M_DIAG_NOLOAD = 2048, F83M_MCAST = 4096 };
+// The same copy as tma_load_3d into the same shared-memory offset of every CTA in mask (cluster ranks), each
+// completing on its own barrier at bar's offset.
+__device__ __forceinline__ void tma_load_3d_mc(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
+                                               uint64_t *bar, uint16_t mask) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+        "{%2, %3, %4}], [%5], %6;\n" ::"r"(smem_u32(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask)
+        : "memory");
+#else
+    __trap();
+#endif
+}
+// An arrive on the barrier at bar's offset in the shared memory of cluster rank `rank`.
+__device__ __forceinline__ void mbar_arrive_rank(uint64_t *bar, uint32_t rank) {
+#ifdef ASSAY_SM90A
+    asm volatile(
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_u32(bar)),
+        "r"(rank)
+        : "memory");
+#else
+    __trap();
+#endif
+}
 // true: the exponentials of 8-key group i (of a row) use poly_exp2 instead of MUFU.EX2
 __host__ __device__ constexpr bool f83_sw(int mode, int i) {
     return ((mode & F83M_SW4) && (i & 3) == 3) || ((mode & F83M_SW8) && (i & 7) == 7) ||
            ((mode & F83M_SW38) && ((i & 7) == 2 || (i & 7) == 5 || (i & 7) == 7));
 }
 __host__ __device__ constexpr int f83_stages(int mode) {
-    return (mode & F83M_ST5) ? 5 : (mode & F83M_ST4) ? 4 : F83_STAGES;
+    return (mode & F83M_ST5) ? 5 : (mode & F83M_ST4) ? 4 : (mode & F83M_ST2) ? 2 : F83_STAGES;
 }
 template <int TBN, int NCW = 2, int NST = F83_STAGES>
 struct F83 {
@@ -1367,8 +1401,11 @@ __device__ __forceinline__ void wgmma_wait0_tagged() {
     else asm volatile("wgmma.wait_group.sync.aligned 0; // b\n" ::: "memory");
 }
 
+// NCW = 1 (round 11): one consumer warpgroup of 64 query rows and no ping-pong inside the CTA; two CTAs share an
+// SM (128 registers at launch, setmaxnreg 232 / 24), so the hardware interleaves their GEMMs and softmaxes and one
+// CTA's start and end run beside the other's loop. Each CTA reads its own K / V: twice version 3's L2 traffic.
 template <int TBN, bool PINGPONG, bool DBUF, bool KEEP = false, bool LATE = false, int NCW = 2, int MODE = 0>
-__global__ void __launch_bounds__(128 * (NCW + 1), 1)
+__global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     fa_wgmma_fp8_v3(const __grid_constant__ CUtensorMap tmq, const __grid_constant__ CUtensorMap tmk,
                     const __grid_constant__ CUtensorMap tmv, const __grid_constant__ CUtensorMap tmk64,
                     const __grid_constant__ CUtensorMap tmv64, const __grid_constant__ CUtensorMap tmq64,
@@ -1376,12 +1413,15 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 #ifdef ASSAY_SM90A
     constexpr int S = f83_stages(MODE), F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST, QB = F83<TBN, NCW>::QB;
     constexpr int BM = NCW * 64;  // query rows per CTA (shadows the file's 128)
-    constexpr bool S2 = (MODE & F83M_S2) != 0;
+    constexpr bool S2 = (MODE & F83M_S2) != 0, MC = (MODE & F83M_MCAST) != 0;
     constexpr float TAU = (MODE & F83M_TAU48) ? 4.8f : F8_RESCALE_TAU, POFF = (MODE & F83M_TAU48) ? 4.f : 8.f;
     static_assert(!LATE || (KEEP && !DBUF), "LATE orders the wait of the single kept P buffer");
     static_assert(!S2 || (KEEP && !DBUF && TBN == 128 && NCW == 2), "S2: 128-key tiles, single P kept live");
     static_assert(!DBUF || S == 3, "DBUF frees the V stage of tile j - 2 at a 3-stage offset");
-    static_assert(NCW == 2 || (NCW == 3 && TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
+    static_assert(NCW != 3 || (TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
+    static_assert(NCW != 1 || (!PINGPONG && !DBUF && F83<TBN, 1, S>::SMEM <= 232448 / 2 - 1024),
+                  "1 consumer warpgroup: no ping-pong, and two CTAs per SM");
+    static_assert(!MC || NCW == 1, "multicast pairs: one consumer warpgroup per CTA");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *Qs = sm, *Ks = sm + QB, *Vs = sm + QB + S * F83_KST;
@@ -1392,14 +1432,14 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     const int mblk = gridDim.x - 1 - blockIdx.x;
     const int q0 = p.cu_q[b], Lq = p.cu_q[b + 1] - q0;
     const int k0 = p.cu_k[b], Lk = p.cu_k[b + 1] - k0;
-    if (mblk * BM >= Lq) return;
+    if ((MC ? mblk & ~1 : mblk) * BM >= Lq) return;  // MC: a pair leaves only together
     const int vt0 = p.cu_vt[b];
     const int hk = h / (p.hq / p.hkv);
     const int diag = Lk - Lq;
     const int n_total = (Lk + TBN - 1) / TBN;
     int n_max = n_total;
     if (p.causal) {
-        int x = (mblk + 1) * BM + diag;
+        int x = ((MC ? mblk | 1 : mblk) + 1) * BM + diag;  // MC: the pair's longer range
         n_max = x <= 0 ? 0 : min(n_total, (x + TBN - 1) / TBN);
     }
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
@@ -1409,38 +1449,62 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         for (int s = 0; s < S; ++s) {
             mbar_init(kfull + s, 1);
             mbar_init(vfull + s, 1);
-            mbar_init(kempty + s, 4 * NCW);
-            mbar_init(vempty + s, 4 * NCW);
+            mbar_init(kempty + s, 4 * NCW * (MC ? 2 : 1));
+            mbar_init(vempty + s, 4 * NCW * (MC ? 2 : 1));
         }
         mbar_fence_init();
     }
-    __syncthreads();
+    if constexpr (MC) cluster_sync_release_acquire();  // the peer's barriers exist before a copy or arrive comes
+    else __syncthreads();
 
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (tid == 0 && n_max > 0) {
             mbar_arrive_expect_tx(qfull, QB);
-            tma_load_3d(Qs, &tmq, 0, h, q0 + mblk * BM, qfull);
+            if (NCW == 1) tma_load_3d(Qs, &tmq64, 0, h, q0 + mblk * BM, qfull);
+            else tma_load_3d(Qs, &tmq, 0, h, q0 + mblk * BM, qfull);
             if (NCW == 3) tma_load_3d(Qs + F8_TILE, &tmq64, 0, h, q0 + mblk * BM + 128, qfull);
             // Boxes past the tensor's end are zero-filled and still count their bytes; their keys are masked, and
             // zero V^T codes keep P V finite.
-            for (int j = 0, s = 0, ph = 0; j < n_max; ++j) {
+            for (int j = 0, s = 0, ph = 0; j < ((MODE & F83M_DIAG_NOLOAD) ? min(n_max, S) : n_max); ++j) {
                 if (j >= S) mbar_wait(kempty + s, ph ^ 1);
                 mbar_arrive_expect_tx(kfull + s, F83_KST);
-                tma_load_3d(Ks + s * F83_KST, &tmk, 0, hk, k0 + j * TBN, kfull + s);
-                if (TBN > 128) tma_load_3d(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s);
+                if constexpr (MC) {
+                    if (!(blockIdx.x & 1)) {  // rank 0 loads K into both CTAs
+                        tma_load_3d_mc(Ks + s * F83_KST, &tmk, 0, hk, k0 + j * TBN, kfull + s, 3);
+                        if (TBN > 128)
+                            tma_load_3d_mc(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s, 3);
+                    }
+                } else {
+                    tma_load_3d(Ks + s * F83_KST, &tmk, 0, hk, k0 + j * TBN, kfull + s);
+                    if (TBN > 128) tma_load_3d(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s);
+                }
                 if (j >= S) mbar_wait(vempty + s, ph ^ 1);
                 mbar_arrive_expect_tx(vfull + s, F83_VST);
-                tma_load_3d(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s);
-                if (TBN > 128) tma_load_3d(Vs + s * F83_VST + F8_TILE, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
+                if constexpr (MC) {
+                    if (blockIdx.x & 1) {  // rank 1 loads V into both CTAs
+                        tma_load_3d_mc(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s, 3);
+                        if (TBN > 128)
+                            tma_load_3d_mc(Vs + s * F83_VST + F8_TILE, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s, 3);
+                    }
+                } else {
+                    tma_load_3d(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s);
+                    if (TBN > 128) tma_load_3d(Vs + s * F83_VST + F8_TILE, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
+                }
                 if (++s == S) s = 0, ph ^= 1;
             }
+        }
+        if constexpr (MC) {  // the end of the pair: see the consumers' exits
+            __syncwarp();
+            cluster_sync_release_acquire();
         }
         return;
     }
 
-    // 2 consumer warpgroups: 240 registers each (2 x 128 x 240 + 128 x 24 <= 64K); 3: 160 each
+    // 2 consumer warpgroups: 240 registers each (2 x 128 x 240 + 128 x 24 <= 64K); 3: 160 each; 1: 232 (the CTA's
+    // 256 x 128 launch registers, two CTAs per SM)
     if (NCW == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
+    else if (NCW == 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     else asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int cw = wg - 1, wiw = warp & 3;
     const int g = lane >> 2, t = lane & 3;
@@ -1454,6 +1518,11 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         if (PINGPONG && !(cw == NCW - 1 && final)) named_arrive(cw == NCW - 1 ? 1 : 2 + cw);
     };
     if (PINGPONG && cw == NCW - 1 && n_max > 0) named_arrive(1);
+    // A K or V stage is free (MC: in both CTAs of the pair, whose producers each wait for 8 warps)
+    auto release = [&](uint64_t *bar) {
+        mbar_arrive(bar);
+        if constexpr (MC) mbar_arrive_rank(bar, (blockIdx.x & 1) ^ 1);  // cluster rank = blockIdx.x & 1
+    };
 
     float qf[2];  // per-row factor: q scale * softmax scale * log2(e)
 #pragma unroll
@@ -1590,8 +1659,8 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
     auto step = [&](int j, bool odd, uint32_t (*pc)[4], uint32_t (*pp)[4]) {
         if (++st == S) st = 0, phk ^= 1;
         const int sp = st == 0 ? S - 1 : st - 1, phv = st == 0 ? phk ^ 1 : phk, sq2 = st == S - 1 ? 0 : st + 1;
-        mbar_wait(kfull + st, phk);
-        mbar_wait(vfull + sp, phv);
+        if (!(MODE & F83M_DIAG_NOLOAD) || j < S) mbar_wait(kfull + st, phk);
+        if (!(MODE & F83M_DIAG_NOLOAD) || j - 1 < S) mbar_wait(vfull + sp, phv);
         wgmma_fence();
         turn_begin();
         issue_qk(st);
@@ -1601,8 +1670,8 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         reg_fence<TBN / 2>(s);
         __syncwarp();
         if (lane == 0) {
-            mbar_arrive(kempty + st);
-            if (DBUF && j >= 2) mbar_arrive(vempty + sq2);
+            release(kempty + st);
+            if (DBUF && j >= 2) release(vempty + sq2);
         }
         float alpha[2];
         softmax(j, odd, alpha, pc);
@@ -1622,12 +1691,12 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
             if (LATE) {
                 wait_late_then_rescale(alpha);
                 __syncwarp();
-                if (lane == 0) mbar_arrive(vempty + sp);
+                if (lane == 0) release(vempty + sp);
             } else {
                 wgmma_wait<0>();  // P_{j-1} V_{j-1} done: its V stage is free and P may be overwritten
                 reg_fence<F8_D / 2>(o);
                 __syncwarp();
-                if (lane == 0) mbar_arrive(vempty + sp);
+                if (lane == 0) release(vempty + sp);
                 if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(alpha);
             }
         }
@@ -1649,7 +1718,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         issue_pv(s0, pa0);
         turn_end(false);
         __syncwarp();
-        if (lane == 0) mbar_arrive(kempty + s1);  // S_j was retired by the previous wait
+        if (lane == 0) release(kempty + s1);  // S_j was retired by the previous wait
         float alpha[2];
         softmax_on(sc, j, false, alpha);
 #pragma unroll
@@ -1660,7 +1729,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         wait_late_then_rescale(alpha);
         reg_fence<TBN / 2>(sn);
         __syncwarp();
-        if (lane == 0) mbar_arrive(vempty + s0);
+        if (lane == 0) release(vempty + s0);
         convert_p_from(sc, pa0);
         // rotate: j -> j - 1, j + 1 -> j, j + 2 -> j + 1
         s0 = s1, p0 = p1, s1 = s2n, p1 = p2n;
@@ -1679,7 +1748,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         wgmma_wait<1>();  // S_0 done
         reg_fence<TBN / 2>(s);
         __syncwarp();
-        if (lane == 0) mbar_arrive(kempty);
+        if (lane == 0) release(kempty);
         float alpha0[2];
         softmax_on(s, 0, false, alpha0);
         wgmma_wait<0>();  // S_1
@@ -1709,7 +1778,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         wgmma_wait<0>();
         reg_fence<TBN / 2>(s);
         __syncwarp();
-        if (lane == 0) mbar_arrive(kempty);
+        if (lane == 0) release(kempty);
         float alpha0[2];
         softmax(0, false, alpha0, pa0);
         convert_p(pa0);
@@ -1720,7 +1789,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
         }
         if (j < n_max) step(j, true, DBUF ? pa1 : pa0, pa0);
         const int last = n_max - 1;
-        mbar_wait(vfull + st, phk);  // st, phk: the stage of the last tile
+        if (!(MODE & F83M_DIAG_NOLOAD) || last < S) mbar_wait(vfull + st, phk);  // st, phk: the last tile's stage
         wgmma_fence();
         turn_begin();
         if (DBUF && (last & 1)) issue_pv(st, pa1);
@@ -1763,6 +1832,10 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
             const uint4 v = *reinterpret_cast<const uint4 *>(ob + rl * 256 + ((ch ^ (rl & 7)) << 4));
             *reinterpret_cast<uint4 *>(p.o + ((size_t)(q0 + row) * p.hq + h) * F8_D + ch * 8) = v;
         }
+        if constexpr (MC) {  // neither CTA of a pair leaves while the other may still arrive on its barriers
+            __syncwarp();
+            cluster_sync_release_acquire();
+        }
         return;
     }
 #pragma unroll
@@ -1778,6 +1851,10 @@ __global__ void __launch_bounds__(128 * (NCW + 1), 1)
             *reinterpret_cast<uint32_t *>(dst + c) =
                 pack_bf16(o[4 * i + 2 * r] * inv * __ldg(vsc + c), o[4 * i + 2 * r + 1] * inv * __ldg(vsc + c + 1));
         }
+    }
+    if constexpr (MC) {
+        __syncwarp();
+        cluster_sync_release_acquire();
     }
 #else
     __trap();
@@ -2267,11 +2344,12 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 53 && a->variant != 51);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 53 && a->variant != 51) ||
+                          (a->variant >= 56 && a->variant <= 62);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56-62)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2317,7 +2395,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 53 : 52) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if (v >= 25 && v <= 53 && v != 51) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if ((v >= 25 && v <= 53 && v != 51) || (v >= 56 && v <= 62)) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
@@ -2326,9 +2404,13 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // stages, 40 = 35 with 5, 41 = 36 with 5, 42 = 31 with 5; round 8:
                                     // 43 / 44 / 45 = 32 + SW4 / SW38 / SW8, 46 / 47 / 48 = 31 + SW4 / SW38 / SW8;
                                     // timing probes 49 / 50 = 32 / 31 + DIAG_NOEXP; round 9: 52 / 53 = 32 / 31 +
-                                    // OSTAGE (51, a persistent version 4, was slower and is gone: NOTES round 9)
+                                    // OSTAGE (51, a persistent version 4, was slower and is gone: NOTES round 9);
+                                    // round 11: one consumer warpgroup, two CTAs per SM (NCW = 1, no ping-pong,
+                                    // OSTAGE): 56 = 52's tile form (192 keys, LATE) on 2 stages, 57 = 53's (128
+                                    // keys) on 3, 58 = 56 without LATE; timing probes 59 / 60 = 52 / 56 +
+                                    // DIAG_NOLOAD; 61 / 62 = 56 / 58 + MCAST (clusters of two)
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
-                                       // the last 64 rows of a 192-row Q tile (NCW = 3, not instantiated)
+                                       // a 64-row Q tile (NCW = 1; the last 64 rows of a 192-row one for NCW = 3)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
         if (make_map_u8(&mk64, a->k, dk, sk, box_k64) ||
             make_map_u8(&mv64, a->vt, dv, sv, box_vt64, CU_TENSOR_MAP_SWIZZLE_64B) ||
@@ -2361,13 +2443,41 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 49 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_DIAG_NOEXP>
                     : v == 50 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_DIAG_NOEXP>
                     : v == 52 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE>
+                    : v == 56 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2>
+                    : v == 57 ? fa_wgmma_fp8_v3<128, false, false, true, false, 1, F83M_OSTAGE>
+                    : v == 58 ? fa_wgmma_fp8_v3<192, false, false, true, false, 1, F83M_OSTAGE | F83M_ST2>
+                    : v == 59 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_DIAG_NOLOAD>
+                    : v == 60 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_DIAG_NOLOAD>
+                    : v == 61 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_MCAST>
+                    : v == 62 ? fa_wgmma_fp8_v3<192, false, false, true, false, 1, F83M_OSTAGE | F83M_ST2 | F83M_MCAST>
                               : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>;
-        const int smem = v == 39                       ? F83<128, 2, 4>::SMEM
+        const bool one_wg = v >= 56 && v != 59;  // NCW = 1: 64 query rows and 256 threads per CTA
+        const int smem = v == 56 || v >= 58        ? F83<192, 1, 2>::SMEM
+                         : v == 57                     ? F83<128, 1, 3>::SMEM
+                         : v == 39                     ? F83<128, 2, 4>::SMEM
                          : v >= 40 && v <= 42          ? F83<128, 2, 5>::SMEM
-                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v != 49 && v != 52) ? F83<128>::SMEM
+                         : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v <= 53 && v != 49 && v != 52) ? F83<128>::SMEM
                                                                                                      : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        kern<<<grid, NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
+        if (one_wg) grid.x = (a->max_seqlen_q + 63) / 64;
+        if (v == 61 || v == 62) {  // MCAST: clusters of two CTAs along x
+            grid.x += grid.x & 1;
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeClusterDimension;
+            attr[0].val.clusterDim.x = 2;
+            attr[0].val.clusterDim.y = 1;
+            attr[0].val.clusterDim.z = 1;
+            cfg.gridDim = grid;
+            cfg.blockDim = dim3(256);
+            cfg.dynamicSmemBytes = smem;
+            cfg.stream = st;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+            ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, mq, mk, mv, mk64, mv64, mq64, p));
+        } else {
+            kern<<<grid, one_wg ? 256 : NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
+        }
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
         auto kern = v == 7    ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY4>
                     : v == 8  ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY2>
