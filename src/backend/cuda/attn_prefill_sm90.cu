@@ -1341,7 +1341,22 @@ constexpr int F83_STAGES = 3;
 // the longer of its two causal key ranges (the extra keys are masked), and neither CTA leaves before the other is
 // done with its barriers (cluster barrier at the end).
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
-       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_ST2 = 1024, F83M_DIAG_NOLOAD = 2048, F83M_MCAST = 4096 };
+       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_ST2 = 1024, F83M_DIAG_NOLOAD = 2048, F83M_MCAST = 4096,
+       F83M_LOGP = 8192 };
+// LOGP (round 11): P without exponentials. An e4m3 code is close to 8 log2(value) + 56 (exponent field x 8 plus the
+// 3-bit mantissa, a linear interpolation of 2^f inside each binade: at most +6.1% off), so P = 2^x with x = S rf -
+// m + 8 <= 8.8 is written straight as the code round(8 x + 55.7) in [0, 126]: one FFMA whose result carries the
+// integer in its low mantissa bits (the 1.5 x 2^23 magic number), one FMNMX for the floor at code 0, and byte
+// permutes that pack four codes into an A-fragment register; no MUFU, no F2FP. The row sums come from the tensor
+// core (P V as m64n136k32 against 8 rows of e4m3 ones after each V^T box, as version 2's TCSUM), so they sum the
+// very codes the numerator used. The -0.3 of 55.7 minimized the output error of a numpy simulation (N(0, s^2)
+// scores, s = 1 and 4: 1.18x and 1.3x the P rounding error of exact exponentials rounded to e4m3).
+__host__ __device__ constexpr int f83_vst(int tbn, int mode) {  // V^T bytes of a stage; LOGP: each box followed by its 8 rows of ones
+    return (mode & F83M_LOGP) ? (tbn > 128 ? 26624 : 17408) : F8_TILE + (tbn - 128) * 128;
+}
+__host__ __device__ constexpr int f83_smem(int tbn, int ncw, int nst, int mode) {
+    return ncw * 64 * 128 + nst * (tbn * 128 + f83_vst(tbn, mode)) + (nst <= 3 ? 128 : 256) + 1024;
+}
 // The same copy as tma_load_3d into the same shared-memory offset of every CTA in mask (cluster ranks), each
 // completing on its own barrier at bar's offset.
 __device__ __forceinline__ void tma_load_3d_mc(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
@@ -1411,7 +1426,10 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
                     const __grid_constant__ CUtensorMap tmv64, const __grid_constant__ CUtensorMap tmq64,
                     Fp8WgParams p) {
 #ifdef ASSAY_SM90A
-    constexpr int S = f83_stages(MODE), F83_KST = F83<TBN>::KST, F83_VST = F83<TBN>::VST, QB = F83<TBN, NCW>::QB;
+    constexpr bool LOGP = (MODE & F83M_LOGP) != 0;
+    constexpr int S = f83_stages(MODE), F83_KST = F83<TBN>::KST, F83_VST = f83_vst(TBN, MODE), QB = F83<TBN, NCW>::QB;
+    constexpr int ON = LOGP ? F8_D / 2 + 4 : F8_D / 2;  // O accumulators per thread (LOGP: + the row-sum columns)
+    constexpr int V64 = LOGP ? F8_TILE + 1024 : F8_TILE;  // offset of the 64-key V^T box in a stage
     constexpr int BM = NCW * 64;  // query rows per CTA (shadows the file's 128)
     constexpr bool S2 = (MODE & F83M_S2) != 0, MC = (MODE & F83M_MCAST) != 0;
     constexpr float TAU = (MODE & F83M_TAU48) ? 4.8f : F8_RESCALE_TAU, POFF = (MODE & F83M_TAU48) ? 4.f : 8.f;
@@ -1419,9 +1437,11 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     static_assert(!S2 || (KEEP && !DBUF && TBN == 128 && NCW == 2), "S2: 128-key tiles, single P kept live");
     static_assert(!DBUF || S == 3, "DBUF frees the V stage of tile j - 2 at a 3-stage offset");
     static_assert(NCW != 3 || (TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
-    static_assert(NCW != 1 || (!PINGPONG && !DBUF && F83<TBN, 1, S>::SMEM <= 232448 / 2 - 1024),
+    static_assert(NCW != 1 || (!PINGPONG && !DBUF && f83_smem(TBN, 1, S, MODE) <= 232448 / 2 - 1024),
                   "1 consumer warpgroup: no ping-pong, and two CTAs per SM");
     static_assert(!MC || NCW == 1, "multicast pairs: one consumer warpgroup per CTA");
+    static_assert(!LOGP || (!S2 && !DBUF && !(MODE & (F83M_SW4 | F83M_SW38 | F83M_SW8 | F83M_DIAG_NOEXP))),
+                  "LOGP: single P, no exponentials to split");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = reinterpret_cast<unsigned char *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *Qs = sm, *Ks = sm + QB, *Vs = sm + QB + S * F83_KST;
@@ -1454,6 +1474,15 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         }
         mbar_fence_init();
     }
+    if constexpr (LOGP) {  // the ones rows after each V^T box, written once; the tensor cores read them (async proxy)
+        for (int i = tid; i < S * 384; i += 128 * (NCW + 1)) {
+            const int st = i / 384, w = i % 384;  // 256 words after the 128-key box, 128 after the 64-key box
+            unsigned char *v = Vs + st * F83_VST;
+            if (w < 256) reinterpret_cast<uint32_t *>(v + F8_TILE)[w] = 0x38383838u;
+            else if (TBN > 128) reinterpret_cast<uint32_t *>(v + V64 + 8192)[w - 256] = 0x38383838u;
+        }
+        fence_proxy_async();
+    }
     if constexpr (MC) cluster_sync_release_acquire();  // the peer's barriers exist before a copy or arrive comes
     else __syncthreads();
 
@@ -1480,16 +1509,16 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
                     if (TBN > 128) tma_load_3d(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s);
                 }
                 if (j >= S) mbar_wait(vempty + s, ph ^ 1);
-                mbar_arrive_expect_tx(vfull + s, F83_VST);
+                mbar_arrive_expect_tx(vfull + s, F83<TBN>::VST);
                 if constexpr (MC) {
                     if (blockIdx.x & 1) {  // rank 1 loads V into both CTAs
                         tma_load_3d_mc(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s, 3);
                         if (TBN > 128)
-                            tma_load_3d_mc(Vs + s * F83_VST + F8_TILE, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s, 3);
+                            tma_load_3d_mc(Vs + s * F83_VST + V64, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s, 3);
                     }
                 } else {
                     tma_load_3d(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s);
-                    if (TBN > 128) tma_load_3d(Vs + s * F83_VST + F8_TILE, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
+                    if (TBN > 128) tma_load_3d(Vs + s * F83_VST + V64, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
                 }
                 if (++s == S) s = 0, ph ^= 1;
             }
@@ -1532,16 +1561,16 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     }
     const float *kblk = p.k_blk + (size_t)hk * p.kblk_stride + vt0 / 32;
 
-    float o[F8_D / 2];
+    float o[ON];
     float s[TBN / 2], s2[S2 ? TBN / 2 : 1];  // s2: S of the odd tiles (S2)
     uint32_t pa0[TBN / 32][4], pa1[DBUF ? TBN / 32 : 1][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     uint32_t keep = 0;
 #pragma unroll
-    for (int i = 0; i < F8_D / 2; ++i) o[i] = 0.f;
+    for (int i = 0; i < ON; ++i) o[i] = 0.f;
     // Descriptors of stage 0; a stage (or a 32-byte k step) moves the start address field by bytes >> 4.
     const uint64_t dq = sw128_desc(Qs + cw * 64 * 128, 16, 1024);
-    const uint64_t dk = sw128_desc(Ks, 16, 1024), dv = sw128_desc(Vs, 16, 1024), dv64 = sw64_desc(Vs + F8_TILE);
+    const uint64_t dk = sw128_desc(Ks, 16, 1024), dv = sw128_desc(Vs, 16, 1024), dv64 = sw64_desc(Vs + V64);
 
     auto issue_qk_to = [&](int st, float *sx) {
         const uint64_t d = dk + (uint64_t)(st * (F83_KST >> 4));
@@ -1556,7 +1585,10 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     auto issue_pv = [&](int st, uint32_t (*pa)[4]) {
         const uint64_t d = dv + (uint64_t)(st * (F83_VST >> 4)), d64 = dv64 + (uint64_t)(st * (F83_VST >> 4));
 #pragma unroll
-        for (int kc = 0; kc < TBN / 32; ++kc) wgmma_rs_e4m3_n128(o, pa[kc], kc < 4 ? d + 2 * kc : d64 + 2 * (kc - 4));
+        for (int kc = 0; kc < TBN / 32; ++kc) {
+            if constexpr (LOGP) wgmma_rs_e4m3_n136(o, pa[kc], kc < 4 ? d + 2 * kc : d64 + 2 * (kc - 4));
+            else wgmma_rs_e4m3_n128(o, pa[kc], kc < 4 ? d + 2 * kc : d64 + 2 * (kc - 4));
+        }
         (void)d64;
         wgmma_commit();
     };
@@ -1597,6 +1629,18 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
             const float mnew = mxs > m[r] + TAU ? mxs : m[r];
             alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
             const float off = POFF - (mnew == -INFINITY ? 0.f : mnew);
+            if constexpr (LOGP) {  // codes round(8 x + 55.7) in the low bits of 1.5 x 2^23 + code; -inf -> code 0
+                constexpr float MAGIC = 12582912.f;
+                const float off8 = fmaf(8.f, off, 55.7f + MAGIC);
+#pragma unroll
+                for (int i = 0; i < TBN / 8; ++i) {
+                    const float rf8 = 8.f * (i < split ? rfa : rfb);
+                    s[4 * i + 2 * r] = fmaxf(fmaf(s[4 * i + 2 * r], rf8, off8), MAGIC);
+                    s[4 * i + 2 * r + 1] = fmaxf(fmaf(s[4 * i + 2 * r + 1], rf8, off8), MAGIC);
+                }
+                m[r] = mnew;
+                continue;
+            }
             float sq[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int i = 0; i < TBN / 8; ++i) {
@@ -1623,6 +1667,14 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
 #pragma unroll
                 for (int hh = 0; hh < 2; ++hh) {
                     const int i = 4 * kc + 2 * hh;
+                    if constexpr (LOGP) {  // the low bytes of four codes
+                        const uint32_t lo = __byte_perm(__float_as_uint(s[4 * i + 2 * r]),
+                                                        __float_as_uint(s[4 * i + 2 * r + 1]), 0x0040);
+                        const uint32_t hi = __byte_perm(__float_as_uint(s[4 * i + 4 + 2 * r]),
+                                                        __float_as_uint(s[4 * i + 4 + 2 * r + 1]), 0x0040);
+                        pa[kc][2 * hh + r] = __byte_perm(lo, hi, 0x5410);
+                        continue;
+                    }
                     const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]),
                                                                  __NV_SATFINITE, __NV_E4M3);
                     const uint32_t hi = __nv_cvt_float2_to_fp8x2(
@@ -1633,7 +1685,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     auto convert_p = [&](uint32_t (*pa)[4]) { convert_p_from(s, pa); };
     auto rescale = [&](const float *alpha) {
 #pragma unroll
-        for (int i = 0; i < F8_D / 8; ++i) {
+        for (int i = 0; i < ON / 4; ++i) {
             o[4 * i + 0] *= alpha[0];
             o[4 * i + 1] *= alpha[0];
             o[4 * i + 2] *= alpha[1];
@@ -1646,11 +1698,11 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     auto wait_late_then_rescale = [&](const float *alpha) {
         if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
             wgmma_wait0_tagged<1>();
-            reg_fence<F8_D / 2>(o);
+            reg_fence<ON>(o);
             rescale(alpha);
         } else {
             wgmma_wait0_tagged<2>();
-            reg_fence<F8_D / 2>(o);
+            reg_fence<ON>(o);
         }
     };
     // st / phk: stage and phase of tile j; tile j - 1 is in stage sp (phase phv), tile j - 2 in sq2 (S = 3).
@@ -1680,7 +1732,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
             for (int kc = 0; kc < TBN / 32; ++kc) keep ^= pp[kc][0] ^ pp[kc][1] ^ pp[kc][2] ^ pp[kc][3];
             if (warpgroup_any(alpha[0] != 1.f || alpha[1] != 1.f, 3 + cw)) {
                 wgmma_wait<0>();  // P_{j-1} V_{j-1} done
-                reg_fence<F8_D / 2>(o);
+                reg_fence<ON>(o);
                 rescale(alpha);
             }
         } else {
@@ -1694,7 +1746,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
                 if (lane == 0) release(vempty + sp);
             } else {
                 wgmma_wait<0>();  // P_{j-1} V_{j-1} done: its V stage is free and P may be overwritten
-                reg_fence<F8_D / 2>(o);
+                reg_fence<ON>(o);
                 __syncwarp();
                 if (lane == 0) release(vempty + sp);
                 if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(alpha);
@@ -1767,7 +1819,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         issue_pv(s0, pa0);
         turn_end(true);
         wgmma_wait<0>();
-        reg_fence<F8_D / 2>(o);
+        reg_fence<ON>(o);
     } else if (n_max > 0) {
         mbar_wait(qfull, 0);
         mbar_wait(kfull, 0);
@@ -1796,7 +1848,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         else issue_pv(st, pa0);
         turn_end(true);
         wgmma_wait<0>();
-        reg_fence<F8_D / 2>(o);
+        reg_fence<ON>(o);
     }
 
     const float *vsc = p.v_scale + (size_t)hk * F8_D;
@@ -1812,7 +1864,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         static_assert(64 * 256 <= F83_KST, "a warpgroup's O fits one K stage");
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const float lsum = warp_sum_quad(l[r]);
+            const float lsum = LOGP ? o[F8_D / 2 + 2 * r] : warp_sum_quad(l[r]);  // LOGP: column 128 + 2t
             const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
             const int rl = wiw * 16 + g + 8 * r;  // row within the warpgroup's 64
 #pragma unroll
@@ -1840,7 +1892,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const float lsum = warp_sum_quad(l[r]);
+        const float lsum = LOGP ? o[F8_D / 2 + 2 * r] : warp_sum_quad(l[r]);
         const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
         const int row = row0 + r * 8;
         if (row >= Lq + (int)keep) continue;
@@ -2345,11 +2397,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
     const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 53 && a->variant != 51) ||
-                          (a->variant >= 56 && a->variant <= 62);
+                          (a->variant >= 56 && a->variant <= 65);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56-62)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56-65)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2395,7 +2447,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 53 : 52) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if ((v >= 25 && v <= 53 && v != 51) || (v >= 56 && v <= 62)) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if ((v >= 25 && v <= 53 && v != 51) || (v >= 56 && v <= 65)) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
@@ -2408,7 +2460,8 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // round 11: one consumer warpgroup, two CTAs per SM (NCW = 1, no ping-pong,
                                     // OSTAGE): 56 = 52's tile form (192 keys, LATE) on 2 stages, 57 = 53's (128
                                     // keys) on 3, 58 = 56 without LATE; timing probes 59 / 60 = 52 / 56 +
-                                    // DIAG_NOLOAD; 61 / 62 = 56 / 58 + MCAST (clusters of two)
+                                    // DIAG_NOLOAD; 61 / 62 = 56 / 58 + MCAST (clusters of two); 63 / 64 / 65 =
+                                    // 52 / 53 / 56 + LOGP (P codes without exponentials)
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // a 64-row Q tile (NCW = 1; the last 64 rows of a 192-row one for NCW = 3)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2450,9 +2503,15 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 60 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_DIAG_NOLOAD>
                     : v == 61 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_MCAST>
                     : v == 62 ? fa_wgmma_fp8_v3<192, false, false, true, false, 1, F83M_OSTAGE | F83M_ST2 | F83M_MCAST>
+                    : v == 63 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP>
+                    : v == 64 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE | F83M_LOGP>
+                    : v == 65 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_LOGP>
                               : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>;
-        const bool one_wg = v >= 56 && v != 59;  // NCW = 1: 64 query rows and 256 threads per CTA
-        const int smem = v == 56 || v >= 58        ? F83<192, 1, 2>::SMEM
+        const bool one_wg = (v >= 56 && v <= 62 && v != 59) || v == 65;  // NCW = 1: 64 query rows, 256 threads
+        const int smem = v == 63                       ? f83_smem(192, 2, 3, F83M_LOGP)
+                         : v == 64                     ? f83_smem(128, 2, 3, F83M_LOGP)
+                         : v == 65                     ? f83_smem(192, 1, 2, F83M_LOGP)
+                         : v == 56 || v >= 58          ? F83<192, 1, 2>::SMEM
                          : v == 57                     ? F83<128, 1, 3>::SMEM
                          : v == 39                     ? F83<128, 2, 4>::SMEM
                          : v >= 40 && v <= 42          ? F83<128, 2, 5>::SMEM
