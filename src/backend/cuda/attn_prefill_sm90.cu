@@ -1342,15 +1342,18 @@ constexpr int F83_STAGES = 3;
 // done with its barriers (cluster barrier at the end).
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
        F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_ST2 = 1024, F83M_DIAG_NOLOAD = 2048, F83M_MCAST = 4096,
-       F83M_LOGP = 8192 };
+       F83M_LOGP = 8192, F83M_LOGPX = 16384 };
 // LOGP (round 11): P without exponentials. An e4m3 code is close to 8 log2(value) + 56 (exponent field x 8 plus the
 // 3-bit mantissa, a linear interpolation of 2^f inside each binade: at most +6.1% off), so P = 2^x with x = S rf -
-// m + 8 <= 8.8 is written straight as the code round(8 x + 55.7) in [0, 126]: one FFMA whose result carries the
+// m + 8 <= 8.8 is written straight as the code round(8 x + 55) in [0, 126]: one FFMA whose result carries the
 // integer in its low mantissa bits (the 1.5 x 2^23 magic number), one FMNMX for the floor at code 0, and byte
 // permutes that pack four codes into an A-fragment register; no MUFU, no F2FP. The row sums come from the tensor
 // core (P V as m64n136k32 against 8 rows of e4m3 ones after each V^T box, as version 2's TCSUM), so they sum the
-// very codes the numerator used. The -0.3 of 55.7 minimized the output error of a numpy simulation (N(0, s^2)
-// scores, s = 1 and 4: 1.18x and 1.3x the P rounding error of exact exponentials rounded to e4m3).
+// very codes the numerator used. A numpy simulation (N(0, s^2) scores, s = 1 and 4) puts the output error from P
+// at 1.2x / 1.75x that of exact exponentials rounded to e4m3; LOGPX (round(8 x + 55.7) with the offset kept exact,
+// one FADD more per element) at 1.18x / 1.36x. The magic number rounds the offset itself to an integer (its ulp
+// is 1), so without LOGPX the offset is 55, which keeps the code at most 126 (x <= 8.8; 127 is e4m3's NaN): 55.7
+// there reached 127 when the offset rounded up (NaN rows in run h200-gpu15-fp8pf11-4).
 __host__ __device__ constexpr int f83_vst(int tbn, int mode) {  // V^T bytes of a stage; LOGP: each box followed by its 8 rows of ones
     return (mode & F83M_LOGP) ? (tbn > 128 ? 26624 : 17408) : F8_TILE + (tbn - 128) * 128;
 }
@@ -1629,14 +1632,22 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
             const float mnew = mxs > m[r] + TAU ? mxs : m[r];
             alpha[r] = mnew == m[r] ? 1.f : fast_exp2(m[r] - mnew);
             const float off = POFF - (mnew == -INFINITY ? 0.f : mnew);
-            if constexpr (LOGP) {  // codes round(8 x + 55.7) in the low bits of 1.5 x 2^23 + code; -inf -> code 0
+            if constexpr (LOGP) {  // codes in the low bits of 1.5 x 2^23 + code, floored at code 0 (-inf -> 0)
                 constexpr float MAGIC = 12582912.f;
-                const float off8 = fmaf(8.f, off, 55.7f + MAGIC);
+                // LOGPX: round(8 x + 55.7), the offset kept exact (one FADD more); else the offset 8 off + 55 is
+                // itself rounded to an integer inside the magic number: round(8 x + 55 + d), d in [-0.5, 0.5]
+                // per row and tile, at most code 126 (x <= 8.8; 127 is e4m3's NaN)
+                const float off8 = (MODE & F83M_LOGPX) ? fmaf(8.f, off, 55.7f) : fmaf(8.f, off, 55.f + MAGIC);
 #pragma unroll
                 for (int i = 0; i < TBN / 8; ++i) {
                     const float rf8 = 8.f * (i < split ? rfa : rfb);
-                    s[4 * i + 2 * r] = fmaxf(fmaf(s[4 * i + 2 * r], rf8, off8), MAGIC);
-                    s[4 * i + 2 * r + 1] = fmaxf(fmaf(s[4 * i + 2 * r + 1], rf8, off8), MAGIC);
+                    if (MODE & F83M_LOGPX) {
+                        s[4 * i + 2 * r] = fmaxf(fmaf(s[4 * i + 2 * r], rf8, off8) + MAGIC, MAGIC);
+                        s[4 * i + 2 * r + 1] = fmaxf(fmaf(s[4 * i + 2 * r + 1], rf8, off8) + MAGIC, MAGIC);
+                    } else {
+                        s[4 * i + 2 * r] = fmaxf(fmaf(s[4 * i + 2 * r], rf8, off8), MAGIC);
+                        s[4 * i + 2 * r + 1] = fmaxf(fmaf(s[4 * i + 2 * r + 1], rf8, off8), MAGIC);
+                    }
                 }
                 m[r] = mnew;
                 continue;
@@ -2397,11 +2408,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
     const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 53 && a->variant != 51) ||
-                          (a->variant >= 56 && a->variant <= 65);
+                          (a->variant >= 56 && a->variant <= 66);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56-65)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56-66)" : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2447,7 +2458,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 53 : 52) : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if ((v >= 25 && v <= 53 && v != 51) || (v >= 56 && v <= 65)) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if ((v >= 25 && v <= 53 && v != 51) || (v >= 56 && v <= 66)) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
@@ -2461,7 +2472,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // OSTAGE): 56 = 52's tile form (192 keys, LATE) on 2 stages, 57 = 53's (128
                                     // keys) on 3, 58 = 56 without LATE; timing probes 59 / 60 = 52 / 56 +
                                     // DIAG_NOLOAD; 61 / 62 = 56 / 58 + MCAST (clusters of two); 63 / 64 / 65 =
-                                    // 52 / 53 / 56 + LOGP (P codes without exponentials)
+                                    // 52 / 53 / 56 + LOGP (P codes without exponentials), 66 = 63 + LOGPX
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // a 64-row Q tile (NCW = 1; the last 64 rows of a 192-row one for NCW = 3)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2506,9 +2517,10 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 63 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP>
                     : v == 64 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE | F83M_LOGP>
                     : v == 65 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_LOGP>
+                    : v == 66 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP | F83M_LOGPX>
                               : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>;
         const bool one_wg = (v >= 56 && v <= 62 && v != 59) || v == 65;  // NCW = 1: 64 query rows, 256 threads
-        const int smem = v == 63                       ? f83_smem(192, 2, 3, F83M_LOGP)
+        const int smem = v == 63 || v == 66            ? f83_smem(192, 2, 3, F83M_LOGP)
                          : v == 64                     ? f83_smem(128, 2, 3, F83M_LOGP)
                          : v == 65                     ? f83_smem(192, 1, 2, F83M_LOGP)
                          : v == 56 || v >= 58          ? F83<192, 1, 2>::SMEM
