@@ -1335,14 +1335,9 @@ constexpr int F83_STAGES = 3;
 // ST2 (round 11): 2 K/V stages, so that a one-warpgroup CTA (NCW = 1) of 192-key tiles fits twice per SM.
 // DIAG_NOLOAD (timing probe, round 11, wrong results on purpose): only the first S key tiles are loaded and the
 // later tiles reuse their stages without waiting, so the loop runs without L2 -> SM traffic.
-// MCAST (round 11, NCW = 1): the CTAs run in clusters of two, adjacent 64-row query tiles of one head, and share
-// each K / V tile: rank 0 loads K, rank 1 V, each as one multicast copy into both CTAs; the consumers free a stage
-// in both CTAs (a local and a remote mbarrier arrive), so the L2 -> SM traffic is version 3's again. A pair runs
-// the longer of its two causal key ranges (the extra keys are masked), and neither CTA leaves before the other is
-// done with its barriers (cluster barrier at the end).
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
-       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_ST2 = 1024, F83M_DIAG_NOLOAD = 2048, F83M_MCAST = 4096,
-       F83M_LOGP = 8192, F83M_LOGPX = 16384 };
+       F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_ST2 = 1024, F83M_DIAG_NOLOAD = 2048, F83M_LOGP = 8192,
+       F83M_LOGPX = 16384 };  // 4096: MCAST, removed (NOTES round 11)
 // LOGP (round 11): P without exponentials. An e4m3 code is close to 8 log2(value) + 56 (exponent field x 8 plus the
 // 3-bit mantissa, a linear interpolation of 2^f inside each binade: at most +6.1% off), so P = 2^x with x = S rf -
 // m + 8 <= 8.8 is written straight as the code round(8 x + 55) in [0, 126]: one FFMA whose result carries the
@@ -1354,37 +1349,13 @@ enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F
 // one FADD more per element) at 1.18x / 1.36x. The magic number rounds the offset itself to an integer (its ulp
 // is 1), so without LOGPX the offset is 55, which keeps the code at most 126 (x <= 8.8; 127 is e4m3's NaN): 55.7
 // there reached 127 when the offset rounded up (NaN rows in run h200-gpu15-fp8pf11-4).
-__host__ __device__ constexpr int f83_vst(int tbn, int mode) {  // V^T bytes of a stage; LOGP: each box followed by its 8 rows of ones
+// V^T bytes of a stage (LOGP: each box followed by its 8 rows of ones, the 64-key box at 17408) and the shared
+// memory of a version-3 CTA
+__host__ __device__ constexpr int f83_vst(int tbn, int mode) {
     return (mode & F83M_LOGP) ? (tbn > 128 ? 26624 : 17408) : F8_TILE + (tbn - 128) * 128;
 }
 __host__ __device__ constexpr int f83_smem(int tbn, int ncw, int nst, int mode) {
     return ncw * 64 * 128 + nst * (tbn * 128 + f83_vst(tbn, mode)) + (nst <= 3 ? 128 : 256) + 1024;
-}
-// The same copy as tma_load_3d into the same shared-memory offset of every CTA in mask (cluster ranks), each
-// completing on its own barrier at bar's offset.
-__device__ __forceinline__ void tma_load_3d_mc(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
-                                               uint64_t *bar, uint16_t mask) {
-#ifdef ASSAY_SM90A
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-        "{%2, %3, %4}], [%5], %6;\n" ::"r"(smem_u32(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "h"(mask)
-        : "memory");
-#else
-    __trap();
-#endif
-}
-// An arrive on the barrier at bar's offset in the shared memory of cluster rank `rank`.
-__device__ __forceinline__ void mbar_arrive_rank(uint64_t *bar, uint32_t rank) {
-#ifdef ASSAY_SM90A
-    asm volatile(
-        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(smem_u32(bar)),
-        "r"(rank)
-        : "memory");
-#else
-    __trap();
-#endif
 }
 // true: the exponentials of 8-key group i (of a row) use poly_exp2 instead of MUFU.EX2
 __host__ __device__ constexpr bool f83_sw(int mode, int i) {
@@ -1434,7 +1405,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     constexpr int ON = LOGP ? F8_D / 2 + 4 : F8_D / 2;  // O accumulators per thread (LOGP: + the row-sum columns)
     constexpr int V64 = LOGP ? F8_TILE + 1024 : F8_TILE;  // offset of the 64-key V^T box in a stage
     constexpr int BM = NCW * 64;  // query rows per CTA (shadows the file's 128)
-    constexpr bool S2 = (MODE & F83M_S2) != 0, MC = (MODE & F83M_MCAST) != 0;
+    constexpr bool S2 = (MODE & F83M_S2) != 0;
     constexpr float TAU = (MODE & F83M_TAU48) ? 4.8f : F8_RESCALE_TAU, POFF = (MODE & F83M_TAU48) ? 4.f : 8.f;
     static_assert(!LATE || (KEEP && !DBUF), "LATE orders the wait of the single kept P buffer");
     static_assert(!S2 || (KEEP && !DBUF && TBN == 128 && NCW == 2), "S2: 128-key tiles, single P kept live");
@@ -1442,7 +1413,6 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     static_assert(NCW != 3 || (TBN == 128 && !DBUF), "3 consumer warpgroups: 128-key tiles, single P");
     static_assert(NCW != 1 || (!PINGPONG && !DBUF && f83_smem(TBN, 1, S, MODE) <= 232448 / 2 - 1024),
                   "1 consumer warpgroup: no ping-pong, and two CTAs per SM");
-    static_assert(!MC || NCW == 1, "multicast pairs: one consumer warpgroup per CTA");
     static_assert(!LOGP || (!S2 && !DBUF && !(MODE & (F83M_SW4 | F83M_SW38 | F83M_SW8 | F83M_DIAG_NOEXP))),
                   "LOGP: single P, no exponentials to split");
     extern __shared__ unsigned char smem_raw[];
@@ -1455,14 +1425,14 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
     const int mblk = gridDim.x - 1 - blockIdx.x;
     const int q0 = p.cu_q[b], Lq = p.cu_q[b + 1] - q0;
     const int k0 = p.cu_k[b], Lk = p.cu_k[b + 1] - k0;
-    if ((MC ? mblk & ~1 : mblk) * BM >= Lq) return;  // MC: a pair leaves only together
+    if (mblk * BM >= Lq) return;
     const int vt0 = p.cu_vt[b];
     const int hk = h / (p.hq / p.hkv);
     const int diag = Lk - Lq;
     const int n_total = (Lk + TBN - 1) / TBN;
     int n_max = n_total;
     if (p.causal) {
-        int x = ((MC ? mblk | 1 : mblk) + 1) * BM + diag;  // MC: the pair's longer range
+        int x = (mblk + 1) * BM + diag;
         n_max = x <= 0 ? 0 : min(n_total, (x + TBN - 1) / TBN);
     }
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, warp = tid >> 5;
@@ -1472,8 +1442,8 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         for (int s = 0; s < S; ++s) {
             mbar_init(kfull + s, 1);
             mbar_init(vfull + s, 1);
-            mbar_init(kempty + s, 4 * NCW * (MC ? 2 : 1));
-            mbar_init(vempty + s, 4 * NCW * (MC ? 2 : 1));
+            mbar_init(kempty + s, 4 * NCW);
+            mbar_init(vempty + s, 4 * NCW);
         }
         mbar_fence_init();
     }
@@ -1486,8 +1456,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         }
         fence_proxy_async();
     }
-    if constexpr (MC) cluster_sync_release_acquire();  // the peer's barriers exist before a copy or arrive comes
-    else __syncthreads();
+    __syncthreads();
 
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
@@ -1501,34 +1470,14 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
             for (int j = 0, s = 0, ph = 0; j < ((MODE & F83M_DIAG_NOLOAD) ? min(n_max, S) : n_max); ++j) {
                 if (j >= S) mbar_wait(kempty + s, ph ^ 1);
                 mbar_arrive_expect_tx(kfull + s, F83_KST);
-                if constexpr (MC) {
-                    if (!(blockIdx.x & 1)) {  // rank 0 loads K into both CTAs
-                        tma_load_3d_mc(Ks + s * F83_KST, &tmk, 0, hk, k0 + j * TBN, kfull + s, 3);
-                        if (TBN > 128)
-                            tma_load_3d_mc(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s, 3);
-                    }
-                } else {
-                    tma_load_3d(Ks + s * F83_KST, &tmk, 0, hk, k0 + j * TBN, kfull + s);
-                    if (TBN > 128) tma_load_3d(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s);
-                }
+                tma_load_3d(Ks + s * F83_KST, &tmk, 0, hk, k0 + j * TBN, kfull + s);
+                if (TBN > 128) tma_load_3d(Ks + s * F83_KST + F8_TILE, &tmk64, 0, hk, k0 + j * TBN + 128, kfull + s);
                 if (j >= S) mbar_wait(vempty + s, ph ^ 1);
                 mbar_arrive_expect_tx(vfull + s, F83<TBN>::VST);
-                if constexpr (MC) {
-                    if (blockIdx.x & 1) {  // rank 1 loads V into both CTAs
-                        tma_load_3d_mc(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s, 3);
-                        if (TBN > 128)
-                            tma_load_3d_mc(Vs + s * F83_VST + V64, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s, 3);
-                    }
-                } else {
-                    tma_load_3d(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s);
-                    if (TBN > 128) tma_load_3d(Vs + s * F83_VST + V64, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
-                }
+                tma_load_3d(Vs + s * F83_VST, &tmv, vt0 + j * TBN, 0, hk, vfull + s);
+                if (TBN > 128) tma_load_3d(Vs + s * F83_VST + V64, &tmv64, vt0 + j * TBN + 128, 0, hk, vfull + s);
                 if (++s == S) s = 0, ph ^= 1;
             }
-        }
-        if constexpr (MC) {  // the end of the pair: see the consumers' exits
-            __syncwarp();
-            cluster_sync_release_acquire();
         }
         return;
     }
@@ -1550,11 +1499,6 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         if (PINGPONG && !(cw == NCW - 1 && final)) named_arrive(cw == NCW - 1 ? 1 : 2 + cw);
     };
     if (PINGPONG && cw == NCW - 1 && n_max > 0) named_arrive(1);
-    // A K or V stage is free (MC: in both CTAs of the pair, whose producers each wait for 8 warps)
-    auto release = [&](uint64_t *bar) {
-        mbar_arrive(bar);
-        if constexpr (MC) mbar_arrive_rank(bar, (blockIdx.x & 1) ^ 1);  // cluster rank = blockIdx.x & 1
-    };
 
     float qf[2];  // per-row factor: q scale * softmax scale * log2(e)
 #pragma unroll
@@ -1733,8 +1677,8 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         reg_fence<TBN / 2>(s);
         __syncwarp();
         if (lane == 0) {
-            release(kempty + st);
-            if (DBUF && j >= 2) release(vempty + sq2);
+            mbar_arrive(kempty + st);
+            if (DBUF && j >= 2) mbar_arrive(vempty + sq2);
         }
         float alpha[2];
         softmax(j, odd, alpha, pc);
@@ -1754,12 +1698,12 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
             if (LATE) {
                 wait_late_then_rescale(alpha);
                 __syncwarp();
-                if (lane == 0) release(vempty + sp);
+                if (lane == 0) mbar_arrive(vempty + sp);
             } else {
                 wgmma_wait<0>();  // P_{j-1} V_{j-1} done: its V stage is free and P may be overwritten
                 reg_fence<ON>(o);
                 __syncwarp();
-                if (lane == 0) release(vempty + sp);
+                if (lane == 0) mbar_arrive(vempty + sp);
                 if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(alpha);
             }
         }
@@ -1781,7 +1725,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         issue_pv(s0, pa0);
         turn_end(false);
         __syncwarp();
-        if (lane == 0) release(kempty + s1);  // S_j was retired by the previous wait
+        if (lane == 0) mbar_arrive(kempty + s1);  // S_j was retired by the previous wait
         float alpha[2];
         softmax_on(sc, j, false, alpha);
 #pragma unroll
@@ -1792,7 +1736,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         wait_late_then_rescale(alpha);
         reg_fence<TBN / 2>(sn);
         __syncwarp();
-        if (lane == 0) release(vempty + s0);
+        if (lane == 0) mbar_arrive(vempty + s0);
         convert_p_from(sc, pa0);
         // rotate: j -> j - 1, j + 1 -> j, j + 2 -> j + 1
         s0 = s1, p0 = p1, s1 = s2n, p1 = p2n;
@@ -1811,7 +1755,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         wgmma_wait<1>();  // S_0 done
         reg_fence<TBN / 2>(s);
         __syncwarp();
-        if (lane == 0) release(kempty);
+        if (lane == 0) mbar_arrive(kempty);
         float alpha0[2];
         softmax_on(s, 0, false, alpha0);
         wgmma_wait<0>();  // S_1
@@ -1841,7 +1785,7 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         wgmma_wait<0>();
         reg_fence<TBN / 2>(s);
         __syncwarp();
-        if (lane == 0) release(kempty);
+        if (lane == 0) mbar_arrive(kempty);
         float alpha0[2];
         softmax(0, false, alpha0, pa0);
         convert_p(pa0);
@@ -1895,10 +1839,6 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
             const uint4 v = *reinterpret_cast<const uint4 *>(ob + rl * 256 + ((ch ^ (rl & 7)) << 4));
             *reinterpret_cast<uint4 *>(p.o + ((size_t)(q0 + row) * p.hq + h) * F8_D + ch * 8) = v;
         }
-        if constexpr (MC) {  // neither CTA of a pair leaves while the other may still arrive on its barriers
-            __syncwarp();
-            cluster_sync_release_acquire();
-        }
         return;
     }
 #pragma unroll
@@ -1914,10 +1854,6 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
             *reinterpret_cast<uint32_t *>(dst + c) =
                 pack_bf16(o[4 * i + 2 * r] * inv * __ldg(vsc + c), o[4 * i + 2 * r + 1] * inv * __ldg(vsc + c + 1));
         }
-    }
-    if constexpr (MC) {
-        __syncwarp();
-        cluster_sync_release_acquire();
     }
 #else
     __trap();
@@ -2397,6 +2333,11 @@ extern "C" int assay_cuda_transpose_scales(const float *s, const int32_t *cu_seq
     return 0;
 }
 
+// The lab variants of FP8 version 3 (per-block K scales only); the comment at the launch says what each one is.
+static bool fp8_v3_variant(int v) {
+    return (v >= 25 && v <= 53 && v != 51) || v == 56 || v == 59 || v == 60 || v == 63 || v == 65 || v == 66;
+}
+
 extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp8_sm90_args *a,
                                                 assay_cuda_stream stream) {
     if (!a || !a->q || !a->k || !a->vt || !a->q_scale || (!a->k_scale_t && !a->k_block_scale) || !a->v_scale || !a->o || !a->cu_seqlens_q ||
@@ -2407,12 +2348,13 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
         a->vt_stride % 32)
         return assay_cuda_fail("attn_prefill_fp8_sm90: bad shape (d %d, heads %d/%d, vt_stride %d)", a->head_dim,
                                a->n_heads_q, a->n_heads_kv, a->vt_stride);
-    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 53 && a->variant != 51) ||
-                          (a->variant >= 56 && a->variant <= 66);
+    const bool lab_kblk = (a->variant >= 7 && a->variant <= 18) || (a->variant >= 20 && a->variant <= 24) ||
+                          fp8_v3_variant(a->variant);
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56-66)" : "with per-token K scales (0-6)");
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56, 59, 60, 63, 65, 66)"
+                                                : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
     if (!configured) {
@@ -2451,14 +2393,15 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     dim3 grid((a->max_seqlen_q + BM - 1) / BM, a->n_heads_q, a->batch);
     cudaStream_t st = (cudaStream_t)stream;
     // default with per-block K scales: version 3 with ping-pong and the single P kept live, on 192-key tiles with
-    // the P V wait after the softmax without a causal mask, on 128-key tiles (fewer masked keys on the diagonal)
-    // with one, O stored through shared memory in 16-byte rows: lab variants 52 / 53 (run h200-gpu9-fp8pf9-2: 871 /
-    // 753 TFLOP/s against 847 / 720 for 32 / 31, the default from h200-gpu7-fp8pf4/5 to h200-gpu9-fp8pf9-1); with
-    // per-token K scales version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
-    const int v = a->variant == 0 ? (a->k_block_scale ? (a->causal ? 53 : 52) : 4) : a->variant;
+    // the P V wait after the softmax, O stored through shared memory in 16-byte rows, and P written as e4m3 codes
+    // without exponentials, its row sums on the tensor core (LOGP): lab variant 63, with and without a causal mask
+    // (run h200-gpu15-fp8pf11-5: 1007-1011 / 849-856 TFLOP/s against 872 / 748-749 for 52 / 53, the defaults from
+    // h200-gpu9-fp8pf9-2 to h200-gpu15-fp8pf11-4, at 0-4.5% more output error); with per-token K scales version 2
+    // with ping-pong (runs h200-gpu6-fp8pf1/2)
+    const int v = a->variant == 0 ? (a->k_block_scale ? 63 : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
     else if (v == 2) fa_wgmma_fp8<false><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
-    else if ((v >= 25 && v <= 53 && v != 51) || (v >= 56 && v <= 66)) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
+    else if (fp8_v3_variant(v)) {  // version 3: 192-key tiles, 25 = ping-pong, 26 = 25 without, 27 = single P;
                                     // 28 = 25 on 128-key tiles; 29 = 27 + KEEP, 30 = 29 without
                                     // ping-pong, 31 = 29 on 128-key tiles (the causal default); 32 = 29 +
                                     // LATE (the default without a causal mask), 33 = 31 + LATE, 34 = 30 + LATE;
@@ -2468,11 +2411,11 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // 43 / 44 / 45 = 32 + SW4 / SW38 / SW8, 46 / 47 / 48 = 31 + SW4 / SW38 / SW8;
                                     // timing probes 49 / 50 = 32 / 31 + DIAG_NOEXP; round 9: 52 / 53 = 32 / 31 +
                                     // OSTAGE (51, a persistent version 4, was slower and is gone: NOTES round 9);
-                                    // round 11: one consumer warpgroup, two CTAs per SM (NCW = 1, no ping-pong,
-                                    // OSTAGE): 56 = 52's tile form (192 keys, LATE) on 2 stages, 57 = 53's (128
-                                    // keys) on 3, 58 = 56 without LATE; timing probes 59 / 60 = 52 / 56 +
-                                    // DIAG_NOLOAD; 61 / 62 = 56 / 58 + MCAST (clusters of two); 63 / 64 / 65 =
-                                    // 52 / 53 / 56 + LOGP (P codes without exponentials), 66 = 63 + LOGPX
+                                    // round 11: 56 = one consumer warpgroup, two CTAs per SM (NCW = 1, no
+                                    // ping-pong, 52's 192-key tiles with LATE and OSTAGE, 2 stages); timing probes
+                                    // 59 / 60 = 52 / 56 + DIAG_NOLOAD; 63 / 65 = 52 / 56 + LOGP (P codes without
+                                    // exponentials; 63 is the default), 66 = 63 + LOGPX (57, 58, 61, 62 and 64 were
+                                    // slower and are gone: NOTES round 11)
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // a 64-row Q tile (NCW = 1; the last 64 rows of a 192-row one for NCW = 3)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2508,47 +2451,24 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 50 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_DIAG_NOEXP>
                     : v == 52 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE>
                     : v == 56 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2>
-                    : v == 57 ? fa_wgmma_fp8_v3<128, false, false, true, false, 1, F83M_OSTAGE>
-                    : v == 58 ? fa_wgmma_fp8_v3<192, false, false, true, false, 1, F83M_OSTAGE | F83M_ST2>
                     : v == 59 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_DIAG_NOLOAD>
-                    : v == 60 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_DIAG_NOLOAD>
-                    : v == 61 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_MCAST>
-                    : v == 62 ? fa_wgmma_fp8_v3<192, false, false, true, false, 1, F83M_OSTAGE | F83M_ST2 | F83M_MCAST>
+                    : v == 60 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1,
+                                                F83M_OSTAGE | F83M_ST2 | F83M_DIAG_NOLOAD>
                     : v == 63 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP>
-                    : v == 64 ? fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE | F83M_LOGP>
                     : v == 65 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_LOGP>
                     : v == 66 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP | F83M_LOGPX>
                               : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>;
-        const bool one_wg = (v >= 56 && v <= 62 && v != 59) || v == 65;  // NCW = 1: 64 query rows, 256 threads
+        const bool one_wg = v == 56 || v == 60 || v == 65;  // NCW = 1: 64 query rows and 256 threads per CTA
         const int smem = v == 63 || v == 66            ? f83_smem(192, 2, 3, F83M_LOGP)
-                         : v == 64                     ? f83_smem(128, 2, 3, F83M_LOGP)
                          : v == 65                     ? f83_smem(192, 1, 2, F83M_LOGP)
-                         : v == 56 || v >= 58          ? F83<192, 1, 2>::SMEM
-                         : v == 57                     ? F83<128, 1, 3>::SMEM
+                         : v == 56 || v == 60          ? F83<192, 1, 2>::SMEM
                          : v == 39                     ? F83<128, 2, 4>::SMEM
                          : v >= 40 && v <= 42          ? F83<128, 2, 5>::SMEM
                          : v == 28 || v == 31 || v == 33 || v == 35 || v == 36 || v == 38 || (v >= 46 && v <= 53 && v != 49 && v != 52) ? F83<128>::SMEM
                                                                                                      : F83<192>::SMEM;
         ASSAY_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         if (one_wg) grid.x = (a->max_seqlen_q + 63) / 64;
-        if (v == 61 || v == 62) {  // MCAST: clusters of two CTAs along x
-            grid.x += grid.x & 1;
-            cudaLaunchConfig_t cfg = {};
-            cudaLaunchAttribute attr[1];
-            attr[0].id = cudaLaunchAttributeClusterDimension;
-            attr[0].val.clusterDim.x = 2;
-            attr[0].val.clusterDim.y = 1;
-            attr[0].val.clusterDim.z = 1;
-            cfg.gridDim = grid;
-            cfg.blockDim = dim3(256);
-            cfg.dynamicSmemBytes = smem;
-            cfg.stream = st;
-            cfg.attrs = attr;
-            cfg.numAttrs = 1;
-            ASSAY_CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, mq, mk, mv, mk64, mv64, mq64, p));
-        } else {
-            kern<<<grid, one_wg ? 256 : NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
-        }
+        kern<<<grid, one_wg ? 256 : NTHREADS, smem, st>>>(mq, mk, mv, mk64, mv64, mq64, p);
     } else if (v >= 7) {  // lab variants on version 2 with per-block K scales, ping-pong unless noted (see F8M_*)
         auto kern = v == 7    ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY4>
                     : v == 8  ? fa_wgmma_fp8_v2<true, true, false, F8M_POLY2>
