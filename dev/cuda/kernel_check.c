@@ -1336,7 +1336,7 @@ static void fp8_compare(lab_out *o, const prefill_case *c, prefill_data *p, int 
             } else {
                 fp8_sm90_prepare(&f, 1);
             }
-            for (int v = 3; v <= (blk ? 66 : 6); ++v) {
+            for (int v = 3; v <= (blk ? 67 : 6); ++v) {
                 if (v == 19 || v == 51 || (v >= 54 && v <= 58 && v != 56) || v == 61 || v == 62 || v == 64 ||
                     fp8_probe(v) || !fp8_variant_selected(v))
                     continue; /* 19, 51, 54, 55, 57, 58, 61, 62, 64: none */
@@ -1422,7 +1422,7 @@ static void section_fp8_attn(lab_out *o) {
                                         {22, 1}, {23, 1}, {24, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
                                         {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1},
-                                        {56, 1}, {59, 1}, {60, 1}, {63, 1}, {65, 1}, {66, 1}};
+                                        {56, 1}, {59, 1}, {60, 1}, {63, 1}, {65, 1}, {66, 1}, {67, 1}};
             for (int rep = 0; rep < 2; ++rep)
                 for (size_t k = 0; k < sizeof vs / sizeof vs[0]; ++k) {
                     const int v = vs[k][0], blk = vs[k][1];
@@ -1452,7 +1452,7 @@ static void section_fp8_attn(lab_out *o) {
         static const int vr[][2] = {{2, 0}, {4, 0}, {4, 1}, {6, 1}, {12, 1}, {16, 1}, {17, 1}, {18, 1}, {0, 1}, {23, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
                                         {35, 1}, {36, 1}, {37, 1}, {38, 1}, {39, 1}, {40, 1}, {41, 1}, {42, 1},
                                         {43, 1}, {44, 1}, {45, 1}, {46, 1}, {47, 1}, {48, 1}, {49, 1}, {50, 1}, {52, 1}, {53, 1},
-                                        {56, 1}, {59, 1}, {60, 1}, {63, 1}, {65, 1}, {66, 1}};
+                                        {56, 1}, {59, 1}, {60, 1}, {63, 1}, {65, 1}, {66, 1}, {67, 1}};
         for (int causal = 0; causal <= 1; ++causal) {
             c2.causal = causal;
             char shape[96];
@@ -1491,7 +1491,7 @@ static void section_fp8_attn(lab_out *o) {
                 fp8_sm90_prepare_blk(&f, 1);
                 fp8_sm90_check_time(o, &f, 0, 1, "attn_prefill_fp8_sm90", shape, 2, 5);
                 /* the previous default (52) and the round-11 lab variants at the sweep's lengths, when selected by name */
-                static const int sweep_lab[] = {52, 56, 59, 60, 63, 65, 66};
+                static const int sweep_lab[] = {52, 56, 59, 60, 63, 65, 66, 67};
                 for (size_t k = 0; k < sizeof sweep_lab / sizeof sweep_lab[0]; ++k) {
                     const char *sel = getenv("ASSAY_LAB_FP8_VARIANTS");
                     if (!sel || !*sel || !list_has(sel, sweep_lab[k])) continue;

@@ -1337,7 +1337,7 @@ constexpr int F83_STAGES = 3;
 // later tiles reuse their stages without waiting, so the loop runs without L2 -> SM traffic.
 enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F83M_SW38 = 32, F83M_SW8 = 64,
        F83M_DIAG_NOEXP = 128, F83M_OSTAGE = 256, F83M_ST2 = 1024, F83M_DIAG_NOLOAD = 2048, F83M_LOGP = 8192,
-       F83M_LOGPX = 16384 };  // 4096: MCAST, removed (NOTES round 11)
+       F83M_LOGPX = 16384, F83M_LOGPF = 32768 };  // 4096: MCAST, removed (NOTES round 11)
 // LOGP (round 11): P without exponentials. An e4m3 code is close to 8 log2(value) + 56 (exponent field x 8 plus the
 // 3-bit mantissa, a linear interpolation of 2^f inside each binade: at most +6.1% off), so P = 2^x with x = S rf -
 // m + 8 <= 8.8 is written straight as the code round(8 x + 55) in [0, 126]: one FFMA whose result carries the
@@ -1348,7 +1348,9 @@ enum { F83M_S2 = 1, F83M_TAU48 = 2, F83M_ST4 = 4, F83M_ST5 = 8, F83M_SW4 = 16, F
 // at 1.2x / 1.75x that of exact exponentials rounded to e4m3; LOGPX (round(8 x + 55.7) with the offset kept exact,
 // one FADD more per element) at 1.18x / 1.36x. The magic number rounds the offset itself to an integer (its ulp
 // is 1), so without LOGPX the offset is 55, which keeps the code at most 126 (x <= 8.8; 127 is e4m3's NaN): 55.7
-// there reached 127 when the offset rounded up (NaN rows in run h200-gpu15-fp8pf11-4).
+// there reached 127 when the offset rounded up (NaN rows in run h200-gpu15-fp8pf11-4). LOGPF: the magic number
+// 1.5 x 2^15 instead, whose ulp is 2^-8, so the offset keeps 8 fraction bits and the code is the second byte,
+// floor(8 x + 55.7 + 0.5): LOGPX's offset at LOGP's two instructions.
 // V^T bytes of a stage (LOGP: each box followed by its 8 rows of ones, the 64-key box at 17408) and the shared
 // memory of a version-3 CTA
 __host__ __device__ constexpr int f83_vst(int tbn, int mode) {
@@ -1581,7 +1583,10 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
                 // LOGPX: round(8 x + 55.7), the offset kept exact (one FADD more); else the offset 8 off + 55 is
                 // itself rounded to an integer inside the magic number: round(8 x + 55 + d), d in [-0.5, 0.5]
                 // per row and tile, at most code 126 (x <= 8.8; 127 is e4m3's NaN)
-                const float off8 = (MODE & F83M_LOGPX) ? fmaf(8.f, off, 55.7f) : fmaf(8.f, off, 55.f + MAGIC);
+                constexpr float MAGICF = 49152.f;  // LOGPF: 1.5 x 2^15, code = bits 8-15
+                const float off8 = (MODE & F83M_LOGPX)   ? fmaf(8.f, off, 55.7f)
+                                   : (MODE & F83M_LOGPF) ? fmaf(8.f, off, 56.2f + MAGICF)
+                                                         : fmaf(8.f, off, 55.f + MAGIC);
 #pragma unroll
                 for (int i = 0; i < TBN / 8; ++i) {
                     const float rf8 = 8.f * (i < split ? rfa : rfb);
@@ -1589,8 +1594,9 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
                         s[4 * i + 2 * r] = fmaxf(fmaf(s[4 * i + 2 * r], rf8, off8) + MAGIC, MAGIC);
                         s[4 * i + 2 * r + 1] = fmaxf(fmaf(s[4 * i + 2 * r + 1], rf8, off8) + MAGIC, MAGIC);
                     } else {
-                        s[4 * i + 2 * r] = fmaxf(fmaf(s[4 * i + 2 * r], rf8, off8), MAGIC);
-                        s[4 * i + 2 * r + 1] = fmaxf(fmaf(s[4 * i + 2 * r + 1], rf8, off8), MAGIC);
+                        constexpr float FLOOR = (MODE & F83M_LOGPF) ? MAGICF : MAGIC;
+                        s[4 * i + 2 * r] = fmaxf(fmaf(s[4 * i + 2 * r], rf8, off8), FLOOR);
+                        s[4 * i + 2 * r + 1] = fmaxf(fmaf(s[4 * i + 2 * r + 1], rf8, off8), FLOOR);
                     }
                 }
                 m[r] = mnew;
@@ -1622,11 +1628,12 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
 #pragma unroll
                 for (int hh = 0; hh < 2; ++hh) {
                     const int i = 4 * kc + 2 * hh;
-                    if constexpr (LOGP) {  // the low bytes of four codes
+                    if constexpr (LOGP) {  // the code bytes of four values (LOGPF: the second byte)
+                        constexpr uint32_t SEL = (MODE & F83M_LOGPF) ? 0x0051 : 0x0040;
                         const uint32_t lo = __byte_perm(__float_as_uint(s[4 * i + 2 * r]),
-                                                        __float_as_uint(s[4 * i + 2 * r + 1]), 0x0040);
+                                                        __float_as_uint(s[4 * i + 2 * r + 1]), SEL);
                         const uint32_t hi = __byte_perm(__float_as_uint(s[4 * i + 4 + 2 * r]),
-                                                        __float_as_uint(s[4 * i + 4 + 2 * r + 1]), 0x0040);
+                                                        __float_as_uint(s[4 * i + 4 + 2 * r + 1]), SEL);
                         pa[kc][2 * hh + r] = __byte_perm(lo, hi, 0x5410);
                         continue;
                     }
@@ -2335,7 +2342,7 @@ extern "C" int assay_cuda_transpose_scales(const float *s, const int32_t *cu_seq
 
 // The lab variants of FP8 version 3 (per-block K scales only); the comment at the launch says what each one is.
 static bool fp8_v3_variant(int v) {
-    return (v >= 25 && v <= 53 && v != 51) || v == 56 || v == 59 || v == 60 || v == 63 || v == 65 || v == 66;
+    return (v >= 25 && v <= 53 && v != 51) || v == 56 || v == 59 || v == 60 || v == 63 || (v >= 65 && v <= 67);
 }
 
 extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp8_sm90_args *a,
@@ -2353,7 +2360,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     if (a->variant < 0 || (a->variant > 6 && !lab_kblk) || (a->k_block_scale && (a->variant == 1 || a->variant == 2)) ||
         (lab_kblk && !a->k_block_scale))
         return assay_cuda_fail("attn_prefill_fp8_sm90: variant %d not available %s", a->variant,
-                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56, 59, 60, 63, 65, 66)"
+                               a->k_block_scale ? "with per-block K scales (0, 3-18, 20-50, 52, 53, 56, 59, 60, 63, 65-67)"
                                                 : "with per-token K scales (0-6)");
     if (a->max_seqlen_q == 0) return 0;
     static bool configured = false;
@@ -2415,7 +2422,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                                     // ping-pong, 52's 192-key tiles with LATE and OSTAGE, 2 stages); timing probes
                                     // 59 / 60 = 52 / 56 + DIAG_NOLOAD; 63 / 65 = 52 / 56 + LOGP (P codes without
                                     // exponentials; 63 is the default), 66 = 63 + LOGPX (57, 58, 61, 62 and 64 were
-                                    // slower and are gone: NOTES round 11)
+                                    // slower and are gone: NOTES round 11); 67 = 63 + LOGPF
         CUtensorMap mk64, mv64, mq64;  // the 64-key remainder of a tile: K rows, and V^T keys (64-byte swizzle);
                                        // a 64-row Q tile (NCW = 1; the last 64 rows of a 192-row one for NCW = 3)
         const cuuint32_t box_k64[3] = {128, 1, 64}, box_vt64[3] = {64, 128, 1};
@@ -2457,9 +2464,10 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
                     : v == 63 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP>
                     : v == 65 ? fa_wgmma_fp8_v3<192, false, false, true, true, 1, F83M_OSTAGE | F83M_ST2 | F83M_LOGP>
                     : v == 66 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP | F83M_LOGPX>
+                    : v == 67 ? fa_wgmma_fp8_v3<192, true, false, true, true, 2, F83M_OSTAGE | F83M_LOGP | F83M_LOGPF>
                               : fa_wgmma_fp8_v3<128, true, false, true, false, 2, F83M_OSTAGE>;
         const bool one_wg = v == 56 || v == 60 || v == 65;  // NCW = 1: 64 query rows and 256 threads per CTA
-        const int smem = v == 63 || v == 66            ? f83_smem(192, 2, 3, F83M_LOGP)
+        const int smem = v == 63 || v == 66 || v == 67 ? f83_smem(192, 2, 3, F83M_LOGP)
                          : v == 65                     ? f83_smem(192, 1, 2, F83M_LOGP)
                          : v == 56 || v == 60          ? F83<192, 1, 2>::SMEM
                          : v == 39                     ? F83<128, 2, 4>::SMEM
