@@ -1490,7 +1490,8 @@ static void section_fp8_attn(lab_out *o) {
                 fp8_alloc(&f, &sw[i], &ps);
                 fp8_sm90_prepare_blk(&f, 1);
                 fp8_sm90_check_time(o, &f, 0, 1, "attn_prefill_fp8_sm90", shape, 2, 5);
-                /* the previous default (52) and the round-11 lab variants at the sweep's lengths, when selected by name */
+                /* the previous default (52) and the round-11 lab variants at the sweep's lengths, when selected by
+                   name */
                 static const int sweep_lab[] = {52, 56, 59, 60, 63, 65, 66, 67};
                 for (size_t k = 0; k < sizeof sweep_lab / sizeof sweep_lab[0]; ++k) {
                     const char *sel = getenv("ASSAY_LAB_FP8_VARIANTS");

@@ -2404,7 +2404,7 @@ extern "C" int assay_cuda_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp
     // without exponentials, its row sums on the tensor core (LOGP, with the offset's fraction: LOGPF): lab variant
     // 67, with and without a causal mask (run h200-gpu15-fp8pf11-6: 1009-1011 / 847-848 TFLOP/s against 864-865 /
     // 748-749 for 52 / 53, the defaults from h200-gpu9-fp8pf9-2 to h200-gpu15-fp8pf11-4; its error is level with
-    // 52's on outlier data and up to 1.65x on flat N(0, 1) scores: variant 52 keeps the exponentials); with
+    // 52's on outlier data and 1.6x on flat N(0, 1) scores: variant 52 keeps the exponentials); with
     // per-token K scales version 2 with ping-pong (runs h200-gpu6-fp8pf1/2)
     const int v = a->variant == 0 ? (a->k_block_scale ? 67 : 4) : a->variant;
     if (v == 1) fa_wgmma_fp8<true><<<grid, NTHREADS, F8_SMEM, st>>>(mq, mk, mv, p);
