@@ -1450,11 +1450,12 @@ __global__ void __launch_bounds__(128 * (NCW + 1), NCW == 1 ? 2 : 1)
         mbar_fence_init();
     }
     if constexpr (LOGP) {  // the ones rows after each V^T box, written once; the tensor cores read them (async proxy)
-        for (int i = tid; i < S * 384; i += 128 * (NCW + 1)) {
-            const int st = i / 384, w = i % 384;  // 256 words after the 128-key box, 128 after the 64-key box
+        constexpr int OW = TBN > 128 ? 384 : 256;  // words: 256 after the 128-key box, 128 after the 64-key box
+        for (int i = tid; i < S * OW; i += 128 * (NCW + 1)) {
+            const int st = i / OW, w = i % OW;
             unsigned char *v = Vs + st * F83_VST;
             if (w < 256) reinterpret_cast<uint32_t *>(v + F8_TILE)[w] = 0x38383838u;
-            else if (TBN > 128) reinterpret_cast<uint32_t *>(v + V64 + 8192)[w - 256] = 0x38383838u;
+            else reinterpret_cast<uint32_t *>(v + V64 + 8192)[w - 256] = 0x38383838u;
         }
         fence_proxy_async();
     }
