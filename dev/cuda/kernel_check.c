@@ -537,6 +537,7 @@ typedef struct gemm_ctx {
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
+    uint8_t *dwn[8];         /* int4 weights packed by assay_cuda_int4_pack_wn (the wgmma variants 113, 126) */
     uint8_t *di8[8];         /* int4 weights packed by assay_cuda_int4_pack_i8 (variants 115-118) */
     void *dws;               /* the workspace of 115-120 (X as 16-bit integers and their scales) */
     int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
@@ -551,7 +552,9 @@ static int variant_st(int v) { return v == 95 || v == 97 || v == 98 || v == 105 
 /* the versions that take X in f16 (round 16): 104, the f16-X entry assay_cuda_gemm_int4g128_xf16 (90 on f16 X),
  * recorded as gemm_int4_g128_xf16 and run like a default; lab versions 105 / 106 = 95 / 98 on f16 X, 107 = 104 with
  * f16 accumulators (through the same entry) */
-static int variant_f16x(int v) { return v >= 104 && v <= 107; }
+/* the wgmma versions on assay_cuda_int4_pack_wn weights (entry assay_cuda_gemm_int4g128_wn, X in f16) */
+static int variant_wn(int v) { return v == 113 || (v >= 126 && v <= 128); }
+static int variant_f16x(int v) { return (v >= 104 && v <= 107) || variant_wn(v); }
 
 static void gemm_fn(void *ctx, int it) {
     gemm_ctx *g = ctx;
@@ -569,6 +572,7 @@ static void gemm_fn(void *ctx, int it) {
         KCALL(assay_cuda_gemm_int4g128_xi16(xq, (const float *)(xq + (size_t)g->m * g->k * 2), g->di8[c], g->dgs[c], g->dy,
                                             g->m, g->n, g->k, NULL));
     } else if (g->di8[c]) KCALL(assay_cuda_gemm_int4g128_i8(dx, g->f16x, g->di8[c], g->dgs[c], g->dy, g->m, g->n, g->k, g->dws, NULL));
+    else if (g->dwn[c]) KCALL(assay_cuda_gemm_int4g128_wn(dx, g->dwn[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
@@ -658,15 +662,18 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packwa = malloc(wbytes); assay_cuda_int4_pack_wa(w, n, k, packwa); }
     uint8_t *packst = NULL; /* int4 weights for variants 95, 97, 98 */
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packst = malloc(wbytes); assay_cuda_int4_pack_st(w, n, k, packst); }
+    uint8_t *packwn = NULL; /* int4 weights for the wgmma variants 113, 126 */
+    if (which == 1 && n % 128 == 0 && k % 256 == 0) { packwn = malloc(wbytes); assay_cuda_int4_pack_wn(w, n, k, packwn); }
     uint8_t *packi8 = NULL; /* int4 weights for variants 115-118 (116: timed only, a probe) */
     if (which == 1 && n % 128 == 0 && k % 256 == 0 && m <= 16) { packi8 = malloc(wbytes); assay_cuda_int4_pack_i8(w, n, k, packi8); }
-    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0}, *saved_i8[8] = {0};
+    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0}, *saved_i8[8] = {0}, *saved_wn[8] = {0};
     g.dws = packi8 ? lab_dmalloc(assay_cuda_gemm_int4g128_i8_workspace(m, k)) : NULL;
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
         g.dwp[c] = packed8 ? lab_upload(packed8, wbytes) : NULL;
         saved_wa[c] = packwa ? lab_upload(packwa, wbytes) : NULL;
         saved_st[c] = packst ? lab_upload(packst, wbytes) : NULL;
+        saved_wn[c] = packwn ? lab_upload(packwn, wbytes) : NULL;
         saved_i8[c] = packi8 ? lab_upload(packi8, wbytes) : NULL;
         g.dscale[c] = lab_upload(scale, sizeof(float) * n);
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
@@ -724,7 +731,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 113, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127, 128};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -742,6 +749,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
+    if (variant_wn(variant) && !packwn) continue;
     if (variant >= 115 && variant <= 125 && !packi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
@@ -756,6 +764,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         g.dwp[c] = (which == 0 ? variant >= 5 || variant == 0 : variant == 26 || variant == 27) ? saved_wp[c] : NULL;
         g.dwa[c] = which == 1 && (variant == 30 || variant == 32 || variant == 33) ? saved_wa[c] : NULL;
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
+        g.dwn[c] = which == 1 && variant_wn(variant) ? saved_wn[c] : NULL;
         g.di8[c] = which == 1 && variant >= 115 && variant <= 125 ? saved_i8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
@@ -813,10 +822,10 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i16", shape, us, 0.0, 4.0 * m * k + 4.0 * m * (k / 128));
     }
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_i8[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_i8[c]); cudaFree(saved_wn[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
     cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy); cudaFree(g.dws); cudaFree(g.dws8);
     free(xq8); free(xs8);
-    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packi8); free(y);
+    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packi8); free(packwn); free(y);
 }
 
 /* FP8 W8A8 decode GEMM (assay_cuda_gemm_fp8_w8a8): X quantized per token on the GPU
@@ -1104,6 +1113,7 @@ static void section_profile(void) {
             if (end == q) break;
             assay_cuda_lab_set_gemm_variant((int)v);
             g.dst[0] = variant_st((int)v) ? g.dw[0] : NULL; /* uniform bytes: any packing times the same */
+            g.dwn[0] = variant_wn((int)v) ? g.dw[0] : NULL;
             gemm_fn(&g, 0);
             CK(cudaDeviceSynchronize());
             q = *end == ',' ? end + 1 : end;

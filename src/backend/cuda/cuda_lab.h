@@ -95,6 +95,13 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_st(const void *x_bf16_or_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+/* Lab-only INT4 layout for the wgmma versions 113 and 126 (dequantized weights as the register A operand, f16 X
+ * read by the tensor cores in its natural column order): the stage order of assay_cuda_int4_pack_st with each
+ * block's nibbles in the A fragments' natural column order (layout in cuda_pack.c); K % 256 == 0, N % 128 == 0,
+ * m <= 16, compute capability 9.x. X is f16. */
+void assay_cuda_int4_pack_wn(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
+int assay_cuda_gemm_int4g128_wn(const void *x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                                void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
 /* Lab INT4 GEMM on the integer tensor cores (versions 115-120, round 18; 119 unless the lab variant picks another):
  * X (bf16, or f16 with x_f16) is first turned
  * into 16-bit integers per token and 128-column group (scale = max |x| / 32639, two signed byte limbs hi * 256 + lo),

@@ -66,6 +66,31 @@ void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
         }
 }
 
+/* Layout (gemm_decode_tma.cu, lab version 113: wgmma with the dequantized weights as the register A operand and X
+ * read by the tensor cores in its natural column order): the stage-by-stage block order of assay_cuda_int4_pack_st
+ * (one 16 KB run per 128-row tile and 256 columns: blocks [16 n8 tiles][2 groups][512 bytes]), but inside a block
+ * nibble p of word w of lane (g, t) holds row nt*8 + g, column gr*128 + 32w + 16((p >> 1) & 1) + 8(p & 1) + 2t +
+ * (p >> 2). Word w then serves k16 steps 2w and 2w + 1: for step 2w + s the nibbles (2s, 2s + 4), at bits 8s and
+ * 8s + 16, are columns (2t, 2t + 1) of the step and (2s + 1, 2s + 5) columns (2t + 8, 2t + 9): the A fragment
+ * registers of the mma.sync / wgmma m16 x k16 layout, each one (word >> 8s) & mask away. */
+void assay_cuda_int4_pack_wn(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    int32_t ngroup = k / 128;
+    for (int32_t nt = 0; nt < n / 8; ++nt)
+        for (int32_t gr = 0; gr < ngroup; ++gr) {
+            uint8_t *blk = out + ((((size_t)(nt / 16) * (ngroup / 2) + gr / 2) * 16 + nt % 16) * 2 + gr % 2) * 512;
+            for (int lane = 0; lane < 32; ++lane) {
+                int g = lane >> 2, t = lane & 3;
+                const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128;
+                for (int w = 0; w < 4; ++w) {
+                    uint32_t word = 0;
+                    for (int p = 0; p < 8; ++p)
+                        word |= (uint32_t)(row[32 * w + 16 * ((p >> 1) & 1) + 8 * (p & 1) + 2 * t + (p >> 2)] & 15) << (4 * p);
+                    put_le32(blk + lane * 16 + 4 * w, word);
+                }
+            }
+        }
+}
+
 /* Layout (gemm_decode_tma.cu, v5): for each 128-row tile nb, each 64-column chunk kc and each of its 16 8-row
  * tiles nt, a 512-byte block at ((nb * (k/64) + kc) * 16 + nt) * 512. Lane (g, t) = 4g + t owns bytes
  * [16*lane, 16*lane + 16): row nb*128 + nt*8 + g, columns kc*64 + 16t + [0, 16), in order. One pipeline stage
