@@ -2180,8 +2180,9 @@ struct WLLoader {
 };
 
 // FB: k16 steps per fence batch (a wgmma.fence, then FB wgmma on the A fragments dequantized since the last one;
-// lab versions 126 / 127 / 128 = 4 / 1 / 8)
-template <bool M16, int FB>
+// lab versions 126 / 127 / 128 = 4 / 1 / 8); PF: both groups' words and scales read at the head of the stage
+// (132 / 133 = 126 / 128 with PF)
+template <bool M16, int FB, bool PF = false>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WFCfg;
@@ -2213,10 +2214,8 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     }
     if (nst <= STAGES - 1) pdl_launch_dependents();
 
-    // group gr's sums dg[gr] (rows row0 + g and + 8) scaled into acc (scales of the stage at stg)
-    auto apply = [&](int gr, const uint8_t *stg) {
-        const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + gr * BN + row0 + g;
-        const float s0 = __half2float(sc[0]), s1 = __half2float(sc[8]);
+    // group gr's sums dg[gr] (rows row0 + g and + 8) scaled into acc (scales s0 / s1 of the two rows)
+    auto apply = [&](int gr, float s0, float s1) {
 #pragma unroll
         for (int j = 0; j < NA / 4; ++j) {
             acc[4 * j + 0] = fmaf(dg[gr][4 * j + 0], s0, acc[4 * j + 0]);
@@ -2249,10 +2248,30 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         // descriptor of the stage's first X box; k16 step kk is box kk / 4, 32-byte column kk % 4 (no carry out of
         // the 14-bit address field: shared memory is < 256 KB); from the stage alone, so ptxas keeps it uniform
         const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
+        // PF (132): both groups' words and scales read at the head of the stage, so that group 1's dequantization
+        // and the stage-end scaling do not wait for shared-memory loads issued right before them
+        uint4 wu[2], wv[2];
+        float sc[2][2];
+        auto read_scales = [&](int gr) {
+            const __half *sp = reinterpret_cast<const __half *>(stg + C::SOFF) + gr * BN + row0 + g;
+            sc[gr][0] = __half2float(sp[0]);
+            sc[gr][1] = __half2float(sp[8]);
+        };
+        if (PF) {
+#pragma unroll
+            for (int gr = 0; gr < 2; ++gr) {
+                wu[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
+                wv[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+                read_scales(gr);
+            }
+        }
 #pragma unroll
         for (int gr = 0; gr < 2; ++gr) {
-            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
-            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+            if (!PF) {
+                wu[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
+                wv[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+            }
+            const uint4 u4 = wu[gr], v4 = wv[gr];
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
                 const int w = q >> 1, s2 = q & 1;
@@ -2278,12 +2297,14 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
             }
             wgmma_commit();
         }
+        if (!PF) read_scales(0);
         wgmma_wait<1>();  // group 0 retired
         reg_fence<NA>(dg[0]);
-        apply(0, stg);
+        apply(0, sc[0][0], sc[0][1]);
+        if (!PF) read_scales(1);
         wgmma_wait<0>();  // group 1 retired: nothing in flight past the stage
         reg_fence<NA>(dg[1]);
-        apply(1, stg);
+        apply(1, sc[1][0], sc[1][1]);
     }
     cp_async_wait<0>();
     __syncthreads();  // every stage consumed: the ring is free for the reduction
@@ -2308,10 +2329,187 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16, int FB>
+template <bool M16, int FB, bool PF = false>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgl<M16, FB>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16, FB, PF>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+}
+
+// ---- v129 / 130 (round 20): v126 with four warpgroups, one K group each per stage ----
+// Why (dev/cuda/NOTES.md, round 20): Nsight Compute on v126 (m16, one launch) has its schedulers issuing in 45% of
+// the cycles (two warps each: 22.5% selected per warp); the rest waits on latencies that two warps cannot cover
+// (the weight loads before the dequantization, the warpgroup arrive before each batch, the stage-end wgmma wait,
+// the barrier). Here the CTA has 16 warps, 4 per scheduler: warpgroup w takes rows 64 (w & 1) .. + 63 of the
+// 128-row tile and K group w >> 1 of every stage (8 k16 steps), so each warp does half of v126's work per stage
+// and the stage's two groups run in different warpgroups. The group's X descriptor offset comes through a warp
+// shuffle from lane 0 (__shfl_sync), which ptxas takes as warp-uniform, so the descriptors stay in uniform
+// registers (with the offset from the thread index, or with the loop in a branch on the warpgroup, ptxas built
+// each descriptor in vector registers and moved it over: VIADD + 2 R2UR per wgmma). The two groups' sums meet in shared memory
+// at the end, then the pair push as before. One CTA per SM (16 warps at up to 128 registers): the next launch's
+// CTAs cannot start beside it (PDL overlap lost, round 15: 0.5-1.3 us at m1) unless the kernel fits in 64
+// registers (MINB 2: 131). FB: steps per fence batch (129, 131: 4; 130: 8).
+template <int NTH>
+struct WQLoader {  // WLLoader for NTH = 512 threads: 2 weight chunks and one X chunk per thread and stage
+    uint32_t wo, so, xo, wdst, sdst, xdst;
+    int xrow;  // 1 if this thread's X row r = tid / 32 < m
+    __device__ __forceinline__ WQLoader(const V4Params &p, int kbase) {
+        using C = WFCfg;
+        static_assert(NTH == 512, "one X chunk per thread: 16 rows x 32 chunks");
+        const int tid = threadIdx.x;
+        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
+        wdst = C::WOFF + tid * 16;
+        const int gi = (tid >> 4) & 1, s16 = tid & 15;
+        so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
+        sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
+        const int r = tid >> 5, c = tid & 31;
+        xo = (uint32_t)(r * p.k + kbase + c * 8) * 2;
+        xdst = C::XOFF + (c >> 3) * 2048 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+        xrow = r < p.m;
+        wo = opaque_u32(wo); so = opaque_u32(so); xo = opaque_u32(xo);
+        wdst = opaque_u32(wdst); sdst = opaque_u32(sdst); xdst = opaque_u32(xdst);
+        xrow = (int)opaque_u32((uint32_t)xrow);
+    }
+    template <int PART>
+    __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
+        using C = WFCfg;
+        if (PART != 2) {
+            const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
+            WFLoader::cp16(base + wdst, src);
+            WFLoader::cp16(base + wdst + 8192, src + 8192);
+            if (threadIdx.x < 32)
+                WFLoader::cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
+        }
+        if (PART != 1 && xrow) WFLoader::cp16(base + xdst, reinterpret_cast<const uint8_t *>(p.x) + (xo + (uint32_t)s * C::KC * 2));
+    }
+};
+
+// The stage loop of one warpgroup of gemm_int4_wgq: K group grp of every stage, rows row0 + g and + 8 into acc.
+template <int N, int FB>
+__device__ __forceinline__ void wgq_loop(const V4Params &p, uint8_t *sm, uint32_t sbase, const WQLoader<512> &ld,
+                                         int nst, int row0, int grp, float *acc) {
+    using C = WFCfg;
+    constexpr int STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, NA = N / 2;
+    const int lane = threadIdx.x & 31, g = lane >> 2;
+    const uint32_t z = (uint32_t)p.m >> 5, M1024 = 0x64006400u + z, M64 = 0x54005400u + z;  // (see v113)
+    const __half2 SUBLO = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));  // 1032
+    const __half2 SUBHI = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u));  // 72
+    const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + grp * 512 + lane * 16);
+    const uint32_t xhi = (1024 >> 4) | (1u << 30);
+    const uint32_t xgrp = __shfl_sync(0xFFFFFFFFu, (uint32_t)grp * (2 * 2048 >> 4), 0);  // the group's 2 X boxes
+    float dg[NA];
+    uint32_t a[8][4];
+    for (int st = 0; st < nst; ++st) {
+        const int slot = st % STAGES;
+        const uint8_t *stg = sm + slot * STAGE;
+        cp_async_wait<STAGES - 2>();
+        fence_proxy_async();
+        if (st == nst - STAGES + 1) pdl_launch_dependents();
+        __syncthreads();  // stage st landed; every warp has retired stage st - 1's wgmmas: its slot is free
+        {
+            const int nx = st + STAGES - 1;
+            if (nx < nst) ld.template load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
+            cp_async_commit();
+        }
+        const uint32_t xlo = ((((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16)) + xgrp;
+        const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs);
+        const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const int w = q >> 1, s2 = q & 1;
+            const uint32_t u = (w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w) >> (8 * s2);
+            const uint32_t v = (w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w) >> (8 * s2);
+            uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
+                             (v & 0x00F000F0u) | M64};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                __half2 h = __hsub2(*reinterpret_cast<__half2 *>(&r[e]), e < 2 ? SUBLO : SUBHI);
+                a[q][e] = *reinterpret_cast<uint32_t *>(&h);
+            }
+            if ((q + 1) % FB == 0) {
+                wgmma_fence();
+#pragma unroll
+                for (int b = q + 1 - FB; b <= q; ++b) {
+                    const int kk = b;  // (the group's offset is in xlo)
+                    uint64_t desc;
+                    asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
+                    wg_mma_rs_f16<N>(dg, a[b], desc, b > 0);
+                }
+            }
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence<NA>(dg);
+        const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + grp * BN + row0 + g;
+        const float s0 = __half2float(sc[0]), s1 = __half2float(sc[8]);
+#pragma unroll
+        for (int j = 0; j < NA / 4; ++j) {
+            acc[4 * j + 0] = fmaf(dg[4 * j + 0], s0, acc[4 * j + 0]);
+            acc[4 * j + 1] = fmaf(dg[4 * j + 1], s0, acc[4 * j + 1]);
+            acc[4 * j + 2] = fmaf(dg[4 * j + 2], s1, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(dg[4 * j + 3], s1, acc[4 * j + 3]);
+        }
+    }
+}
+
+template <bool M16, int FB, int MINB>
+__global__ void __launch_bounds__(512, MINB) gemm_int4_wgq(V4Params p) {
+#ifdef ASSAY_SM90A
+    using C = WFCfg;
+    constexpr int NTH = 512, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
+    extern __shared__ uint8_t sm_raw[];
+    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
+    const uint32_t sbase = smem_u32(sm);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wg = warp >> 2, grp = wg >> 1;            // K group of every stage: warpgroups 0-1 group 0, 2-3 group 1
+    const int row0 = 64 * (wg & 1) + 16 * (warp & 3);  // this warp's 16 rows of the tile
+    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
+    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
+    const bool push2 = p.splits == 2;
+    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
+    const WQLoader<NTH> ld(p, kbase);
+    float acc[NA];
+#pragma unroll
+    for (int i = 0; i < NA; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) ld.template load<1>(p, sbase + s * STAGE, s);
+        cp_async_commit();
+    }
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) ld.template load<2>(p, sbase + s * STAGE, s);
+        cp_async_commit();
+    }
+    if (nst <= STAGES - 1) pdl_launch_dependents();
+    wgq_loop<N, FB>(p, sm, sbase, ld, nst, row0, grp, acc);
+    cp_async_wait<0>();
+    __syncthreads();  // every stage consumed: the ring is free for the reduction
+    constexpr int BNP = BN + 4;
+    float *wred = reinterpret_cast<float *>(sm);  // [2 groups][16 tokens][BNP]
+#pragma unroll
+    for (int j = 0; j < NA / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            wred[(grp * 16 + 8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
+    __syncthreads();
+    auto sum = [&](int row, int c) { return wred[row * BNP + c] + wred[(16 + row) * BNP + c]; };
+    if (push2) {
+        cluster_pair_push_store<BN, NTH, 2>(
+            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
+        return;
+    }
+    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
+        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
+#else
+    __trap();
+#endif
+}
+
+template <bool M16, int FB, int MINB>
+int launch_wgq(const V4Params &p0, int splits, cudaStream_t stream) {
+    if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
+    return launch_split_k<gemm_int4_wgq<M16, FB, MINB>>(p0, splits, V4_BN, 512, WFCfg::SMEM, true, stream);
 }
 
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
@@ -2761,7 +2959,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma versions 113, 126; f16 X)
-    const bool wn = int4 && (ver == 113 || (ver >= 126 && ver <= 128));
+    const bool wn = int4 && (ver == 113 || (ver >= 126 && ver <= 133));
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2892,6 +3090,20 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
         rc = ver == 126 ? (m > 8 ? launch_wgl<true, 4>(p, splits, stream) : launch_wgl<false, 4>(p, splits, stream))
              : ver == 127 ? (m > 8 ? launch_wgl<true, 1>(p, splits, stream) : launch_wgl<false, 1>(p, splits, stream))
                           : (m > 8 ? launch_wgl<true, 8>(p, splits, stream) : launch_wgl<false, 8>(p, splits, stream));
+        break;
+    case 132:
+    case 133:
+        if (!int4 || !g_wg_ok) return 0;
+        rc = ver == 132 ? (m > 8 ? launch_wgl<true, 4, true>(p, splits, stream) : launch_wgl<false, 4, true>(p, splits, stream))
+                        : (m > 8 ? launch_wgl<true, 8, true>(p, splits, stream) : launch_wgl<false, 8, true>(p, splits, stream));
+        break;
+    case 129:
+    case 130:
+    case 131:
+        if (!int4 || !g_wg_ok) return 0;
+        rc = ver == 129   ? (m > 8 ? launch_wgq<true, 4, 1>(p, splits, stream) : launch_wgq<false, 4, 1>(p, splits, stream))
+             : ver == 130 ? (m > 8 ? launch_wgq<true, 8, 1>(p, splits, stream) : launch_wgq<false, 8, 1>(p, splits, stream))
+                          : (m > 8 ? launch_wgq<true, 4, 2>(p, splits, stream) : launch_wgq<false, 4, 2>(p, splits, stream));
         break;
     case 118:
         if (!int4 || !xs) return 0;
