@@ -1866,21 +1866,29 @@ int launch_wgr(const V4Params &p0, int splits, cudaStream_t stream) {
     return launch_split_k<gemm_int4_wgr<M16, LOADONLY, CORR, DEFER>>(p0, splits, V4_BN, 256, WRCfg::SMEM, true, stream);
 }
 
-// ---- v113 (round 17, int4 on f16 X): wgmma on a cp.async ring, with v104's f16 dequantization ----
-// Why (dev/cuda/NOTES.md, round 17): dev/cuda/mma_probe.cu puts each mma.sync m16n8k16 at 6 scheduler cycles that
-// ALU work barely overlaps, so at m16 the 32 mma.sync of a warp-stage cost ~192 of its ~515 cycles; wgmma holds no
-// scheduler per instruction. Round 13's form of this (v85, gemm_int4_wgr: the production packing, X gathered by
-// 4-byte cp.async into the fragments' K order, 2 CTAs per SM) lost to register pressure: both 64-row tiles' A
-// fragments (64 registers) were live at once and ptxas recomputed every X copy's addresses (726 instructions per
-// warp-stage; this kernel on v85's loader: 738). Round 15's (v103) moved the copies to a producer warp but ran one
-// CTA per SM. Here: the weights packed by assay_cuda_int4_pack_wn (A fragments in natural column order), so X is
-// copied as it is stored, 16 bytes per copy, into the 128-byte-swizzled K-major boxes wgmma reads (two copies per
-// thread and stage at m16, one per CTA-stage weight run of 16 KB: four); all copy addresses fixed at entry as
-// shared-window offsets; 2 CTAs per SM. The f16 dequantization (no byte-permute temporaries; the high nibbles
-// through the f16 magic 64.0, 0x5400, so both halves take one HADD2) is written into two buffers of 4 k16 steps
-// (32 registers instead of 64), each issued as 4 wgmma m64nNk16 f16 and committed as its own group, a buffer
-// rewritten only after wait_group 1 (its previous group done). The pair's split-K sums are pushed (v90's
-// cluster_pair_push_store, mode 2).
+// ---- v126 (round 20, int4 on f16 X): wgmma on the dequantized weights, uniform descriptors, a lean loader ----
+// Why (dev/cuda/NOTES.md, rounds 17 and 20): mma.sync m16n8k16 holds its scheduler for 6 cycles that ALU work barely
+// overlaps (dev/cuda/mma_probe.cu), so at m16 the 32 mma.sync of a warp-stage cost ~192 of v104's ~515 cycles;
+// wgmma holds none. Round 17's wgmma form (v113, commit da78580) lost (15.95 us at m16) on ~150 instructions per
+// warp-stage of overhead: its two warpgroups took different K halves, so the X descriptor depended on the warp and
+// ptxas built each one in vector registers and moved it over (a 64-bit add and 2 R2UR per wgmma), and its loader's
+// 64-bit pointers were recomputed from the thread index at every stage. Here:
+// - both warpgroups take the same 256 K columns of a stage for different 64-row halves of the 128-row tile, so the
+//   descriptors depend on the stage alone and nothing branches on the warp: ptxas keeps them in uniform registers
+//   (a UIADD3 / UMOV per wgmma). (A warp-dependent offset stays uniform too when it comes from __shfl_sync of lane
+//   0; from the thread index, or with the loop in a branch on the warp, it does not: checked on small kernels.)
+// - the loader holds 32-bit byte offsets from the kernel's pointers (one matrix's weights < 4 GB), kept opaque
+//   (opaque_u32) so that ptxas keeps them in registers instead of recomputing them.
+// - each batch of 4 k16 steps is issued as soon as it is dequantized (one wgmma.fence per batch); the stage's two
+//   scale groups are two commit groups into their own accumulators, retired in order (wait_group 1, then 0) and
+//   scaled into the totals before the stage ends. A group left pending across the loop's back edge while
+//   accumulators are read makes ptxas serialize every wgmma (C7513 / C7514, even when the registers read belong to
+//   an older, retired group), so nothing stays in flight between stages and the ring refills the slot of the stage
+//   before, 3 stages ahead.
+// Weights packed by assay_cuda_int4_pack_wn (A fragments in natural column order, so X is copied as stored into the
+// 128-byte-swizzled K-major boxes wgmma reads); v104's f16 dequantization with the high nibbles through the magic
+// 64.0 (0x5400), so both halves take one HADD2; the pair push reduction of the split-K pair (v90's
+// cluster_pair_push_store, mode 2); 2 CTAs per SM (109 registers at m16, 98 at m <= 8).
 struct WFCfg {
     static constexpr int KC = 256, STAGES = 4, BN = V4_BN;
     static constexpr int XOFF = 0, WOFF = 4 * 2048, SOFF = WOFF + BN * KC / 2;  // X boxes, weights, group scales
@@ -1888,51 +1896,58 @@ struct WFCfg {
     static constexpr int RECV = 16 * (BN / 2) * 4;
     static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 16;
     static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
-    static_assert(2 * 16 * (BN + 4) * 4 <= STAGES * STAGE, "reduction buffers reuse the stages");
+    static_assert(16 * (BN + 4) * 4 <= STAGES * STAGE, "the reduction buffer reuses the stages");
 };
 
-// Per-thread copies of one stage (256 threads), addresses fixed at entry. Weights: the CTA-stage's 16 KB run, 4
-// chunks per thread; scales: threads 0-31; X: row tid / 32 (and + 8), chunk c = tid % 32 of the stage's 256
-// columns, into box c / 8 at row r, chunk (c % 8) ^ (r % 8) (128-byte swizzle).
-struct WFLoader {
-    const uint8_t *w;
-    const __half *sc;
-    const __nv_bfloat16 *x;
-    size_t x8;      // 8 rows of X, in elements
-    size_t sstep;   // one stage of scale rows, in elements
-    uint32_t sdst, xdst;
-    int xrows;      // 0, 1 or 2 (rows r and r + 8 < m)
-    __device__ __forceinline__ WFLoader(const V4Params &p, int kbase) {
+// A value the compiler cannot see through: ptxas keeps it in a register instead of recomputing it from the thread
+// index at every use (it did so for the loader's offsets and the fragment address: ~60 instructions per stage).
+__device__ __forceinline__ uint32_t opaque_u32(uint32_t v) {
+    asm volatile("mov.b32 %0, %0;\n" : "+r"(v));
+    return v;
+}
+
+// Per-thread copies of one stage (256 threads). Weights: the CTA-stage's 16 KB run, 4 chunks per thread; scales:
+// threads 0-31; X: row tid / 32 (and + 8), chunk c = tid % 32 of the stage's 256 columns, into box c / 8 at row r,
+// chunk (c % 8) ^ (r % 8) (128-byte swizzle).
+struct WLLoader {
+    uint32_t wo, so, xo;        // byte offsets of the thread's stage-0 weight, scale and X (row r) chunks
+    uint32_t wdst, sdst, xdst;  // their offsets in a stage slot
+    int xrows;                  // 0, 1 or 2 (rows r and r + 8 < m)
+    __device__ __forceinline__ WLLoader(const V4Params &p, int kbase) {
         using C = WFCfg;
         const int tid = threadIdx.x;
-        w = p.w + ((size_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
-        const int gi = (tid >> 4) & 1, so = tid & 15;
-        sc = p.gscale + (size_t)(kbase / 128 + gi) * p.n + blockIdx.x * C::BN + so * 8;
-        sstep = (size_t)(C::KC / 128) * p.n;
-        sdst = C::SOFF + gi * C::BN * 2 + so * 16;
+        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
+        wdst = C::WOFF + tid * 16;
+        const int gi = (tid >> 4) & 1, s16 = tid & 15;
+        so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
+        sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
         const int r = tid >> 5, c = tid & 31;
-        x = p.x + (size_t)r * p.k + kbase + c * 8;
-        x8 = (size_t)8 * p.k;
+        xo = (uint32_t)(r * p.k + kbase + c * 8) * 2;
         xdst = C::XOFF + (c >> 3) * 2048 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
         xrows = r < p.m ? (r + 8 < p.m ? 2 : 1) : 0;
+        wo = opaque_u32(wo); so = opaque_u32(so); xo = opaque_u32(xo);
+        wdst = opaque_u32(wdst); sdst = opaque_u32(sdst); xdst = opaque_u32(xdst);
+        xrows = (int)opaque_u32((uint32_t)xrows);
     }
     __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
     }
-    // base: the stage slot's shared-window address; s: stage index within the CTA's K range
+    // base: the stage slot's shared-window address; s: stage index within the CTA's K range; PART 1: weights and
+    // scales, 2: X, 0: both
     template <int PART>
-    __device__ __forceinline__ void load(uint32_t base, int s) const {
+    __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
         using C = WFCfg;
         if (PART != 2) {
-            const uint8_t *src = w + (size_t)s * (C::BN * C::KC / 2);
+            const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
 #pragma unroll
-            for (int i = 0; i < 4; ++i) cp16(base + C::WOFF + threadIdx.x * 16 + i * 4096, src + i * 4096);
-            if (threadIdx.x < 32) cp16(base + sdst, sc + (size_t)s * sstep);
+            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
+            if (threadIdx.x < 32)
+                cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
         }
         if (PART != 1) {
-            const __nv_bfloat16 *src = x + (size_t)s * C::KC;
+            const uint8_t *src = reinterpret_cast<const uint8_t *>(p.x) + (xo + (uint32_t)s * C::KC * 2);
             if (xrows > 0) cp16(base + xdst, src);
-            if (xrows > 1) cp16(base + xdst + 1024, src + x8);  // row r + 8: same swizzle phase, 8 rows on
+            if (xrows > 1) cp16(base + xdst + 1024, src + (size_t)16 * p.k);  // row r + 8
         }
     }
 };
@@ -1959,230 +1974,8 @@ __device__ __forceinline__ void wg_mma_rs_f16(float *d, const uint32_t *a, uint6
 #endif
 }
 
-template <bool M16>
-__global__ void __launch_bounds__(256, 2) gemm_int4_wgf(V4Params p) {
-#ifdef ASSAY_SM90A
-    using C = WFCfg;
-    constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
-    extern __shared__ uint8_t sm_raw[];
-    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
-    const uint32_t sbase = smem_u32(sm);  // (the copies and descriptors use shared-window addresses only)
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int gi = warp >> 2, wiw = warp & 3;  // group (K slice) of the stage; warp in the warpgroup
-    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
-    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
-    const bool push2 = p.splits == 2;
-    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
-    const WFLoader ld(p, kbase);
-
-    float acc[2][NA], d[2][NA];
-#pragma unroll
-    for (int i = 0; i < NA; ++i) acc[0][i] = acc[1][i] = d[0][i] = d[1][i] = 0.f;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < nst) ld.load<1>(sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    pdl_wait();
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < nst) ld.load<2>(sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    if (nst <= STAGES - 1) pdl_launch_dependents();
-
-    // tile rt's group sums d[rt] (rows 64 rt + 16 wiw + g and + 8) scaled into acc[rt] (scales of the stage at stg)
-    auto apply = [&](int rt, const uint8_t *stg) {
-        const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + gi * BN + 64 * rt + 16 * wiw + g;
-        const float s0 = __half2float(sc[0]), s1 = __half2float(sc[8]);
-#pragma unroll
-        for (int j = 0; j < NA / 4; ++j) {
-            acc[rt][4 * j + 0] = fmaf(d[rt][4 * j + 0], s0, acc[rt][4 * j + 0]);
-            acc[rt][4 * j + 1] = fmaf(d[rt][4 * j + 1], s0, acc[rt][4 * j + 1]);
-            acc[rt][4 * j + 2] = fmaf(d[rt][4 * j + 2], s1, acc[rt][4 * j + 2]);
-            acc[rt][4 * j + 3] = fmaf(d[rt][4 * j + 3], s1, acc[rt][4 * j + 3]);
-        }
-    };
-    // The magics are the constants plus z = m >> 5 (0 here): an add the compiler cannot fold into the or, so each
-    // magic stays in a register and (w & mask) | magic is one LOP3 (mask immediate, magic register); as constants,
-    // or as constant | z (v104's form), ptxas re-associated the or-chain here into an AND and a 3-input OR with
-    // the magic's immediate: two LOP3 per register
-    const uint32_t z = (uint32_t)p.m >> 5, M1024 = 0x64006400u + z, M64 = 0x54005400u + z;
-    const __half2 SUBLO = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));  // 1032
-    const __half2 SUBHI = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u));  // 72
-    uint32_t a[2][4][4];  // two buffers of 4 k16 steps' A fragments
-
-    for (int st = 0; st < nst; ++st) {
-        cp_async_wait<STAGES - 2>();
-        wgmma_wait<0>();  // tile 1 of stage st - 1 (it read that stage's slot, refilled after the barrier)
-        reg_fence<NA>(d[1]);
-        if (st > 0) apply(1, sm + ((st - 1) % STAGES) * STAGE);
-        fence_proxy_async();  // this thread's X copies of stage st, read next by wgmma (async proxy)
-        if (st == nst - STAGES + 1) pdl_launch_dependents();  // every load has been issued
-        __syncthreads();
-        {
-            const int nx = st + STAGES - 1;
-            if (nx < nst) ld.load<0>(sbase + (nx % STAGES) * STAGE, nx);
-            cp_async_commit();
-        }
-        const uint8_t *stg = sm + (st % STAGES) * STAGE;
-        // the warpgroup's group as a constant (two copies of the stage body): the X descriptors then depend on
-        // block-uniform values only, so ptxas can form them in uniform registers (with gi from the thread index
-        // it moved each one into them: 2 R2UR per wgmma)
-        auto stage_body = [&](auto gic) {
-        constexpr int GI = decltype(gic)::value;
-        // descriptor of this warpgroup's first X box in this stage; step q's box and 32-byte k16 column follow by
-        // adding (offset >> 4) to the address field (14 bits, no carry: shared memory is < 256 KB)
-        const uint64_t xdesc = wg_desc_sw128(sbase + (st % STAGES) * STAGE + C::XOFF + GI * 2 * 2048);
-#pragma unroll
-        for (int rt = 0; rt < 2; ++rt) {
-            const int tile = 8 * rt + 2 * wiw;  // n8 tile of rows 16 wiw + g; tile + 1 holds rows + 8
-            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + C::WOFF + (tile * 2 + GI) * 512 + lane * 16);
-            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + C::WOFF + ((tile + 1) * 2 + GI) * 512 + lane * 16);
-#pragma unroll
-            for (int hb = 0; hb < 2; ++hb) {  // steps 4 hb .. 4 hb + 3 into buffer hb
-                if (rt == 1) {
-                    // buffer hb was last read by tile 0's group hb; the groups complete in order, so at most one
-                    // (the one after it) may still be in flight
-                    wgmma_wait<1>();
-                }
-#pragma unroll
-                for (int qq = 0; qq < 4; ++qq) {
-                    const int q = 4 * hb + qq, w = q >> 1, s2 = q & 1;
-                    const uint32_t u = (w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w) >> (8 * s2);
-                    const uint32_t v = (w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w) >> (8 * s2);
-                    // registers 0 / 1: columns 2t, 2t + 1 of rows g / g + 8 (nibbles at bits 0-3 of each half,
-                    // 1024 + q); 2 / 3: columns 2t + 8, 2t + 9 (bits 4-7, 64 + q)
-                    uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
-                                     (v & 0x00F000F0u) | M64};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        __half2 h = __hsub2(*reinterpret_cast<__half2 *>(&r[e]), e < 2 ? SUBLO : SUBHI);
-                        a[hb][qq][e] = *reinterpret_cast<uint32_t *>(&h);
-                    }
-                }
-                wgmma_fence();
-#pragma unroll
-                for (int qq = 0; qq < 4; ++qq) {
-                    const int q = 4 * hb + qq;
-                    wg_mma_rs_f16<N>(d[rt], a[hb][qq], xdesc + (uint64_t)(((q >> 2) * 2048 + (q & 3) * 32) >> 4), q > 0);
-                }
-                wgmma_commit();
-            }
-        }
-        wgmma_wait<2>();  // tile 0's two groups (tile 1's stay in flight into the next stage's wait)
-        reg_fence<NA>(d[0]);
-        apply(0, stg);
-        };
-        if (gi == 0) stage_body(std::integral_constant<int, 0>());
-        else stage_body(std::integral_constant<int, 1>());
-    }
-    cp_async_wait<0>();
-    wgmma_wait<0>();
-    reg_fence<NA>(d[1]);
-    if (nst > 0) apply(1, sm + ((nst - 1) % STAGES) * STAGE);
-    __syncthreads();  // every stage consumed: the ring is free for the reduction
-    // acc[rt][4 j + e]: row 64 rt + 16 wiw + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1); K slice gi
-    constexpr int BNP = BN + 4;
-    float *wred = reinterpret_cast<float *>(sm);  // [2 slices][16 tokens][BNP]
-#pragma unroll
-    for (int rt = 0; rt < 2; ++rt)
-#pragma unroll
-        for (int j = 0; j < NA / 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                wred[(gi * 16 + 8 * j + 2 * t + (e & 1)) * BNP + 64 * rt + 16 * wiw + g + 8 * (e >> 1)] = acc[rt][4 * j + e];
-    __syncthreads();
-    auto sum = [&](int row, int c) { return wred[row * BNP + c] + wred[(16 + row) * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NTH, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
-        return;
-    }
-    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
-        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
-#else
-    __trap();
-#endif
-}
 
 template <bool M16>
-int launch_wgf(const V4Params &p0, int splits, cudaStream_t stream) {
-    // the split-K sum is the pair push: a split of 4 (small N) becomes 2 (run h200-gpu12-int4-3 failed at n256 k1024
-    // before this, each of the 4 CTAs storing its own partial sums)
-    if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;
-    return launch_split_k<gemm_int4_wgf<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
-}
-
-// ---- v126 (round 20, int4 on f16 X): wgmma with every warp on the same K columns and uniform descriptors ----
-// Why (dev/cuda/NOTES.md, round 20): v113 put the tensor work on wgmma but ran 396 instructions per warp-stage at
-// m16 (v104: 280 with its 32 mma.sync), ~90 of them building descriptors: its two warpgroups took different K
-// halves, so the X descriptor depended on the warp (a branch on the warpgroup around two copies of the stage
-// body), and ptxas built every descriptor in vector registers and moved it to uniform ones (a 64-bit add and 2 R2UR
-// per wgmma). Here both warpgroups take the same 256 K columns of a stage for different 64-row halves of the tile,
-// so the descriptors depend on the stage alone and nothing branches on the warp: ptxas keeps them in uniform
-// registers (one UIADD3 per wgmma). Each k16 step's A fragment is issued as soon as it is dequantized (a fence per
-// step), so the tensor pipe works beside the dequantization and only the last step's latency is left at the end of
-// the stage; the two scale groups of a stage are two commit groups into their own accumulators, retired in order
-// (wait_group 1, then 0) and scaled into the totals before the stage ends. ptxas serializes every wgmma if a group
-// is still pending across the loop's back edge while its accumulators are read (C7513 / C7514, also when the
-// registers read belong to an older, retired group), so nothing is left in flight between stages. Same packing
-// (assay_cuda_int4_pack_wn), loader, dequantization and pair push reduction as v113; 2 CTAs per SM.
-// v126's per-thread copies of one stage (256 threads; v113's copies, WFLoader): the addresses as 32-bit byte
-// offsets from the kernel's pointers (one matrix's weights < 4 GB), so that a stage's copy addresses are a
-// multiply-add away and few registers stay live across the stage (with WFLoader's 64-bit pointers ptxas recomputed
-// them from the thread index at every stage: ~70 instructions per warp-stage)
-// A value the compiler cannot see through: ptxas keeps it in a register instead of recomputing it from the thread
-// index at every use (which it did for the loader's offsets and the fragment address, ~60 instructions per stage).
-__device__ __forceinline__ uint32_t opaque_u32(uint32_t v) {
-    asm volatile("mov.b32 %0, %0;\n" : "+r"(v));
-    return v;
-}
-
-struct WLLoader {
-    uint32_t wo, so, xo;     // byte offsets of the thread's stage-0 weight, scale and X (row r) chunks
-    uint32_t wdst, sdst, xdst;  // their offsets in a stage slot
-    int xrows;               // 0, 1 or 2 (rows r and r + 8 < m)
-    __device__ __forceinline__ WLLoader(const V4Params &p, int kbase) {
-        using C = WFCfg;
-        const int tid = threadIdx.x;
-        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
-        wdst = C::WOFF + tid * 16;
-        const int gi = (tid >> 4) & 1, s16 = tid & 15;
-        so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
-        sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
-        const int r = tid >> 5, c = tid & 31;
-        xo = (uint32_t)(r * p.k + kbase + c * 8) * 2;
-        xdst = C::XOFF + (c >> 3) * 2048 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-        xrows = r < p.m ? (r + 8 < p.m ? 2 : 1) : 0;
-        wo = opaque_u32(wo); so = opaque_u32(so); xo = opaque_u32(xo);
-        wdst = opaque_u32(wdst); sdst = opaque_u32(sdst); xdst = opaque_u32(xdst);
-        xrows = (int)opaque_u32((uint32_t)xrows);
-    }
-    // base: the stage slot's shared-window address; s: stage index within the CTA's K range; PART 1: weights and
-    // scales, 2: X, 0: both
-    template <int PART>
-    __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
-        using C = WFCfg;
-        if (PART != 2) {
-            const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
-#pragma unroll
-            for (int i = 0; i < 4; ++i) WFLoader::cp16(base + wdst + i * 4096, src + i * 4096);
-            if (threadIdx.x < 32)
-                WFLoader::cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
-        }
-        if (PART != 1) {
-            const uint8_t *src = reinterpret_cast<const uint8_t *>(p.x) + (xo + (uint32_t)s * C::KC * 2);
-            if (xrows > 0) WFLoader::cp16(base + xdst, src);
-            if (xrows > 1) WFLoader::cp16(base + xdst + 1024, src + (size_t)16 * p.k);  // row r + 8
-        }
-    }
-};
-
-// FB: k16 steps per fence batch (a wgmma.fence, then FB wgmma on the A fragments dequantized since the last one;
-// lab versions 126 / 127 / 128 = 4 / 1 / 8); PF: both groups' words and scales read at the head of the stage
-// (132 / 133 = 126 / 128 with PF)
-template <bool M16, int FB, bool PF = false>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WFCfg;
@@ -2248,30 +2041,19 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         // descriptor of the stage's first X box; k16 step kk is box kk / 4, 32-byte column kk % 4 (no carry out of
         // the 14-bit address field: shared memory is < 256 KB); from the stage alone, so ptxas keeps it uniform
         const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
-        // PF (132): both groups' words and scales read at the head of the stage, so that group 1's dequantization
-        // and the stage-end scaling do not wait for shared-memory loads issued right before them
-        uint4 wu[2], wv[2];
+        // group gr's scales of rows row0 + g and + 8, read before the wgmma wait that precedes their use (run
+        // h200-gpu16-int4-3: 0.2-0.4 us at m16 against reading them after it; reading the words and scales of both
+        // groups at the head of the stage lost 0.5-0.7 us at every m)
         float sc[2][2];
         auto read_scales = [&](int gr) {
             const __half *sp = reinterpret_cast<const __half *>(stg + C::SOFF) + gr * BN + row0 + g;
             sc[gr][0] = __half2float(sp[0]);
             sc[gr][1] = __half2float(sp[8]);
         };
-        if (PF) {
-#pragma unroll
-            for (int gr = 0; gr < 2; ++gr) {
-                wu[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
-                wv[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
-                read_scales(gr);
-            }
-        }
 #pragma unroll
         for (int gr = 0; gr < 2; ++gr) {
-            if (!PF) {
-                wu[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
-                wv[gr] = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
-            }
-            const uint4 u4 = wu[gr], v4 = wv[gr];
+            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
+            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
                 const int w = q >> 1, s2 = q & 1;
@@ -2284,10 +2066,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
                     __half2 h = __hsub2(*reinterpret_cast<__half2 *>(&r[e]), e < 2 ? SUBLO : SUBHI);
                     a[gr][q][e] = *reinterpret_cast<uint32_t *>(&h);
                 }
-                if ((q + 1) % FB == 0) {
+                if (q % 4 == 3) {   // a batch of 4 steps (1 per batch or 8 were slower: runs h200-gpu16-int4-1 / -3)
                     wgmma_fence();  // the batch's A registers, written just now
 #pragma unroll
-                    for (int b = q + 1 - FB; b <= q; ++b) {
+                    for (int b = q - 3; b <= q; ++b) {
                         const int kk = 8 * gr + b;
                         uint64_t desc;
                         asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
@@ -2297,11 +2079,11 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
             }
             wgmma_commit();
         }
-        if (!PF) read_scales(0);
+        read_scales(0);
         wgmma_wait<1>();  // group 0 retired
         reg_fence<NA>(dg[0]);
         apply(0, sc[0][0], sc[0][1]);
-        if (!PF) read_scales(1);
+        read_scales(1);
         wgmma_wait<0>();  // group 1 retired: nothing in flight past the stage
         reg_fence<NA>(dg[1]);
         apply(1, sc[1][0], sc[1][1]);
@@ -2329,188 +2111,12 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16, int FB, bool PF = false>
+template <bool M16>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgl<M16, FB, PF>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
-// ---- v129 / 130 (round 20): v126 with four warpgroups, one K group each per stage ----
-// Why (dev/cuda/NOTES.md, round 20): Nsight Compute on v126 (m16, one launch) has its schedulers issuing in 45% of
-// the cycles (two warps each: 22.5% selected per warp); the rest waits on latencies that two warps cannot cover
-// (the weight loads before the dequantization, the warpgroup arrive before each batch, the stage-end wgmma wait,
-// the barrier). Here the CTA has 16 warps, 4 per scheduler: warpgroup w takes rows 64 (w & 1) .. + 63 of the
-// 128-row tile and K group w >> 1 of every stage (8 k16 steps), so each warp does half of v126's work per stage
-// and the stage's two groups run in different warpgroups. The group's X descriptor offset comes through a warp
-// shuffle from lane 0 (__shfl_sync), which ptxas takes as warp-uniform, so the descriptors stay in uniform
-// registers (with the offset from the thread index, or with the loop in a branch on the warpgroup, ptxas built
-// each descriptor in vector registers and moved it over: VIADD + 2 R2UR per wgmma). The two groups' sums meet in shared memory
-// at the end, then the pair push as before. One CTA per SM (16 warps at up to 128 registers): the next launch's
-// CTAs cannot start beside it (PDL overlap lost, round 15: 0.5-1.3 us at m1) unless the kernel fits in 64
-// registers (MINB 2: 131). FB: steps per fence batch (129, 131: 4; 130: 8).
-template <int NTH>
-struct WQLoader {  // WLLoader for NTH = 512 threads: 2 weight chunks and one X chunk per thread and stage
-    uint32_t wo, so, xo, wdst, sdst, xdst;
-    int xrow;  // 1 if this thread's X row r = tid / 32 < m
-    __device__ __forceinline__ WQLoader(const V4Params &p, int kbase) {
-        using C = WFCfg;
-        static_assert(NTH == 512, "one X chunk per thread: 16 rows x 32 chunks");
-        const int tid = threadIdx.x;
-        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
-        wdst = C::WOFF + tid * 16;
-        const int gi = (tid >> 4) & 1, s16 = tid & 15;
-        so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
-        sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
-        const int r = tid >> 5, c = tid & 31;
-        xo = (uint32_t)(r * p.k + kbase + c * 8) * 2;
-        xdst = C::XOFF + (c >> 3) * 2048 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-        xrow = r < p.m;
-        wo = opaque_u32(wo); so = opaque_u32(so); xo = opaque_u32(xo);
-        wdst = opaque_u32(wdst); sdst = opaque_u32(sdst); xdst = opaque_u32(xdst);
-        xrow = (int)opaque_u32((uint32_t)xrow);
-    }
-    template <int PART>
-    __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
-        using C = WFCfg;
-        if (PART != 2) {
-            const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
-            WFLoader::cp16(base + wdst, src);
-            WFLoader::cp16(base + wdst + 8192, src + 8192);
-            if (threadIdx.x < 32)
-                WFLoader::cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
-        }
-        if (PART != 1 && xrow) WFLoader::cp16(base + xdst, reinterpret_cast<const uint8_t *>(p.x) + (xo + (uint32_t)s * C::KC * 2));
-    }
-};
-
-// The stage loop of one warpgroup of gemm_int4_wgq: K group grp of every stage, rows row0 + g and + 8 into acc.
-template <int N, int FB>
-__device__ __forceinline__ void wgq_loop(const V4Params &p, uint8_t *sm, uint32_t sbase, const WQLoader<512> &ld,
-                                         int nst, int row0, int grp, float *acc) {
-    using C = WFCfg;
-    constexpr int STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, NA = N / 2;
-    const int lane = threadIdx.x & 31, g = lane >> 2;
-    const uint32_t z = (uint32_t)p.m >> 5, M1024 = 0x64006400u + z, M64 = 0x54005400u + z;  // (see v113)
-    const __half2 SUBLO = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));  // 1032
-    const __half2 SUBHI = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u));  // 72
-    const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + grp * 512 + lane * 16);
-    const uint32_t xhi = (1024 >> 4) | (1u << 30);
-    const uint32_t xgrp = __shfl_sync(0xFFFFFFFFu, (uint32_t)grp * (2 * 2048 >> 4), 0);  // the group's 2 X boxes
-    float dg[NA];
-    uint32_t a[8][4];
-    for (int st = 0; st < nst; ++st) {
-        const int slot = st % STAGES;
-        const uint8_t *stg = sm + slot * STAGE;
-        cp_async_wait<STAGES - 2>();
-        fence_proxy_async();
-        if (st == nst - STAGES + 1) pdl_launch_dependents();
-        __syncthreads();  // stage st landed; every warp has retired stage st - 1's wgmmas: its slot is free
-        {
-            const int nx = st + STAGES - 1;
-            if (nx < nst) ld.template load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
-            cp_async_commit();
-        }
-        const uint32_t xlo = ((((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16)) + xgrp;
-        const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs);
-        const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024);
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            const int w = q >> 1, s2 = q & 1;
-            const uint32_t u = (w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w) >> (8 * s2);
-            const uint32_t v = (w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w) >> (8 * s2);
-            uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
-                             (v & 0x00F000F0u) | M64};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                __half2 h = __hsub2(*reinterpret_cast<__half2 *>(&r[e]), e < 2 ? SUBLO : SUBHI);
-                a[q][e] = *reinterpret_cast<uint32_t *>(&h);
-            }
-            if ((q + 1) % FB == 0) {
-                wgmma_fence();
-#pragma unroll
-                for (int b = q + 1 - FB; b <= q; ++b) {
-                    const int kk = b;  // (the group's offset is in xlo)
-                    uint64_t desc;
-                    asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
-                    wg_mma_rs_f16<N>(dg, a[b], desc, b > 0);
-                }
-            }
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence<NA>(dg);
-        const __half *sc = reinterpret_cast<const __half *>(stg + C::SOFF) + grp * BN + row0 + g;
-        const float s0 = __half2float(sc[0]), s1 = __half2float(sc[8]);
-#pragma unroll
-        for (int j = 0; j < NA / 4; ++j) {
-            acc[4 * j + 0] = fmaf(dg[4 * j + 0], s0, acc[4 * j + 0]);
-            acc[4 * j + 1] = fmaf(dg[4 * j + 1], s0, acc[4 * j + 1]);
-            acc[4 * j + 2] = fmaf(dg[4 * j + 2], s1, acc[4 * j + 2]);
-            acc[4 * j + 3] = fmaf(dg[4 * j + 3], s1, acc[4 * j + 3]);
-        }
-    }
-}
-
-template <bool M16, int FB, int MINB>
-__global__ void __launch_bounds__(512, MINB) gemm_int4_wgq(V4Params p) {
-#ifdef ASSAY_SM90A
-    using C = WFCfg;
-    constexpr int NTH = 512, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
-    extern __shared__ uint8_t sm_raw[];
-    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
-    const uint32_t sbase = smem_u32(sm);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wg = warp >> 2, grp = wg >> 1;            // K group of every stage: warpgroups 0-1 group 0, 2-3 group 1
-    const int row0 = 64 * (wg & 1) + 16 * (warp & 3);  // this warp's 16 rows of the tile
-    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
-    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
-    const bool push2 = p.splits == 2;
-    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
-    const WQLoader<NTH> ld(p, kbase);
-    float acc[NA];
-#pragma unroll
-    for (int i = 0; i < NA; ++i) acc[i] = 0.f;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < nst) ld.template load<1>(p, sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    pdl_wait();
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < nst) ld.template load<2>(p, sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    if (nst <= STAGES - 1) pdl_launch_dependents();
-    wgq_loop<N, FB>(p, sm, sbase, ld, nst, row0, grp, acc);
-    cp_async_wait<0>();
-    __syncthreads();  // every stage consumed: the ring is free for the reduction
-    constexpr int BNP = BN + 4;
-    float *wred = reinterpret_cast<float *>(sm);  // [2 groups][16 tokens][BNP]
-#pragma unroll
-    for (int j = 0; j < NA / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-            wred[(grp * 16 + 8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
-    __syncthreads();
-    auto sum = [&](int row, int c) { return wred[row * BNP + c] + wred[(16 + row) * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NTH, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
-        return;
-    }
-    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
-        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
-#else
-    __trap();
-#endif
-}
-
-template <bool M16, int FB, int MINB>
-int launch_wgq(const V4Params &p0, int splits, cudaStream_t stream) {
-    if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgq<M16, FB, MINB>>(p0, splits, V4_BN, 512, WFCfg::SMEM, true, stream);
-}
 
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
 // Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
@@ -2958,8 +2564,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
-    // (the wgmma versions 113, 126; f16 X)
-    const bool wn = int4 && (ver == 113 || (ver >= 126 && ver <= 133));
+    // (the wgmma version 126; f16 X)
+    const bool wn = int4 && ver == 126;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -3082,29 +2688,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 121: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(121); break;
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
-    case 113: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgf<true>(p, splits, stream) : launch_wgf<false>(p, splits, stream); break;
-    case 126:
-    case 127:
-    case 128:
-        if (!int4 || !g_wg_ok) return 0;
-        rc = ver == 126 ? (m > 8 ? launch_wgl<true, 4>(p, splits, stream) : launch_wgl<false, 4>(p, splits, stream))
-             : ver == 127 ? (m > 8 ? launch_wgl<true, 1>(p, splits, stream) : launch_wgl<false, 1>(p, splits, stream))
-                          : (m > 8 ? launch_wgl<true, 8>(p, splits, stream) : launch_wgl<false, 8>(p, splits, stream));
-        break;
-    case 132:
-    case 133:
-        if (!int4 || !g_wg_ok) return 0;
-        rc = ver == 132 ? (m > 8 ? launch_wgl<true, 4, true>(p, splits, stream) : launch_wgl<false, 4, true>(p, splits, stream))
-                        : (m > 8 ? launch_wgl<true, 8, true>(p, splits, stream) : launch_wgl<false, 8, true>(p, splits, stream));
-        break;
-    case 129:
-    case 130:
-    case 131:
-        if (!int4 || !g_wg_ok) return 0;
-        rc = ver == 129   ? (m > 8 ? launch_wgq<true, 4, 1>(p, splits, stream) : launch_wgq<false, 4, 1>(p, splits, stream))
-             : ver == 130 ? (m > 8 ? launch_wgq<true, 8, 1>(p, splits, stream) : launch_wgq<false, 8, 1>(p, splits, stream))
-                          : (m > 8 ? launch_wgq<true, 4, 2>(p, splits, stream) : launch_wgq<false, 4, 2>(p, splits, stream));
-        break;
+    case 126: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
