@@ -1974,7 +1974,6 @@ __device__ __forceinline__ void wg_mma_rs_f16(float *d, const uint32_t *a, uint6
 #endif
 }
 
-
 template <bool M16>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #ifdef ASSAY_SM90A
@@ -2017,7 +2016,8 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
             acc[4 * j + 3] = fmaf(dg[gr][4 * j + 3], s1, acc[4 * j + 3]);
         }
     };
-    // the magics as constant + z (see v113)
+    // the magics as constant + z (z = 0): an add ptxas cannot fold into the or, so each (w & mask) | magic is one LOP3
+    // (as literals, or as constant | z, it emitted an AND and an OR: NOTES round 17)
     const uint32_t z = (uint32_t)p.m >> 5, M1024 = 0x64006400u + z, M64 = 0x54005400u + z;
     const __half2 SUBLO = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));  // 1032
     const __half2 SUBHI = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u));  // 72
