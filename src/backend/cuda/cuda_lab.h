@@ -70,7 +70,7 @@ extern "C" {
  * signed byte per element (one limb: m tokens are m mma columns), 123 = 121 with the X-scale slots of tokens >= m
  * zeroed at entry (unguarded scale loads; the weights' 1/16 once after the loop), the default of
  * assay_cuda_gemm_int4g128_xi8; 122 / 124 = 121 / 123 through assay_cuda_gemm_int4g128_w4a8 (kernel_check's numbering);
- * 125 = 119 with 123's change (through assay_cuda_gemm_int4g128_xi16). Round 20: 126 = wgmma on the dequantized
+ * 125 = 119 with 123's change (through assay_cuda_gemm_int4g128_xi16). Round 20: 134 = wgmma on the dequantized
  * weights with uniform descriptors and a lean loader (entry assay_cuda_gemm_int4g128_wn, X in f16).
  * See gemm_decode.cu and dev/cuda/NOTES.md. */
 void assay_cuda_lab_set_gemm_variant(int v);
@@ -96,7 +96,7 @@ int assay_cuda_gemm_int4g128_wa(const void *x_bf16, const uint8_t *w_packed, con
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_st(const void *x_bf16_or_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
-/* Lab-only INT4 layout for the wgmma version 126 (round 20; 113 in round 17: dequantized weights as the register A
+/* Lab-only INT4 layout for the wgmma version 134 (round 20; 113 in round 17: dequantized weights as the register A
  * operand, f16 X read by the tensor cores in its natural column order): the stage order of assay_cuda_int4_pack_st
  * with each block's nibbles in the A fragments' natural column order (layout in cuda_pack.c); K % 256 == 0,
  * N % 128 == 0, m <= 16, compute capability 9.x. X is f16. */

@@ -66,7 +66,7 @@ void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
         }
 }
 
-/* Layout (gemm_decode_tma.cu, lab version 126 (113 in round 17): wgmma with the dequantized weights as the register A operand and X
+/* Layout (gemm_decode_tma.cu, lab version 134 (113 in round 17): wgmma with the dequantized weights as the register A operand and X
  * read by the tensor cores in its natural column order): the stage-by-stage block order of assay_cuda_int4_pack_st
  * (one 16 KB run per 128-row tile and 256 columns: blocks [16 n8 tiles][2 groups][512 bytes]), but inside a block
  * nibble p of word w of lane (g, t) holds row nt*8 + g, column gr*128 + 32w + 16((p >> 1) & 1) + 8(p & 1) + 2t +

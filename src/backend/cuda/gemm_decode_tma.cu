@@ -1866,7 +1866,7 @@ int launch_wgr(const V4Params &p0, int splits, cudaStream_t stream) {
     return launch_split_k<gemm_int4_wgr<M16, LOADONLY, CORR, DEFER>>(p0, splits, V4_BN, 256, WRCfg::SMEM, true, stream);
 }
 
-// ---- v126 (round 20, int4 on f16 X): wgmma on the dequantized weights, uniform descriptors, a lean loader ----
+// ---- v134 (round 20, int4 on f16 X): wgmma on the dequantized weights, uniform descriptors, a lean loader ----
 // Why (dev/cuda/NOTES.md, rounds 17 and 20): mma.sync m16n8k16 holds its scheduler for 6 cycles that ALU work barely
 // overlaps (dev/cuda/mma_probe.cu), so at m16 the 32 mma.sync of a warp-stage cost ~192 of v104's ~515 cycles;
 // wgmma holds none. Round 17's wgmma form (v113, commit da78580) lost (15.95 us at m16) on ~150 instructions per
@@ -1884,11 +1884,13 @@ int launch_wgr(const V4Params &p0, int splits, cudaStream_t stream) {
 //   scaled into the totals before the stage ends. A group left pending across the loop's back edge while
 //   accumulators are read makes ptxas serialize every wgmma (C7513 / C7514, even when the registers read belong to
 //   an older, retired group), so nothing stays in flight between stages and the ring refills the slot of the stage
-//   before, 3 stages ahead.
+//   before, 3 stages ahead, right after the stage's last commit (the copies then run beside the last batch).
+// (Lab numbering, NOTES round 20: 126 was this kernel with the refill after the barrier; 127-133 and 135 were
+// variants of it, commit 378be64 has them.)
 // Weights packed by assay_cuda_int4_pack_wn (A fragments in natural column order, so X is copied as stored into the
 // 128-byte-swizzled K-major boxes wgmma reads); v104's f16 dequantization with the high nibbles through the magic
 // 64.0 (0x5400), so both halves take one HADD2; the pair push reduction of the split-K pair (v90's
-// cluster_pair_push_store, mode 2); 2 CTAs per SM (109 registers at m16, 98 at m <= 8).
+// cluster_pair_push_store, mode 2); 2 CTAs per SM (126 registers at m16, 106 at m <= 8).
 struct WFCfg {
     static constexpr int KC = 256, STAGES = 4, BN = V4_BN;
     static constexpr int XOFF = 0, WOFF = 4 * 2048, SOFF = WOFF + BN * KC / 2;  // X boxes, weights, group scales
@@ -1913,15 +1915,11 @@ struct WLLoader {
     uint32_t wo, so, xo;        // byte offsets of the thread's stage-0 weight, scale and X (row r) chunks
     uint32_t wdst, sdst, xdst;  // their offsets in a stage slot
     int xrows;                  // 0, 1 or 2 (rows r and r + 8 < m)
-    // own (lab version 135): each thread copies the 4 weight chunks its own warp-stage reads (rows 16 warp .. + 15,
-    // both groups: chunks at + 0, 512, 1024, 1536 of 16 warp / 8 * 1024 + 16 lane), so that its cp.async wait alone
-    // makes them readable, before the stage's barrier; else thread tid copies chunks tid + 256 i (4096-byte stride)
-    __device__ __forceinline__ WLLoader(const V4Params &p, int kbase, bool own = false) {
+    __device__ __forceinline__ WLLoader(const V4Params &p, int kbase) {
         using C = WFCfg;
         const int tid = threadIdx.x;
-        const int wchunk = own ? (tid >> 5) * 2048 + (tid & 31) * 16 : tid * 16;
-        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + wchunk;
-        wdst = C::WOFF + wchunk;
+        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
+        wdst = C::WOFF + tid * 16;
         const int gi = (tid >> 4) & 1, s16 = tid & 15;
         so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
         sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
@@ -1937,14 +1935,14 @@ struct WLLoader {
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
     }
     // base: the stage slot's shared-window address; s: stage index within the CTA's K range; PART 1: weights and
-    // scales, 2: X, 0: both; CH: the weight chunks' stride (4096, or 512 for the loader built with own)
-    template <int PART, int CH = 4096>
+    // scales, 2: X, 0: both
+    template <int PART>
     __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
         using C = WFCfg;
         if (PART != 2) {
             const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
 #pragma unroll
-            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * CH, src + i * CH);
+            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
             if (threadIdx.x < 32)
                 cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
         }
@@ -1978,13 +1976,7 @@ __device__ __forceinline__ void wg_mma_rs_f16(float *d, const uint32_t *a, uint6
 #endif
 }
 
-// MODE 1 (LATE, lab version 134): the refill of stage st + 3 (into the slot of stage st - 1, free since the head
-// barrier) is issued at the end of stage st, between the last commit and the waits, so that the copies' ~30
-// instructions run while the last batch of wgmma completes instead of after the barrier. MODE 2 (135): LATE, and each
-// thread copies the weight words it reads itself (WLLoader own), so group 0 of stage st + 1 is read and dequantized at
-// the end of stage st, after its cp.async wait and before the barrier, while group 1's wgmmas complete; after the
-// barrier its 8 wgmma go out at once.
-template <bool M16, int MODE = 0>
+template <bool M16>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WFCfg;
@@ -1998,16 +1990,14 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
     const bool push2 = p.splits == 2;
     if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
-    constexpr bool LATE = MODE >= 1, AHEAD = MODE == 2;
-    constexpr int CH = AHEAD ? 512 : 4096;
-    const WLLoader ld(p, kbase, AHEAD);
+    const WLLoader ld(p, kbase);
 
     float acc[NA], dg[2][NA];
 #pragma unroll
     for (int i = 0; i < NA; ++i) acc[i] = dg[0][i] = dg[1][i] = 0.f;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < nst) ld.load<1, CH>(p, sbase + s * STAGE, s);
+        if (s < nst) ld.load<1>(p, sbase + s * STAGE, s);
         cp_async_commit();
     }
     pdl_wait();
@@ -2037,8 +2027,8 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
     const uint32_t xhi = (1024 >> 4) | (1u << 30);  // descriptor high word: 1024-byte row-group stride, 128-byte swizzle
     uint32_t a[2][8][4];  // the A fragments of the stage's 16 k16 steps (each read by its wgmma until the stage ends)
-    // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8) (returned by value: a lambda writing into
-    // a[gr][q] put the array in local memory)
+    // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8), returned by value (writing into a[gr][q]
+    // from a lambda put the array in local memory)
     auto dequant_step = [&](uint4 u4, uint4 v4, int q) {
         const int w = q >> 1, s2 = q & 1;
         const uint32_t u = (w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w) >> (8 * s2);
@@ -2052,35 +2042,13 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         f.z = *reinterpret_cast<uint32_t *>(&h2); f.w = *reinterpret_cast<uint32_t *>(&h3);
         return f;
     };
-#define WGL_SET_A(GR, Q, F) (a[GR][Q][0] = (F).x, a[GR][Q][1] = (F).y, a[GR][Q][2] = (F).z, a[GR][Q][3] = (F).w)
-    auto dequant_group0 = [&](const uint8_t *stg) {  // (AHEAD) group 0 of the stage at stg
-        const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs);
-        const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024);
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            const uint4 f = dequant_step(u4, v4, q);
-            WGL_SET_A(0, q, f);
-        }
-    };
-    if (AHEAD && nst > 0) {
-        cp_async_wait<2 * (STAGES - 1) - 1>();  // stage 0's weights (the prologue's first group)
-        dequant_group0(sm);
-    }
 
     for (int st = 0; st < nst; ++st) {
         const int slot = st % STAGES;
         const uint8_t *stg = sm + slot * STAGE;
         cp_async_wait<STAGES - 2>();
         fence_proxy_async();  // this thread's X copies of stage st, read next by wgmma (async proxy)
-        if (!LATE && st == nst - STAGES + 1) pdl_launch_dependents();  // every load has been issued
         __syncthreads();      // stage st landed; every warp has retired stage st - 1's wgmmas: its slot is free
-        auto refill = [&] {
-            const int nx = st + STAGES - 1;
-            if (nx < nst) ld.load<0, CH>(p, sbase + (nx % STAGES) * STAGE, nx);
-            cp_async_commit();
-            if (LATE && nx == nst - 1) pdl_launch_dependents();  // every load has been issued
-        };
-        if (!LATE) refill();
         // descriptor of the stage's first X box; k16 step kk is box kk / 4, 32-byte column kk % 4 (no carry out of
         // the 14-bit address field: shared memory is < 256 KB); from the stage alone, so ptxas keeps it uniform
         const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
@@ -2093,27 +2061,14 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
             sc[gr][0] = __half2float(sp[0]);
             sc[gr][1] = __half2float(sp[8]);
         };
-        auto issue = [&](auto grc, int b) {  // step b of group grc (a compile-time constant) to the tensor cores
-            constexpr int gr = decltype(grc)::value;
-            const int kk = 8 * gr + b;
-            uint64_t desc;
-            asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
-            wg_mma_rs_f16<N>(dg[gr], a[gr][b], desc, b > 0);
-        };
-        if (AHEAD) {  // group 0, dequantized at the end of the previous stage
-            wgmma_fence();
 #pragma unroll
-            for (int b = 0; b < 8; ++b) issue(std::integral_constant<int, 0>(), b);
-            wgmma_commit();
-        }
-#pragma unroll
-        for (int gr = AHEAD ? 1 : 0; gr < 2; ++gr) {
+        for (int gr = 0; gr < 2; ++gr) {
             const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
             const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
                 const uint4 f = dequant_step(u4, v4, q);
-                WGL_SET_A(gr, q, f);
+                a[gr][q][0] = f.x; a[gr][q][1] = f.y; a[gr][q][2] = f.z; a[gr][q][3] = f.w;
                 if (q % 4 == 3) {   // a batch of 4 steps (1 per batch or 8 were slower: runs h200-gpu16-int4-1 / -3)
                     wgmma_fence();  // the batch's A registers, written just now
 #pragma unroll
@@ -2127,21 +2082,24 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
             }
             wgmma_commit();
         }
-        if (LATE) refill();
+        // the refill of stage st + 3, into the slot of stage st - 1 (free since the barrier), issued here rather than
+        // after the barrier: its ~30 instructions run while the last batch of wgmma completes (run h200-gpu16-int4-4:
+        // -0.2 us at m16, -0.6 at m1 against issuing it after the barrier)
+        {
+            const int nx = st + STAGES - 1;
+            if (nx < nst) ld.load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
+            cp_async_commit();
+            if (nx == nst - 1) pdl_launch_dependents();  // every load has been issued
+        }
         read_scales(0);
         wgmma_wait<1>();  // group 0 retired
         reg_fence<NA>(dg[0]);
         apply(0, sc[0][0], sc[0][1]);
-        if (AHEAD && st + 1 < nst) {
-            cp_async_wait<STAGES - 2>();  // this thread's copies of stage st + 1 (the refills of st + 2, st + 3 may run)
-            dequant_group0(sm + ((st + 1) % STAGES) * STAGE);
-        }
         read_scales(1);
         wgmma_wait<0>();  // group 1 retired: nothing in flight past the stage
         reg_fence<NA>(dg[1]);
         apply(1, sc[1][0], sc[1][1]);
     }
-#undef WGL_SET_A
     cp_async_wait<0>();
     __syncthreads();  // every stage consumed: the ring is free for the reduction
     // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
@@ -2165,10 +2123,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16, int MODE = 0>
+template <bool M16>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgl<M16, MODE>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
 
@@ -2618,8 +2576,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
-    // (the wgmma version 126; f16 X)
-    const bool wn = int4 && (ver == 126 || ver == 134 || ver == 135);
+    // (the wgmma version 134; f16 X)
+    const bool wn = int4 && ver == 134;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2742,9 +2700,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 121: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(121); break;
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
-    case 126: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
-    case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, 1>(p, splits, stream) : launch_wgl<false, 1>(p, splits, stream); break;
-    case 135: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, 2>(p, splits, stream) : launch_wgl<false, 2>(p, splits, stream); break;
+    case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
