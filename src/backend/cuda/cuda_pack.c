@@ -40,6 +40,21 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) 
     pack_lane_blocks(q, n, k, out, word_int4);
 }
 
+/* The blocks of assay_cuda_int4_pack_st and _wn in the stage order below; word w of lane (g, t) of the block of 8-row tile
+ * nt and group gr from word_of(the group's 128 codes of row nt*8 + g, t, w). */
+static void pack_stage_blocks(const uint8_t *q, int32_t n, int32_t k, uint8_t *out,
+                              uint32_t (*word_of)(const uint8_t *, int, int)) {
+    int32_t ngroup = k / 128;
+    for (int32_t nt = 0; nt < n / 8; ++nt)
+        for (int32_t gr = 0; gr < ngroup; ++gr) {
+            uint8_t *blk = out + ((((size_t)(nt / 16) * (ngroup / 2) + gr / 2) * 16 + nt % 16) * 2 + gr % 2) * 512;
+            for (int lane = 0; lane < 32; ++lane) {
+                const uint8_t *row = q + (size_t)(nt * 8 + (lane >> 2)) * k + gr * 128;
+                for (int w = 0; w < 4; ++w) put_le32(blk + lane * 16 + 4 * w, word_of(row, lane & 3, w));
+            }
+        }
+}
+
 /* Layout (gemm_decode_tma.cu, lab versions 95, 97, 98): the 512-byte blocks of assay_cuda_int4_pack in the order one
  * CTA of 128 rows streams them, so that a 256-column stage is one contiguous 16 KB run (one bulk copy): block
  * (8-row tile nt, group gr) of 128-row tile nb = nt / 16 sits at (((nb * (k/256) + gr / 2) * 16 + nt % 16) * 2 +
@@ -48,22 +63,10 @@ void assay_cuda_int4_pack(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) 
  * That is the order in which lane t reads its four 16-byte X chunks from an unswizzled X row (pitch 528 bytes)
  * without bank conflicts: at chunk step w the four lanes t of a row read chunks 2t + (w & 1) of a 64-column half,
  * the next row (16 bytes further on the banks) the other parity. */
+static uint32_t word_st(const uint8_t *row, int t, int w) { return word_int4(row + 64 * (w >> 1) + 16 * t + 8 * (w & 1)); }
+
 void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
-    int32_t ngroup = k / 128;
-    for (int32_t nt = 0; nt < n / 8; ++nt)
-        for (int32_t gr = 0; gr < ngroup; ++gr) {
-            uint8_t *blk = out + ((((size_t)(nt / 16) * (ngroup / 2) + gr / 2) * 16 + nt % 16) * 2 + gr % 2) * 512;
-            for (int lane = 0; lane < 32; ++lane) {
-                int g = lane >> 2, t = lane & 3;
-                const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128;
-                for (int w = 0; w < 4; ++w) {
-                    const uint8_t *src = row + 64 * (w >> 1) + 16 * t + 8 * (w & 1);
-                    uint32_t word = 0;
-                    for (int o = 0; o < 8; ++o) word |= (uint32_t)(src[o] & 15) << (4 * ((o >> 1) + 4 * (o & 1)));
-                    put_le32(blk + lane * 16 + 4 * w, word);
-                }
-            }
-        }
+    pack_stage_blocks(q, n, k, out, word_st);
 }
 
 /* Layout (gemm_decode_tma.cu, lab version 134 (113 in round 17): wgmma with the dequantized weights as the register A operand and X
@@ -73,22 +76,15 @@ void assay_cuda_int4_pack_st(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
  * (p >> 2). Word w then serves k16 steps 2w and 2w + 1: for step 2w + s the nibbles (2s, 2s + 4), at bits 8s and
  * 8s + 16, are columns (2t, 2t + 1) of the step and (2s + 1, 2s + 5) columns (2t + 8, 2t + 9): the A fragment
  * registers of the mma.sync / wgmma m16 x k16 layout, each one (word >> 8s) & mask away. */
+static uint32_t word_wn(const uint8_t *row, int t, int w) {
+    uint32_t word = 0;
+    for (int p = 0; p < 8; ++p)
+        word |= (uint32_t)(row[32 * w + 16 * ((p >> 1) & 1) + 8 * (p & 1) + 2 * t + (p >> 2)] & 15) << (4 * p);
+    return word;
+}
+
 void assay_cuda_int4_pack_wn(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
-    int32_t ngroup = k / 128;
-    for (int32_t nt = 0; nt < n / 8; ++nt)
-        for (int32_t gr = 0; gr < ngroup; ++gr) {
-            uint8_t *blk = out + ((((size_t)(nt / 16) * (ngroup / 2) + gr / 2) * 16 + nt % 16) * 2 + gr % 2) * 512;
-            for (int lane = 0; lane < 32; ++lane) {
-                int g = lane >> 2, t = lane & 3;
-                const uint8_t *row = q + (size_t)(nt * 8 + g) * k + gr * 128;
-                for (int w = 0; w < 4; ++w) {
-                    uint32_t word = 0;
-                    for (int p = 0; p < 8; ++p)
-                        word |= (uint32_t)(row[32 * w + 16 * ((p >> 1) & 1) + 8 * (p & 1) + 2 * t + (p >> 2)] & 15) << (4 * p);
-                    put_le32(blk + lane * 16 + 4 * w, word);
-                }
-            }
-        }
+    pack_stage_blocks(q, n, k, out, word_wn);
 }
 
 /* Layout (gemm_decode_tma.cu, v5): for each 128-row tile nb, each 64-column chunk kc and each of its 16 8-row

@@ -365,6 +365,11 @@ __device__ __forceinline__ void v5_load_stage(uint8_t *stg, const V4Params &p, i
     }
 }
 
+// 16 bytes global -> shared by cp.async (L2 only), to a shared-window address: the loaders' copy.
+__device__ __forceinline__ void cp16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
 // Round 9 (int4, versions 68-71): v28's stage loads with the per-thread addresses fixed at entry. In v28's SASS
 // (sm_90a, m16) the stage loop is ~908 instructions per warp, and ~280 of them issue the ~13 cp.async of a
 // thread (64-bit address arithmetic per copy, the X loop over m with its divisions); here each thread keeps one
@@ -411,9 +416,6 @@ struct LeanLoader {
         xdst = C::XOFF + xrow * C::XP +
                (XSW == 3 ? xoff ^ (xrow & 1) : XSW ? (xoff ^ ((xoff >> 3) & 1) ^ (XSW == 2 ? (xoff >> 4) & 1 : 0)) : xoff) * 16;
         xrows = xrow < p.m ? (p.m - xrow + XRP - 1) / XRP : 0;
-    }
-    __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
     }
     // PART as in v5_load_stage: 0 = all, 1 = weights and scales, 2 = X. s = stage index within the CTA's K range.
     template <int PART>
@@ -1417,28 +1419,34 @@ struct WGCfg {
 };
 
 
-// D[64 x N] (+)= A[64 x 16] (bf16 pairs in registers) * B[16 x N] (bf16, K-major in shared memory); acc = 0
-// overwrites D.
-template <int N>
+// D[64 x N] (+)= A[64 x 16] (bf16 pairs in registers, f16 with F16) * B[16 x N] (the same type, K-major in shared
+// memory); acc = 0 overwrites D.
+#define WG_MMA_RS(T)                                                                                                  \
+    if (N == 16)                                                                                                      \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                                                     \
+                     "wgmma.mma_async.sync.aligned.m64n16k16.f32." T "." T                                            \
+                     " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"                   \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));                                \
+    else                                                                                                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"                                                      \
+                     "wgmma.mma_async.sync.aligned.m64n8k16.f32." T "." T                                             \
+                     " {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"                                      \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                 \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc))
+template <int N, bool F16 = false>
 __device__ __forceinline__ void wg_mma_rs(float *d, const uint32_t *a, uint64_t db, int acc) {
 #ifdef ASSAY_SM90A
-    if (N == 16)
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
-            "%12, p, 1, 1, 0;\n}\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
-    else
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+    if (F16) {
+        WG_MMA_RS("f16");
+    } else {
+        WG_MMA_RS("bf16");
+    }
 #else
     __trap();
 #endif
 }
+#undef WG_MMA_RS
 
 // PART: 0 = all; 1 = weights and group scales (independent of the previous kernel); 2 = the X slice.
 // WGPACK: weights packed by assay_cuda_int4_pack_wg (X stored in natural column order, 16-byte copies); else
@@ -1697,9 +1705,6 @@ struct WRLoader {
         xdst0 = (lc >> 6) * 2048 + xrow * 128 + (((byte >> 4) ^ xrow) << 4) + (byte & 15);
         xrows = xrow < p.m ? (p.m - xrow + 1) / 2 : 0;
     }
-    __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-    }
     __device__ __forceinline__ static void cp4(uint32_t dst, const void *src) {
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
     }
@@ -1931,9 +1936,6 @@ struct WLLoader {
         wdst = opaque_u32(wdst); sdst = opaque_u32(sdst); xdst = opaque_u32(xdst);
         xrows = (int)opaque_u32((uint32_t)xrows);
     }
-    __device__ __forceinline__ static void cp16(uint32_t dst, const void *src) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-    }
     // base: the stage slot's shared-window address; s: stage index within the CTA's K range; PART 1: weights and
     // scales, 2: X, 0: both
     template <int PART>
@@ -1953,28 +1955,6 @@ struct WLLoader {
         }
     }
 };
-
-// D[64 x N] (+)= A[64 x 16] (f16 pairs in registers) * B[16 x N] (f16, K-major in shared memory); acc = 0 overwrites D.
-template <int N>
-__device__ __forceinline__ void wg_mma_rs_f16(float *d, const uint32_t *a, uint64_t db, int acc) {
-#ifdef ASSAY_SM90A
-    if (N == 16)
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, "
-            "%12, p, 1, 1, 0;\n}\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
-    else
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
-#else
-    __trap();
-#endif
-}
 
 template <bool M16>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
@@ -2076,7 +2056,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
                         const int kk = 8 * gr + b;
                         uint64_t desc;
                         asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
-                        wg_mma_rs_f16<N>(dg[gr], a[gr][b], desc, b > 0);
+                        wg_mma_rs<N, true>(dg[gr], a[gr][b], desc, b > 0);
                     }
                 }
             }
