@@ -629,7 +629,10 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
 
 extern "C" int assay_cuda_gemm_int4g128_wn(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                            int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    return int4_lab_entry("gemm_int4g128_wn", 134, 5, 256, "9.x (wgmma)", x, wp, scales, y, m, n, k, stream);
+    // 136: the offsets through constant-A wgmma (138 / 139: batches of 8 / 2); 137: the lab's timing probe (X copied
+    // for the first stages only)
+    const int ver = g_gemm_variant >= 136 && g_gemm_variant <= 139 ? g_gemm_variant : 134;
+    return int4_lab_entry("gemm_int4g128_wn", ver, 5, 256, "9.x (wgmma)", x, wp, scales, y, m, n, k, stream);
 }
 
 // The integer-mma GEMMs' X conversion (quant_x_groups in gemm_decode_tma.cu): bytes = 2 per element (16-bit

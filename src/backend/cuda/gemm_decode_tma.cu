@@ -1956,7 +1956,13 @@ struct WLLoader {
     }
 };
 
-template <bool M16>
+// CW (v136): the A fragments keep the raw magic halves (1024 + q in the low-nibble halves, 64 + q in the high ones: no
+// HSUB2, 64 instructions per warp-stage fewer); the offsets (1032 and 72, the same for every row) come off through one
+// more wgmma per k16 step on a constant A fragment (-1032 in columns 0-7 of the step, -72 in 8-15) into the same
+// accumulators, issued first in each group so the tensor cores run it while the warp dequantizes.
+// XPROBE (v137, timing probe, wrong results): X copied for the first STAGES stages only (the X copies' share at m16).
+// FB: k16 steps per batch (one wgmma.fence each): 4 (134, 136); 138 / 139 = 136 with 8 / 2.
+template <bool M16, bool CW = false, bool XPROBE = false, int FB = 4>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WFCfg;
@@ -2006,6 +2012,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     // this warp's words in a stage: n8 tiles 2 (row0 / 8) (rows g) and + 1 (rows g + 8), group gr at + gr * 512
     const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
     const uint32_t xhi = (1024 >> 4) | (1u << 30);  // descriptor high word: 1024-byte row-group stride, 128-byte swizzle
+    // CW: the constant A fragment, f16 -1032 (0xE408) in registers 0-1 (columns 2t, 2t + 1 of rows g, g + 8), -72
+    // (0xD480) in 2-3 (columns 2t + 8, + 9), four distinct registers (one register passed twice serialized v87's wgmma:
+    // ptxas C7512)
+    const uint32_t coff[4] = {0xE408E408u | z, 0xE408E408u | (z << 1), 0xD480D480u | z, 0xD480D480u | (z << 1)};
     uint32_t a[2][8][4];  // the A fragments of the stage's 16 k16 steps (each read by its wgmma until the stage ends)
     // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8), returned by value (writing into a[gr][q]
     // from a lambda put the array in local memory)
@@ -2016,6 +2026,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
                          (v & 0x00F000F0u) | M64};
         uint4 f;
+        if (CW) {
+            f.x = r[0]; f.y = r[1]; f.z = r[2]; f.w = r[3];
+            return f;
+        }
         __half2 h0 = __hsub2(*reinterpret_cast<__half2 *>(&r[0]), SUBLO), h1 = __hsub2(*reinterpret_cast<__half2 *>(&r[1]), SUBLO);
         __half2 h2 = __hsub2(*reinterpret_cast<__half2 *>(&r[2]), SUBHI), h3 = __hsub2(*reinterpret_cast<__half2 *>(&r[3]), SUBHI);
         f.x = *reinterpret_cast<uint32_t *>(&h0); f.y = *reinterpret_cast<uint32_t *>(&h1);
@@ -2041,22 +2055,29 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
             sc[gr][0] = __half2float(sp[0]);
             sc[gr][1] = __half2float(sp[8]);
         };
+        auto xdesc = [&](int kk) {
+            uint64_t desc;
+            asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
+            return desc;
+        };
 #pragma unroll
         for (int gr = 0; gr < 2; ++gr) {
             const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
             const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+            if (CW) {  // the group's offsets first: the tensor cores take them while the warp dequantizes
+                wgmma_fence();  // dg[gr] was read by the last stage's apply
+#pragma unroll
+                for (int kk = 0; kk < 8; ++kk) wg_mma_rs<N, true>(dg[gr], coff, xdesc(8 * gr + kk), kk > 0);
+            }
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
                 const uint4 f = dequant_step(u4, v4, q);
                 a[gr][q][0] = f.x; a[gr][q][1] = f.y; a[gr][q][2] = f.z; a[gr][q][3] = f.w;
-                if (q % 4 == 3) {   // a batch of 4 steps (1 per batch or 8 were slower: runs h200-gpu16-int4-1 / -3)
-                    wgmma_fence();  // the batch's A registers, written just now
+                if (q % FB == FB - 1) {  // a batch of FB steps (134: 1 or 8 were slower, runs h200-gpu16-int4-1 / -3)
+                    wgmma_fence();       // the batch's A registers, written just now
 #pragma unroll
-                    for (int b = q - 3; b <= q; ++b) {
-                        const int kk = 8 * gr + b;
-                        uint64_t desc;
-                        asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
-                        wg_mma_rs<N, true>(dg[gr], a[gr][b], desc, b > 0);
+                    for (int b = q - FB + 1; b <= q; ++b) {
+                        wg_mma_rs<N, true>(dg[gr], a[gr][b], xdesc(8 * gr + b), CW || b > 0);
                     }
                 }
             }
@@ -2067,7 +2088,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         // -0.2 us at m16, -0.6 at m1 against issuing it after the barrier)
         {
             const int nx = st + STAGES - 1;
-            if (nx < nst) ld.load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
+            if (nx < nst) {
+                if (XPROBE) ld.load<1>(p, sbase + (nx % STAGES) * STAGE, nx);
+                else ld.load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
+            }
             cp_async_commit();
             if (nx == nst - 1) pdl_launch_dependents();  // every load has been issued
         }
@@ -2103,10 +2127,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16>
+template <bool M16, bool CW = false, bool XPROBE = false, int FB = 4>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgl<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16, CW, XPROBE, FB>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
 
@@ -2557,7 +2581,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma version 134; f16 X)
-    const bool wn = int4 && ver == 134;
+    const bool wn = int4 && ver >= 134 && ver <= 139 && ver != 135;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2681,6 +2705,10 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
+    case 136: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
+    case 137: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, false, true>(p, splits, stream) : launch_wgl<false, false, true>(p, splits, stream); break;
+    case 138: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true, false, 8>(p, splits, stream) : launch_wgl<false, true, false, 8>(p, splits, stream); break;
+    case 139: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true, false, 2>(p, splits, stream) : launch_wgl<false, true, false, 2>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
