@@ -1900,8 +1900,10 @@ struct WFCfg {
     static constexpr int KC = 256, STAGES = 4, BN = V4_BN;
     static constexpr int XOFF = 0, WOFF = 4 * 2048, SOFF = WOFF + BN * KC / 2;  // X boxes, weights, group scales
     static constexpr int STAGE = (SOFF + 2 * BN * 2 + 1023) / 1024 * 1024;
-    static constexpr int RECV = 16 * (BN / 2) * 4;
+    static constexpr int RECV = 16 * (BN / 2) * 4;  // the pair push's receive buffer; (KS - 1) * 16 * (BN / KS) * 4 above
     static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 16;
+    __host__ __device__ static constexpr int recv_bytes(int ks) { return ks <= 2 ? RECV : (ks - 1) * 16 * (BN / ks) * 4; }
+    static constexpr size_t smem_bytes(int ks) { return 1024 + (size_t)STAGES * STAGE + recv_bytes(ks) + 16; }
     static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
     static_assert(16 * (BN + 4) * 4 <= STAGES * STAGE, "the reduction buffer reuses the stages");
 };
@@ -1956,14 +1958,20 @@ struct WLLoader {
     }
 };
 
-// CW (v136): the A fragments keep the raw magic halves (1024 + q in the low-nibble halves, 64 + q in the high ones: no
-// HSUB2, 64 instructions per warp-stage fewer); the offsets (1032 and 72, the same for every row) come off through one
-// more wgmma per k16 step on a constant A fragment (-1032 in columns 0-7 of the step, -72 in 8-15) into the same
-// accumulators, issued first in each group so the tensor cores run it while the warp dequantizes.
-// XPROBE (v137, timing probe, wrong results): X copied for the first STAGES stages only (the X copies' share at m16).
+// Lab options (NOTES round 21), OPT bits:
+// WL_CW (v136): the A fragments keep the raw magic halves (1024 + q in the low-nibble halves, 64 + q in the high ones:
+//   no HSUB2, 64 instructions per warp-stage fewer); the offsets (1032 and 72, the same for every row) come off
+//   through one more wgmma per k16 step on a constant A fragment (-1032 in columns 0-7 of the step, -72 in 8-15) into
+//   the same accumulators, issued first in each group so the tensor cores run it while the warp dequantizes.
+// Timing probes (wrong results): WL_XPROBE (v137) X copied for the first STAGES - 1 stages only; WL_TPROBE (v140) the
+//   second batch of each group not issued (half the wgmma); WL_APROBE (v141) no HSUB2 and no correction.
 // FB: k16 steps per batch (one wgmma.fence each): 4 (134, 136); 138 / 139 = 136 with 8 / 2.
-template <bool M16, bool CW = false, bool XPROBE = false, int FB = 4>
+// KS: the K split the kernel reduces, over a cluster of KS CTAs: 2 (134; the pair push), 4 (v142: two CTAs per SM at
+//   n8192, so four warps per scheduler, each CTA half as many stages).
+enum { WL_CW = 1, WL_XPROBE = 2, WL_TPROBE = 4, WL_APROBE = 8 };
+template <bool M16, int OPT = 0, int FB = 4, int KS = 2>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
+    constexpr bool CW = OPT & WL_CW, XPROBE = OPT & WL_XPROBE, TPROBE = OPT & WL_TPROBE, APROBE = OPT & WL_APROBE;
 #ifdef ASSAY_SM90A
     using C = WFCfg;
     constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
@@ -1973,9 +1981,12 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = 16 * warp;  // this warp's 16 rows of the tile (warpgroup warp / 4: rows 64 (warp / 4) ..)
     const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
-    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
-    const bool push2 = p.splits == 2;
-    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
+    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::recv_bytes(KS))};
+    const bool push = p.splits == KS;
+    if (push) {
+        if (KS == 2) cluster_pair_push_begin<2, BN>(recv, p.m);
+        else cluster_push_begin<KS, BN>(recv, p.m);
+    }
     const WLLoader ld(p, kbase);
 
     float acc[NA], dg[2][NA];
@@ -2017,6 +2028,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     // ptxas C7512)
     const uint32_t coff[4] = {0xE408E408u | z, 0xE408E408u | (z << 1), 0xD480D480u | z, 0xD480D480u | (z << 1)};
     uint32_t a[2][8][4];  // the A fragments of the stage's 16 k16 steps (each read by its wgmma until the stage ends)
+    uint32_t sink = 0;    // (TPROBE)
     // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8), returned by value (writing into a[gr][q]
     // from a lambda put the array in local memory)
     auto dequant_step = [&](uint4 u4, uint4 v4, int q) {
@@ -2026,7 +2038,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
                          (v & 0x00F000F0u) | M64};
         uint4 f;
-        if (CW) {
+        if (CW || APROBE) {
             f.x = r[0]; f.y = r[1]; f.z = r[2]; f.w = r[3];
             return f;
         }
@@ -2077,6 +2089,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
                     wgmma_fence();       // the batch's A registers, written just now
 #pragma unroll
                     for (int b = q - FB + 1; b <= q; ++b) {
+                        if (TPROBE && b >= 4) {  // keep the dequantization alive: the fragment folded into a sink
+                            sink ^= a[gr][b][0] ^ a[gr][b][1] ^ a[gr][b][2] ^ a[gr][b][3];
+                            continue;
+                        }
                         wg_mma_rs<N, true>(dg[gr], a[gr][b], xdesc(8 * gr + b), CW || b > 0);
                     }
                 }
@@ -2104,6 +2120,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         reg_fence<NA>(dg[1]);
         apply(1, sc[1][0], sc[1][1]);
     }
+    if (TPROBE && p.m > 9999) p.y[0] = __ushort_as_bfloat16((uint16_t)sink);  // never: keeps the sink live
     cp_async_wait<0>();
     __syncthreads();  // every stage consumed: the ring is free for the reduction
     // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
@@ -2115,9 +2132,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
     __syncthreads();
     auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NTH, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
+    if (push) {
+        auto store = [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); };
+        if (KS == 2) cluster_pair_push_store<BN, NTH, 2>(sum, store, p.m, split, recv);
+        else cluster_push_store<KS, BN, NTH>(sum, store, p.m, split, recv);
         return;
     }
     for (int i = threadIdx.x; i < p.m * BN; i += NTH)
@@ -2127,10 +2145,12 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16, bool CW = false, bool XPROBE = false, int FB = 4>
+template <bool M16, int OPT = 0, int FB = 4, int KS = 2>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
-    if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgl<M16, CW, XPROBE, FB>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    if (KS == 4) splits = p0.k % (4 * WFCfg::KC) == 0 ? 4 : splits;  // (v142: always 4 where K allows)
+    if (splits > 2 && splits != KS) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pushes reduce KS CTAs only)
+    if (KS == 4 && splits == 2) return launch_split_k<gemm_int4_wgl<M16, OPT, FB, 2>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16, OPT, FB, KS>>(p0, splits, V4_BN, 256, WFCfg::smem_bytes(KS), true, stream);
 }
 
 
@@ -2581,7 +2601,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma version 134; f16 X)
-    const bool wn = int4 && ver >= 134 && ver <= 139 && ver != 135;
+    const bool wn = int4 && ver >= 134 && ver <= 142 && ver != 135;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2705,10 +2725,15 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
-    case 136: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
-    case 137: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, false, true>(p, splits, stream) : launch_wgl<false, false, true>(p, splits, stream); break;
-    case 138: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true, false, 8>(p, splits, stream) : launch_wgl<false, true, false, 8>(p, splits, stream); break;
-    case 139: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true, false, 2>(p, splits, stream) : launch_wgl<false, true, false, 2>(p, splits, stream); break;
+#define WGL_LAUNCH(...) (m > 8 ? launch_wgl<true, __VA_ARGS__>(p, splits, stream) : launch_wgl<false, __VA_ARGS__>(p, splits, stream))
+    case 136: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW); break;
+    case 137: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_XPROBE); break;
+    case 138: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 8); break;
+    case 139: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 2); break;
+    case 140: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_TPROBE); break;
+    case 141: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_APROBE); break;
+    case 142: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 4, 4); break;
+#undef WGL_LAUNCH
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
