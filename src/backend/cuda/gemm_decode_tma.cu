@@ -1965,11 +1965,14 @@ struct WLLoader {
 //   the same accumulators, issued first in each group so the tensor cores run it while the warp dequantizes.
 // Timing probes (wrong results): WL_XPROBE (v137) X copied for the first STAGES - 1 stages only; WL_TPROBE (v140) the
 //   second batch of each group not issued (half the wgmma); WL_APROBE (v141) no HSUB2 and no correction.
-// FB: k16 steps per batch (one wgmma.fence each): 4 (134, 136); 138 / 139 = 136 with 8 / 2.
+// BM: where the batches of k16 steps end (one wgmma.fence each): bit 8 gr + q set = group gr's batch ends at step q.
+//   0x8888 (134, 136: batches of 4); 138 / 139 = 136 with 0x8080 / 0xAAAA (8 / 2); 143 / 144 / 145 = 134 with group
+//   1's last batch shortened, 0xA888 (4, 2, 2), 0xC888 (4, 3, 1), 0xE888 (4, 2, 1, 1): the stage ends by waiting for
+//   that batch (nothing may stay in flight past the stage), so a shorter one leaves less to wait for.
 // KS: the K split the kernel reduces, over a cluster of KS CTAs: 2 (134; the pair push), 4 (v142: two CTAs per SM at
 //   n8192, so four warps per scheduler, each CTA half as many stages).
 enum { WL_CW = 1, WL_XPROBE = 2, WL_TPROBE = 4, WL_APROBE = 8 };
-template <bool M16, int OPT = 0, int FB = 4, int KS = 2>
+template <bool M16, int OPT = 0, int BM = 0x8888, int KS = 2>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     constexpr bool CW = OPT & WL_CW, XPROBE = OPT & WL_XPROBE, TPROBE = OPT & WL_TPROBE, APROBE = OPT & WL_APROBE;
 #ifdef ASSAY_SM90A
@@ -2082,19 +2085,22 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
                 for (int kk = 0; kk < 8; ++kk) wg_mma_rs<N, true>(dg[gr], coff, xdesc(8 * gr + kk), kk > 0);
             }
 #pragma unroll
+            int b0 = 0;  // the open batch's first step
+#pragma unroll
             for (int q = 0; q < 8; ++q) {
                 const uint4 f = dequant_step(u4, v4, q);
                 a[gr][q][0] = f.x; a[gr][q][1] = f.y; a[gr][q][2] = f.z; a[gr][q][3] = f.w;
-                if (q % FB == FB - 1) {  // a batch of FB steps (134: 1 or 8 were slower, runs h200-gpu16-int4-1 / -3)
-                    wgmma_fence();       // the batch's A registers, written just now
+                if ((BM >> (8 * gr + q)) & 1) {  // the batch ends (134: 1 or 8 steps were slower, h200-gpu16-int4-1 / -3)
+                    wgmma_fence();               // the batch's A registers, written just now
 #pragma unroll
-                    for (int b = q - FB + 1; b <= q; ++b) {
+                    for (int b = b0; b <= q; ++b) {
                         if (TPROBE && b >= 4) {  // keep the dequantization alive: the fragment folded into a sink
                             sink ^= a[gr][b][0] ^ a[gr][b][1] ^ a[gr][b][2] ^ a[gr][b][3];
                             continue;
                         }
                         wg_mma_rs<N, true>(dg[gr], a[gr][b], xdesc(8 * gr + b), CW || b > 0);
                     }
+                    b0 = q + 1;
                 }
             }
             wgmma_commit();
@@ -2145,12 +2151,12 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16, int OPT = 0, int FB = 4, int KS = 2>
+template <bool M16, int OPT = 0, int BM = 0x8888, int KS = 2>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (KS == 4) splits = p0.k % (4 * WFCfg::KC) == 0 ? 4 : splits;  // (v142: always 4 where K allows)
     if (splits > 2 && splits != KS) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pushes reduce KS CTAs only)
-    if (KS == 4 && splits == 2) return launch_split_k<gemm_int4_wgl<M16, OPT, FB, 2>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
-    return launch_split_k<gemm_int4_wgl<M16, OPT, FB, KS>>(p0, splits, V4_BN, 256, WFCfg::smem_bytes(KS), true, stream);
+    if (KS == 4 && splits == 2) return launch_split_k<gemm_int4_wgl<M16, OPT, BM, 2>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16, OPT, BM, KS>>(p0, splits, V4_BN, 256, WFCfg::smem_bytes(KS), true, stream);
 }
 
 
@@ -2601,7 +2607,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma version 134; f16 X)
-    const bool wn = int4 && ver >= 134 && ver <= 142 && ver != 135;
+    const bool wn = int4 && ver >= 134 && ver <= 145 && ver != 135;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2728,11 +2734,14 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
 #define WGL_LAUNCH(...) (m > 8 ? launch_wgl<true, __VA_ARGS__>(p, splits, stream) : launch_wgl<false, __VA_ARGS__>(p, splits, stream))
     case 136: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW); break;
     case 137: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_XPROBE); break;
-    case 138: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 8); break;
-    case 139: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 2); break;
+    case 138: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 0x8080); break;
+    case 139: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 0xAAAA); break;
     case 140: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_TPROBE); break;
     case 141: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_APROBE); break;
-    case 142: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 4, 4); break;
+    case 142: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0x8888, 4); break;
+    case 143: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xA888); break;
+    case 144: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xC888); break;
+    case 145: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xE888); break;
 #undef WGL_LAUNCH
     case 118:
         if (!int4 || !xs) return 0;
