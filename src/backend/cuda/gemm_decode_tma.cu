@@ -1971,10 +1971,20 @@ struct WLLoader {
 //   that batch (nothing may stay in flight past the stage), so a shorter one leaves less to wait for.
 // KS: the K split the kernel reduces, over a cluster of KS CTAs: 2 (134; the pair push), 4 (v142: two CTAs per SM at
 //   n8192, so four warps per scheduler, each CTA half as many stages).
-enum { WL_CW = 1, WL_XPROBE = 2, WL_TPROBE = 4, WL_APROBE = 8 };
+// WL_WGBAR (v146): a named barrier of the warpgroup after each batch's wgmma are issued. ptxas otherwise hoists the
+//   later batches' shared loads and dequantization above the earlier batches' wgmma (134's SASS: group 1's words are
+//   read before group 0's second batch is issued, and all 8 of group 1's wgmma issue back to back at the end of the
+//   stage, so the stage-end wait covers 16 wgmma per warpgroup pair instead of the last batch's 8). BAR.SYNC is a
+//   scheduling fence for ptxas, and the warpgroup's 4 warps meet at each wgmma.fence anyway.
+// WL_BLDS (v148 with WGBAR, v149 alone): each batch of 4 steps reads its own 2 words of each row half (ld.volatile.shared
+//   .v2) just before its dequantization, so that the dequantization cannot be hoisted above the barrier / earlier
+//   volatile loads either (ptxas moves register-only work across BAR.SYNC freely).
+enum { WL_CW = 1, WL_XPROBE = 2, WL_TPROBE = 4, WL_APROBE = 8, WL_WGBAR = 16, WL_BLDS = 32 };
 template <bool M16, int OPT = 0, int BM = 0x8888, int KS = 2>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
-    constexpr bool CW = OPT & WL_CW, XPROBE = OPT & WL_XPROBE, TPROBE = OPT & WL_TPROBE, APROBE = OPT & WL_APROBE;
+    constexpr bool CW = OPT & WL_CW, XPROBE = OPT & WL_XPROBE, TPROBE = OPT & WL_TPROBE, APROBE = OPT & WL_APROBE,
+                   WGBAR = OPT & WL_WGBAR, BLDS = OPT & WL_BLDS;
+    static_assert(!BLDS || BM == 0x8888, "per-batch word loads assume batches of 4 steps");
 #ifdef ASSAY_SM90A
     using C = WFCfg;
     constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
@@ -2032,6 +2042,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     const uint32_t coff[4] = {0xE408E408u | z, 0xE408E408u | (z << 1), 0xD480D480u | z, 0xD480D480u | (z << 1)};
     uint32_t a[2][8][4];  // the A fragments of the stage's 16 k16 steps (each read by its wgmma until the stage ends)
     uint32_t sink = 0;    // (TPROBE)
+    // (WGBAR) the warpgroup's named barrier (ids 1, 2; 0 is __syncthreads), its id taken from lane 0 so that it is
+    // uniform
+    const uint32_t wg_bar_id = opaque_u32(1 + __shfl_sync(0xffffffffu, warp >> 2, 0));
+    auto wg_order_barrier = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(wg_bar_id) : "memory"); };
     // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8), returned by value (writing into a[gr][q]
     // from a lambda put the array in local memory)
     auto dequant_step = [&](uint4 u4, uint4 v4, int q) {
@@ -2077,17 +2091,27 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         };
 #pragma unroll
         for (int gr = 0; gr < 2; ++gr) {
-            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
-            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+            uint4 u4 = {0, 0, 0, 0}, v4 = {0, 0, 0, 0};
+            if (!BLDS) {
+                u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
+                v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+            }
             if (CW) {  // the group's offsets first: the tensor cores take them while the warp dequantizes
                 wgmma_fence();  // dg[gr] was read by the last stage's apply
 #pragma unroll
                 for (int kk = 0; kk < 8; ++kk) wg_mma_rs<N, true>(dg[gr], coff, xdesc(8 * gr + kk), kk > 0);
             }
-#pragma unroll
             int b0 = 0;  // the open batch's first step
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
+                if (BLDS && q % 4 == 0) {  // the batch's words 2 (q / 4), + 1 of both row halves
+                    const uint32_t wa = smem_u32(stg) + wofs + gr * 512 + 8 * (q / 4);
+                    uint32_t x0, x1, y0, y1;
+                    asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(wa));
+                    asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(y0), "=r"(y1) : "r"(wa + 1024));
+                    if (q == 0) { u4.x = x0; u4.y = x1; v4.x = y0; v4.y = y1; }
+                    else { u4.z = x0; u4.w = x1; v4.z = y0; v4.w = y1; }
+                }
                 const uint4 f = dequant_step(u4, v4, q);
                 a[gr][q][0] = f.x; a[gr][q][1] = f.y; a[gr][q][2] = f.z; a[gr][q][3] = f.w;
                 if ((BM >> (8 * gr + q)) & 1) {  // the batch ends (134: 1 or 8 steps were slower, h200-gpu16-int4-1 / -3)
@@ -2101,6 +2125,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
                         wg_mma_rs<N, true>(dg[gr], a[gr][b], xdesc(8 * gr + b), CW || b > 0);
                     }
                     b0 = q + 1;
+                    if (WGBAR && !(gr == 1 && q == 7)) wg_order_barrier();
                 }
             }
             wgmma_commit();
@@ -2607,7 +2632,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma version 134; f16 X)
-    const bool wn = int4 && ver >= 134 && ver <= 145 && ver != 135;
+    const bool wn = int4 && ver >= 134 && ver <= 149 && ver != 135;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2742,6 +2767,10 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 143: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xA888); break;
     case 144: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xC888); break;
     case 145: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xE888); break;
+    case 146: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_WGBAR); break;
+    case 147: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_WGBAR, 0xAAAA); break;
+    case 148: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_WGBAR | WL_BLDS); break;
+    case 149: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_BLDS); break;
 #undef WGL_LAUNCH
     case 118:
         if (!int4 || !xs) return 0;
