@@ -553,7 +553,7 @@ static int variant_st(int v) { return v == 95 || v == 97 || v == 98 || v == 105 
  * recorded as gemm_int4_g128_xf16 and run like a default; lab versions 105 / 106 = 95 / 98 on f16 X, 107 = 104 with
  * f16 accumulators (through the same entry) */
 /* the wgmma version on assay_cuda_int4_pack_wn weights (entry assay_cuda_gemm_int4g128_wn, X in f16) */
-static int variant_wn(int v) { return v == 134 || (v >= 136 && v <= 149); }
+static int variant_wn(int v) { return v == 134; }
 static int variant_f16x(int v) { return (v >= 104 && v <= 107) || variant_wn(v); }
 
 static void gemm_fn(void *ctx, int it) {
@@ -727,17 +727,14 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
      * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16 (quant_x_i8 for 121-124)); 121 / 122 = W4A8 (X as
      * signed bytes: the GEMM on X converted once / the entry with its conversion), 123 / 124 the same of version 123,
      * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it;
-     * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots; 136 = 134 with the offsets through
-     * constant-A wgmma (138 / 139: batches of 8 / 2), 142 = 134 with K split 4 ways, 143-145 = 134 with group 1's last batch shorter, 146-149 = 134 with the batches kept in order (a warpgroup barrier
-     * after each batch: 146, 147 with batches of 2, 148 with per-batch volatile word loads; 149 those loads alone); timing probes of 134: 137 X
-     * copied for its first stages only, 140 half the wgmma, 141 no offset subtraction */
+     * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 136, 137, 138, 139, 140, 141, 142, 143, 144, 145, 146, 147, 148, 149};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
-    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97, 137, 140, 141};
+    static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; ++vi) {
     int variant = variants[vi];
     int loadonly = 0;

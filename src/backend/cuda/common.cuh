@@ -365,66 +365,6 @@ __device__ __forceinline__ void cluster_pair_push_store(Sum sum, Store store, in
 #endif
 }
 
-// The same push over a cluster of S CTAs (the K split, rank = split): CTA r owns columns [r * BN / S, (r + 1) * BN / S)
-// and receives the other S - 1 CTAs' partials of them into its buffer [S - 1][16][BN / S] floats (slot j of sender s:
-// s, or s - 1 above r), completing on its receive mbarrier (st.async, MODE 2 above). Every thread of every CTA calls
-// cluster_push_begin at entry and this at the end.
-template <int S, int BN>
-__device__ __forceinline__ void cluster_push_begin(PairRecv r, int m) {
-#ifdef ASSAY_SM90_ASYNC
-    if (threadIdx.x == 0) {
-        mbar_init(r.bar, 1);
-        mbar_fence_init();
-    }
-    cluster_arrive_relaxed();
-    if (threadIdx.x == 0) mbar_arrive_expect_tx(r.bar, (S - 1) * m * (BN / S) * 4);
-#else
-    (void)r; (void)m;
-#endif
-}
-template <int S, int BN, int NTH, class Sum, class Store>
-__device__ __forceinline__ void cluster_push_store(Sum sum, Store store, int m, int split, PairRecv r) {
-#ifdef ASSAY_SM90_ASYNC
-    constexpr int Q = BN / S, TOT = 16 * Q, PER = (TOT + NTH - 1) / NTH;
-    uint32_t remote[S], remote_bar[S];
-#pragma unroll
-    for (int d = 0; d < S; ++d) {
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote[d]) : "r"(smem_u32(r.buf)), "r"(d));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar[d]) : "r"(smem_u32(r.bar)), "r"(d));
-    }
-    cluster_wait();  // every CTA of the cluster runs and has initialized its receive barrier
-#pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH;
-        if ((TOT % NTH == 0 || i < TOT) && i / Q < m) {
-#pragma unroll
-            for (int d = 0; d < S; ++d) {
-                if (d == split) continue;
-                const int slot = split < d ? split : split - 1;
-                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n"
-                             ::"r"(remote[d] + 4u * (slot * TOT + i)), "f"(sum(i / Q, d * Q + i % Q)), "r"(remote_bar[d])
-                             : "memory");
-            }
-        }
-    }
-    mbar_wait(r.bar, 0);  // the other CTAs' partials of this CTA's columns have landed
-    const float *recv = reinterpret_cast<const float *>(r.buf);
-#pragma unroll
-    for (int q = 0; q < PER; ++q) {
-        const int i = threadIdx.x + q * NTH;
-        if ((TOT % NTH == 0 || i < TOT) && i / Q < m) {
-            float v = sum(i / Q, split * Q + i % Q);
-#pragma unroll
-            for (int j = 0; j < S - 1; ++j) v += recv[j * TOT + i];
-            store(i / Q, split * Q + i % Q, v);
-        }
-    }
-#else
-    (void)sum; (void)store; (void)m; (void)split; (void)r;
-    __trap();
-#endif
-}
-
 // bytes % 16 == 0, both addresses 16-byte aligned.
 __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
 #ifdef ASSAY_SM90_ASYNC

@@ -629,10 +629,7 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
 
 extern "C" int assay_cuda_gemm_int4g128_wn(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                            int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    // 136: the offsets through constant-A wgmma (138 / 139: batches of 8 / 2); 142: K split 4 ways; 143-145: shorter
-    // last batches; 146-149: the batches kept in order; 137, 140, 141: the lab's timing probes (NOTES round 21)
-    const int ver = g_gemm_variant >= 136 && g_gemm_variant <= 149 ? g_gemm_variant : 134;
-    return int4_lab_entry("gemm_int4g128_wn", ver, 5, 256, "9.x (wgmma)", x, wp, scales, y, m, n, k, stream);
+    return int4_lab_entry("gemm_int4g128_wn", 134, 5, 256, "9.x (wgmma)", x, wp, scales, y, m, n, k, stream);
 }
 
 // The integer-mma GEMMs' X conversion (quant_x_groups in gemm_decode_tma.cu): bytes = 2 per element (16-bit

@@ -1900,10 +1900,8 @@ struct WFCfg {
     static constexpr int KC = 256, STAGES = 4, BN = V4_BN;
     static constexpr int XOFF = 0, WOFF = 4 * 2048, SOFF = WOFF + BN * KC / 2;  // X boxes, weights, group scales
     static constexpr int STAGE = (SOFF + 2 * BN * 2 + 1023) / 1024 * 1024;
-    static constexpr int RECV = 16 * (BN / 2) * 4;  // the pair push's receive buffer; (KS - 1) * 16 * (BN / KS) * 4 above
+    static constexpr int RECV = 16 * (BN / 2) * 4;
     static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 16;
-    __host__ __device__ static constexpr int recv_bytes(int ks) { return ks <= 2 ? RECV : (ks - 1) * 16 * (BN / ks) * 4; }
-    static constexpr size_t smem_bytes(int ks) { return 1024 + (size_t)STAGES * STAGE + recv_bytes(ks) + 16; }
     static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
     static_assert(16 * (BN + 4) * 4 <= STAGES * STAGE, "the reduction buffer reuses the stages");
 };
@@ -1958,33 +1956,8 @@ struct WLLoader {
     }
 };
 
-// Lab options (NOTES round 21), OPT bits:
-// WL_CW (v136): the A fragments keep the raw magic halves (1024 + q in the low-nibble halves, 64 + q in the high ones:
-//   no HSUB2, 64 instructions per warp-stage fewer); the offsets (1032 and 72, the same for every row) come off
-//   through one more wgmma per k16 step on a constant A fragment (-1032 in columns 0-7 of the step, -72 in 8-15) into
-//   the same accumulators, issued first in each group so the tensor cores run it while the warp dequantizes.
-// Timing probes (wrong results): WL_XPROBE (v137) X copied for the first STAGES - 1 stages only; WL_TPROBE (v140) the
-//   second batch of each group not issued (half the wgmma); WL_APROBE (v141) no HSUB2 and no correction.
-// BM: where the batches of k16 steps end (one wgmma.fence each): bit 8 gr + q set = group gr's batch ends at step q.
-//   0x8888 (134, 136: batches of 4); 138 / 139 = 136 with 0x8080 / 0xAAAA (8 / 2); 143 / 144 / 145 = 134 with group
-//   1's last batch shortened, 0xA888 (4, 2, 2), 0xC888 (4, 3, 1), 0xE888 (4, 2, 1, 1): the stage ends by waiting for
-//   that batch (nothing may stay in flight past the stage), so a shorter one leaves less to wait for.
-// KS: the K split the kernel reduces, over a cluster of KS CTAs: 2 (134; the pair push), 4 (v142: two CTAs per SM at
-//   n8192, so four warps per scheduler, each CTA half as many stages).
-// WL_WGBAR (v146): a named barrier of the warpgroup after each batch's wgmma are issued. ptxas otherwise hoists the
-//   later batches' shared loads and dequantization above the earlier batches' wgmma (134's SASS: group 1's words are
-//   read before group 0's second batch is issued, and all 8 of group 1's wgmma issue back to back at the end of the
-//   stage, so the stage-end wait covers 16 wgmma per warpgroup pair instead of the last batch's 8). BAR.SYNC is a
-//   scheduling fence for ptxas, and the warpgroup's 4 warps meet at each wgmma.fence anyway.
-// WL_BLDS (v148 with WGBAR, v149 alone): each batch of 4 steps reads its own 2 words of each row half (ld.volatile.shared
-//   .v2) just before its dequantization, so that the dequantization cannot be hoisted above the barrier / earlier
-//   volatile loads either (ptxas moves register-only work across BAR.SYNC freely).
-enum { WL_CW = 1, WL_XPROBE = 2, WL_TPROBE = 4, WL_APROBE = 8, WL_WGBAR = 16, WL_BLDS = 32 };
-template <bool M16, int OPT = 0, int BM = 0x8888, int KS = 2>
+template <bool M16>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
-    constexpr bool CW = OPT & WL_CW, XPROBE = OPT & WL_XPROBE, TPROBE = OPT & WL_TPROBE, APROBE = OPT & WL_APROBE,
-                   WGBAR = OPT & WL_WGBAR, BLDS = OPT & WL_BLDS;
-    static_assert(!BLDS || BM == 0x8888, "per-batch word loads assume batches of 4 steps");
 #ifdef ASSAY_SM90A
     using C = WFCfg;
     constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
@@ -1994,12 +1967,9 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int row0 = 16 * warp;  // this warp's 16 rows of the tile (warpgroup warp / 4: rows 64 (warp / 4) ..)
     const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
-    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::recv_bytes(KS))};
-    const bool push = p.splits == KS;
-    if (push) {
-        if (KS == 2) cluster_pair_push_begin<2, BN>(recv, p.m);
-        else cluster_push_begin<KS, BN>(recv, p.m);
-    }
+    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
+    const bool push2 = p.splits == 2;
+    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
     const WLLoader ld(p, kbase);
 
     float acc[NA], dg[2][NA];
@@ -2036,16 +2006,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     // this warp's words in a stage: n8 tiles 2 (row0 / 8) (rows g) and + 1 (rows g + 8), group gr at + gr * 512
     const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
     const uint32_t xhi = (1024 >> 4) | (1u << 30);  // descriptor high word: 1024-byte row-group stride, 128-byte swizzle
-    // CW: the constant A fragment, f16 -1032 (0xE408) in registers 0-1 (columns 2t, 2t + 1 of rows g, g + 8), -72
-    // (0xD480) in 2-3 (columns 2t + 8, + 9), four distinct registers (one register passed twice serialized v87's wgmma:
-    // ptxas C7512)
-    const uint32_t coff[4] = {0xE408E408u | z, 0xE408E408u | (z << 1), 0xD480D480u | z, 0xD480D480u | (z << 1)};
     uint32_t a[2][8][4];  // the A fragments of the stage's 16 k16 steps (each read by its wgmma until the stage ends)
-    uint32_t sink = 0;    // (TPROBE)
-    // (WGBAR) the warpgroup's named barrier (ids 1, 2; 0 is __syncthreads), its id taken from lane 0 so that it is
-    // uniform
-    const uint32_t wg_bar_id = opaque_u32(1 + __shfl_sync(0xffffffffu, warp >> 2, 0));
-    auto wg_order_barrier = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(wg_bar_id) : "memory"); };
     // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8), returned by value (writing into a[gr][q]
     // from a lambda put the array in local memory)
     auto dequant_step = [&](uint4 u4, uint4 v4, int q) {
@@ -2055,10 +2016,6 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
                          (v & 0x00F000F0u) | M64};
         uint4 f;
-        if (CW || APROBE) {
-            f.x = r[0]; f.y = r[1]; f.z = r[2]; f.w = r[3];
-            return f;
-        }
         __half2 h0 = __hsub2(*reinterpret_cast<__half2 *>(&r[0]), SUBLO), h1 = __hsub2(*reinterpret_cast<__half2 *>(&r[1]), SUBLO);
         __half2 h2 = __hsub2(*reinterpret_cast<__half2 *>(&r[2]), SUBHI), h3 = __hsub2(*reinterpret_cast<__half2 *>(&r[3]), SUBHI);
         f.x = *reinterpret_cast<uint32_t *>(&h0); f.y = *reinterpret_cast<uint32_t *>(&h1);
@@ -2084,48 +2041,23 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
             sc[gr][0] = __half2float(sp[0]);
             sc[gr][1] = __half2float(sp[8]);
         };
-        auto xdesc = [&](int kk) {
-            uint64_t desc;
-            asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
-            return desc;
-        };
 #pragma unroll
         for (int gr = 0; gr < 2; ++gr) {
-            uint4 u4 = {0, 0, 0, 0}, v4 = {0, 0, 0, 0};
-            if (!BLDS) {
-                u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
-                v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
-            }
-            if (CW) {  // the group's offsets first: the tensor cores take them while the warp dequantizes
-                wgmma_fence();  // dg[gr] was read by the last stage's apply
-#pragma unroll
-                for (int kk = 0; kk < 8; ++kk) wg_mma_rs<N, true>(dg[gr], coff, xdesc(8 * gr + kk), kk > 0);
-            }
-            int b0 = 0;  // the open batch's first step
+            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
+            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
-                if (BLDS && q % 4 == 0) {  // the batch's words 2 (q / 4), + 1 of both row halves
-                    const uint32_t wa = smem_u32(stg) + wofs + gr * 512 + 8 * (q / 4);
-                    uint32_t x0, x1, y0, y1;
-                    asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(wa));
-                    asm volatile("ld.volatile.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(y0), "=r"(y1) : "r"(wa + 1024));
-                    if (q == 0) { u4.x = x0; u4.y = x1; v4.x = y0; v4.y = y1; }
-                    else { u4.z = x0; u4.w = x1; v4.z = y0; v4.w = y1; }
-                }
                 const uint4 f = dequant_step(u4, v4, q);
                 a[gr][q][0] = f.x; a[gr][q][1] = f.y; a[gr][q][2] = f.z; a[gr][q][3] = f.w;
-                if ((BM >> (8 * gr + q)) & 1) {  // the batch ends (134: 1 or 8 steps were slower, h200-gpu16-int4-1 / -3)
-                    wgmma_fence();               // the batch's A registers, written just now
+                if (q % 4 == 3) {   // a batch of 4 steps (1 per batch or 8 were slower: runs h200-gpu16-int4-1 / -3)
+                    wgmma_fence();  // the batch's A registers, written just now
 #pragma unroll
-                    for (int b = b0; b <= q; ++b) {
-                        if (TPROBE && b >= 4) {  // keep the dequantization alive: the fragment folded into a sink
-                            sink ^= a[gr][b][0] ^ a[gr][b][1] ^ a[gr][b][2] ^ a[gr][b][3];
-                            continue;
-                        }
-                        wg_mma_rs<N, true>(dg[gr], a[gr][b], xdesc(8 * gr + b), CW || b > 0);
+                    for (int b = q - 3; b <= q; ++b) {
+                        const int kk = 8 * gr + b;
+                        uint64_t desc;
+                        asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
+                        wg_mma_rs<N, true>(dg[gr], a[gr][b], desc, b > 0);
                     }
-                    b0 = q + 1;
-                    if (WGBAR && !(gr == 1 && q == 7)) wg_order_barrier();
                 }
             }
             wgmma_commit();
@@ -2135,10 +2067,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         // -0.2 us at m16, -0.6 at m1 against issuing it after the barrier)
         {
             const int nx = st + STAGES - 1;
-            if (nx < nst) {
-                if (XPROBE) ld.load<1>(p, sbase + (nx % STAGES) * STAGE, nx);
-                else ld.load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
-            }
+            if (nx < nst) ld.load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
             cp_async_commit();
             if (nx == nst - 1) pdl_launch_dependents();  // every load has been issued
         }
@@ -2151,7 +2080,6 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         reg_fence<NA>(dg[1]);
         apply(1, sc[1][0], sc[1][1]);
     }
-    if (TPROBE && p.m > 9999) p.y[0] = __ushort_as_bfloat16((uint16_t)sink);  // never: keeps the sink live
     cp_async_wait<0>();
     __syncthreads();  // every stage consumed: the ring is free for the reduction
     // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
@@ -2163,10 +2091,9 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
     __syncthreads();
     auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
-    if (push) {
-        auto store = [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); };
-        if (KS == 2) cluster_pair_push_store<BN, NTH, 2>(sum, store, p.m, split, recv);
-        else cluster_push_store<KS, BN, NTH>(sum, store, p.m, split, recv);
+    if (push2) {
+        cluster_pair_push_store<BN, NTH, 2>(
+            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
         return;
     }
     for (int i = threadIdx.x; i < p.m * BN; i += NTH)
@@ -2176,12 +2103,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16, int OPT = 0, int BM = 0x8888, int KS = 2>
+template <bool M16>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
-    if (KS == 4) splits = p0.k % (4 * WFCfg::KC) == 0 ? 4 : splits;  // (v142: always 4 where K allows)
-    if (splits > 2 && splits != KS) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pushes reduce KS CTAs only)
-    if (KS == 4 && splits == 2) return launch_split_k<gemm_int4_wgl<M16, OPT, BM, 2>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
-    return launch_split_k<gemm_int4_wgl<M16, OPT, BM, KS>>(p0, splits, V4_BN, 256, WFCfg::smem_bytes(KS), true, stream);
+    if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
+    return launch_split_k<gemm_int4_wgl<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
 
@@ -2632,7 +2557,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma version 134; f16 X)
-    const bool wn = int4 && ver >= 134 && ver <= 149 && ver != 135;
+    const bool wn = int4 && ver == 134;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2756,22 +2681,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
-#define WGL_LAUNCH(...) (m > 8 ? launch_wgl<true, __VA_ARGS__>(p, splits, stream) : launch_wgl<false, __VA_ARGS__>(p, splits, stream))
-    case 136: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW); break;
-    case 137: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_XPROBE); break;
-    case 138: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 0x8080); break;
-    case 139: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_CW, 0xAAAA); break;
-    case 140: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_TPROBE); break;
-    case 141: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_APROBE); break;
-    case 142: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0x8888, 4); break;
-    case 143: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xA888); break;
-    case 144: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xC888); break;
-    case 145: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(0, 0xE888); break;
-    case 146: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_WGBAR); break;
-    case 147: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_WGBAR, 0xAAAA); break;
-    case 148: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_WGBAR | WL_BLDS); break;
-    case 149: if (!int4 || !g_wg_ok) return 0; rc = WGL_LAUNCH(WL_BLDS); break;
-#undef WGL_LAUNCH
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
