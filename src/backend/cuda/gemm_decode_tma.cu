@@ -1956,27 +1956,7 @@ struct WLLoader {
     }
 };
 
-// Timing probes (NOTES round 21, wrong results): PROBE 1 (v150) every A fragment is also folded into an XOR sink;
-// PROBE 2 (v151) the same dequantization and sink, but each wgmma reads its A operand from shared memory (the stage's
-// weight bytes as f16, through a descriptor) instead of from registers: 150 against 151 is the cost of the register A.
-template <int N>
-__device__ __forceinline__ void wg_mma_ss_f16(float *d, uint64_t da, uint64_t db, int acc) {
-#ifdef ASSAY_SM90A
-    if (N == 16)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                     : "l"(da), "l"(db), "r"(acc));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "l"(da), "l"(db), "r"(acc));
-#else
-    __trap();
-#endif
-}
-template <bool M16, int PROBE = 0>
+template <bool M16>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WFCfg;
@@ -2027,7 +2007,6 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
     const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
     const uint32_t xhi = (1024 >> 4) | (1u << 30);  // descriptor high word: 1024-byte row-group stride, 128-byte swizzle
     uint32_t a[2][8][4];  // the A fragments of the stage's 16 k16 steps (each read by its wgmma until the stage ends)
-    uint32_t sink = 0;  // (PROBE)
     // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8), returned by value (writing into a[gr][q]
     // from a lambda put the array in local memory)
     auto dequant_step = [&](uint4 u4, uint4 v4, int q) {
@@ -2077,15 +2056,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
                         const int kk = 8 * gr + b;
                         uint64_t desc;
                         asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
-                        if (PROBE) sink ^= a[gr][b][0] ^ a[gr][b][1] ^ a[gr][b][2] ^ a[gr][b][3];
-                        if (PROBE == 2) {  // A: 64 rows x 16 columns of the slot's weight bytes, 128-byte swizzle
-                            uint64_t da;
-                            asm("mov.b64 %0, {%1, %2};" : "=l"(da)
-                                : "r"(xlo + ((C::WOFF + ((kk >> 2) & 1) * 8192 + (kk & 3) * 32) >> 4)), "r"(xhi));
-                            wg_mma_ss_f16<N>(dg[gr], da, desc, b > 0);
-                        } else {
-                            wg_mma_rs<N, true>(dg[gr], a[gr][b], desc, b > 0);
-                        }
+                        wg_mma_rs<N, true>(dg[gr], a[gr][b], desc, b > 0);
                     }
                 }
             }
@@ -2109,7 +2080,6 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         reg_fence<NA>(dg[1]);
         apply(1, sc[1][0], sc[1][1]);
     }
-    if (PROBE && p.m > 9999) p.y[0] = __ushort_as_bfloat16((uint16_t)sink);  // never: keeps the sink live
     cp_async_wait<0>();
     __syncthreads();  // every stage consumed: the ring is free for the reduction
     // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
@@ -2133,10 +2103,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16, int PROBE = 0>
+template <bool M16>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgl<M16, PROBE>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
 
@@ -2587,7 +2557,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma version 134; f16 X)
-    const bool wn = int4 && (ver == 134 || ver == 150 || ver == 151);
+    const bool wn = int4 && ver == 134;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2711,8 +2681,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
-    case 150: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, 1>(p, splits, stream) : launch_wgl<false, 1>(p, splits, stream); break;
-    case 151: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, 2>(p, splits, stream) : launch_wgl<false, 2>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
