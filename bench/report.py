@@ -8,13 +8,34 @@ import argparse
 import json
 
 
+# Paths whose JSON was cut short (kernel_check writes one record per line and closes the array at its end, so a run
+# stopped by the budget leaves an unterminated file): their complete records are used and the report says so.
+CUT_SHORT = {}
+
+
 def load(path):
     try:
         with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
+            text = f.read()
+    except OSError as e:
         print(f"report.py: cannot read {path}: {e}")
         return []
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        recs = []
+        for line in text.splitlines():
+            line = line.strip().rstrip(",")
+            if not line.startswith("{"):
+                continue
+            try:
+                recs.append(json.loads(line))
+            except ValueError:
+                break  # the record being written when the run stopped
+        print(f"report.py: {path} is not complete JSON ({e}); using its {len(recs)} complete records")
+        if recs:
+            CUT_SHORT[path] = len(recs)
+        return recs
 
 
 def find(recs, kernel, shape_prefix):
@@ -186,6 +207,9 @@ def main():
                      f"{fmt(r['tbps'], '.2f')} | {fmt(r['frac_ceiling'], '.2f')} | {r['peer'] or '-'} | "
                      f"{fmt(r['peer_us'], '.1f')} | {fmt(r['peer_tflops'], '.1f')} | {fmt(r['peer_tbps'], '.2f')} | "
                      f"{fmt(r['speedup_vs_peer'], '.2f')} |")
+    for path, n in CUT_SHORT.items():
+        lines += ["", f"**Incomplete run:** {path} was cut short after {n} complete records (the run stopped before "
+                  "its end, e.g. at the time budget): rows and targets after that point are missing."]
     lines += ["", "| target | value | goal | met |", "|---|---:|---|---|"]
     for t in targets:
         lines.append(f"| {t['target']} | {fmt(t['value'], '.2f')} | {t['goal']} | "

@@ -5,17 +5,28 @@
 #
 #   scripts/device-check.sh [OUTDIR] [--quick]      (default OUTDIR: bench/results/latest)
 #
-# Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 450) shared by build, kernels and peers.
+# Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 570) shared by build, kernels and peers.
 # ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and only the
 # ceilings and the matching peers (fp8attn: the bf16 prefill peers; quant: none) (iterations on one kernel family;
 # a full run validates everything).
+# A full run (no ONLY) covers every default kernel and, of the numbered lab versions, the ones dev/cuda/NOTES.md
+# quotes as current (the combined runs' selection: ~250 s of kernel_check on an H200); an ASSAY_LAB_*_VARIANTS or
+# ASSAY_LAB_GEMM_EXTRA_M given by the caller wins, set empty for every version of that section. LAB_ALL=1 runs every
+# lab version of every section (well over 450 s of kernel_check: raise DEVICE_CHECK_BUDGET with it).
 # Builds with nvcc directly (sm_90a), so it needs no CMake configure of the CPU library on the GPU machine.
 # Exit status: 1 if the build or any validation failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-bench/results/latest}
 QUICK=${2:-}
-BUDGET=${DEVICE_CHECK_BUDGET:-450}
+BUDGET=${DEVICE_CHECK_BUDGET:-570}
+if [ -z "${ONLY:-}" ] && [ -z "${LAB_ALL:-}" ]; then
+  # (set but empty stays empty: that section's every version)
+  export ASSAY_LAB_GEMM_VARIANTS="${ASSAY_LAB_GEMM_VARIANTS-0,8,90,95,98,105,106,107,120,121,125,134}"
+  export ASSAY_LAB_W8A8_VARIANTS="${ASSAY_LAB_W8A8_VARIANTS-1,12,17}"
+  export ASSAY_LAB_FP8_VARIANTS="${ASSAY_LAB_FP8_VARIANTS-0,52,53,56,63,65,66,67}"
+  export ASSAY_LAB_GEMM_EXTRA_M="${ASSAY_LAB_GEMM_EXTRA_M-2,4,8}"
+fi
 T0=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 mkdir -p "$OUTDIR" build-dev
@@ -24,6 +35,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,te
 NVCC=${NVCC:-nvcc}
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v $NVCC)")")")}
 GEN=${GENCODE:--gencode=arch=compute_90a,code=sm_90a}
+echo "device-check: lab versions: gemm ${ASSAY_LAB_GEMM_VARIANTS:-all}, w8a8 ${ASSAY_LAB_W8A8_VARIANTS:-all}, fp8attn ${ASSAY_LAB_FP8_VARIANTS:-all}, extra m ${ASSAY_LAB_GEMM_EXTRA_M:-none}; budget ${BUDGET} s"
 echo "device-check: building with $($NVCC --version | tail -1) in $CUDA_HOME"
 # PREBUILT=1: use a build-dev/kernel_check built elsewhere with the same nvcc when it starts here (it answers an
 # unknown option with its usage and exit status 2); otherwise build.
