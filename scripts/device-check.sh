@@ -7,9 +7,8 @@
 #
 # Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 570) shared by build, kernels and peers.
 # ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and only the
-# ceilings and the matching peers (fp8attn: the bf16 prefill peers; quant: none) (iterations on one kernel family;
-# a full run validates everything).
-# A full run (no ONLY) covers every default kernel and, of the numbered lab versions, the ones dev/cuda/NOTES.md
+# ceilings and the matching peers (fp8attn: the bf16 prefill peers; quant: none), for iterations on one kernel
+# family. A full run (no ONLY) covers every default kernel and, of the numbered lab versions, the ones dev/cuda/NOTES.md
 # quotes as current (the combined runs' selection: ~250 s of kernel_check on an H200); an ASSAY_LAB_*_VARIANTS or
 # ASSAY_LAB_GEMM_EXTRA_M given by the caller wins, set empty for every version of that section. LAB_ALL=1 runs every
 # lab version of every section (well over 450 s of kernel_check: raise DEVICE_CHECK_BUDGET with it).
