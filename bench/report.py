@@ -8,20 +8,18 @@ import argparse
 import json
 
 
-# Paths whose JSON was cut short (kernel_check writes one record per line and closes the array at its end, so a run
-# stopped by the budget leaves an unterminated file): their complete records are used and the report says so.
-CUT_SHORT = {}
-
-
 def load(path):
+    """The records of path and whether the file was cut short. kernel_check writes one record per line and closes
+    the array at its end, so a run stopped by its time budget leaves an unterminated file: its complete records
+    are used, and the report says the run is incomplete."""
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         print(f"report.py: cannot read {path}: {e}")
-        return []
+        return [], False
     try:
-        return json.loads(text)
+        return json.loads(text), False
     except ValueError as e:
         recs = []
         for line in text.splitlines():
@@ -33,9 +31,7 @@ def load(path):
             except ValueError:
                 break  # the record being written when the run stopped
         print(f"report.py: {path} is not complete JSON ({e}); using its {len(recs)} complete records")
-        if recs:
-            CUT_SHORT[path] = len(recs)
-        return recs
+        return recs, bool(recs)
 
 
 def find(recs, kernel, shape_prefix):
@@ -51,7 +47,7 @@ def main():
     ap.add_argument("peers")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    ours, peers = load(args.kernels), load(args.peers)
+    (ours, ours_cut), (peers, peers_cut) = load(args.kernels), load(args.peers)
     info = next((r for r in peers if r.get("type") == "info"), {})
     copy = find(peers, "peer:torch_copy", "1 GiB") or find(ours, "device_copy", "1 GiB")
     gemm = find(peers, "peer:cublas_bf16_gemm", "m8192")
@@ -207,9 +203,10 @@ def main():
                      f"{fmt(r['tbps'], '.2f')} | {fmt(r['frac_ceiling'], '.2f')} | {r['peer'] or '-'} | "
                      f"{fmt(r['peer_us'], '.1f')} | {fmt(r['peer_tflops'], '.1f')} | {fmt(r['peer_tbps'], '.2f')} | "
                      f"{fmt(r['speedup_vs_peer'], '.2f')} |")
-    for path, n in CUT_SHORT.items():
-        lines += ["", f"**Incomplete run:** {path} was cut short after {n} complete records (the run stopped before "
-                  "its end, e.g. at the time budget): rows and targets after that point are missing."]
+    for path, recs, cut in ((args.kernels, ours, ours_cut), (args.peers, peers, peers_cut)):
+        if cut:
+            lines += ["", f"**Incomplete run:** {path} was cut short after {len(recs)} complete records (the run "
+                      "stopped before its end, e.g. at the time budget): rows and targets after that point are missing."]
     lines += ["", "| target | value | goal | met |", "|---|---:|---|---|"]
     for t in targets:
         lines.append(f"| {t['target']} | {fmt(t['value'], '.2f')} | {t['goal']} | "
