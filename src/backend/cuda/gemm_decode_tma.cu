@@ -2109,155 +2109,6 @@ int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     return launch_split_k<gemm_int4_wgl<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
-// ---- v152-155 (round 22, int4 on f16 X): 134 with the group scales applied to the f16 weights, so one fp32 ----
-// accumulator runs through the whole K range and wgmma stays in flight across stages
-// Why (dev/cuda/NOTES.md, round 22): 134 scales each 128-group's partial sums in fp32, so it must read its
-// accumulators inside the loop, and ptxas serializes every wgmma when accumulators are read while a group is
-// pending across the loop's back edge: each stage therefore ends with wait_group 0, the tensor pipe drains while
-// the next stage's words are read and dequantized, and round 21 put 134's own wgmma on its critical path (half of
-// them: -0.8 us at m16). Here each dequantized half pair is multiplied by its row's group scale (one HMUL2 after the
-// exact HSUB2: Marlin's precision, the product rounded once to f16), the accumulators are never read in the loop,
-// and commit groups are single batches of 4 k16 steps: batch b of every stage dequantizes into register buffer b,
-// after a wait_group 3 that retires batch b of the stage before (the three batches issued since then may still
-// run). A slot of the ring is refilled at the head of the stage after the one that read it, once the block barrier
-// shows every warp past that wait: stage st + STAGES - 2 is requested at the head of stage st (134: st + 3, late in
-// stage st), so 153 / 155 take a fifth slot (one CTA per SM) to keep 134's distance. 154 / 155: batches of 8 steps
-// (one per scale group, two register buffers) instead of 4.
-template <int STAGES>
-struct WSCfg {
-    static constexpr int KC = WFCfg::KC, BN = WFCfg::BN, XOFF = WFCfg::XOFF, WOFF = WFCfg::WOFF, SOFF = WFCfg::SOFF;
-    static constexpr int STAGE = WFCfg::STAGE, RECV = WFCfg::RECV;
-    static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 16;
-};
-
-template <bool M16, int STAGES, int FB>
-__global__ void __launch_bounds__(256, STAGES <= 4 ? 2 : 1) gemm_int4_wgs(V4Params p) {
-#ifdef ASSAY_SM90A
-    using C = WSCfg<STAGES>;
-    constexpr int NTH = 256, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
-    extern __shared__ uint8_t sm_raw[];
-    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
-    const uint32_t sbase = smem_u32(sm);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int row0 = 16 * warp;
-    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
-    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
-    const bool push2 = p.splits == 2;
-    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
-    const WLLoader ld(p, kbase);
-    constexpr int AHEAD = STAGES - 2;  // stages requested ahead of the one computed
-    constexpr int NB = 16 / FB;        // commit groups (batches of FB k16 steps) per stage
-    static_assert(FB == 4 || FB == 8, "a batch lies within one scale group");
-
-    float acc[NA];  // first written by the first wgmma (scale-d 0): an initialization here made ptxas serialize
-                    // every wgmma at m16 (C7515)
-#pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
-        if (s < nst) ld.load<1>(p, sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    pdl_wait();
-#pragma unroll
-    for (int s = 0; s < AHEAD; ++s) {
-        if (s < nst) ld.load<2>(p, sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    if (nst <= AHEAD) pdl_launch_dependents();
-
-    const uint32_t z = (uint32_t)p.m >> 5, M1024 = 0x64006400u + z, M64 = 0x54005400u + z;
-    const __half2 SUBLO = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));  // 1032
-    const __half2 SUBHI = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u));  // 72
-    const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
-    const uint32_t xhi = (1024 >> 4) | (1u << 30);
-    uint32_t a[NB][FB][4];  // batch b's A fragments, live until batch b of the next stage is due
-    // step q's A fragment from the words u4 (rows g) and v4 (rows g + 8), scaled by sg / s8 (those rows' group scale)
-    auto dequant_step = [&](uint4 u4, uint4 v4, int q, __half2 sg, __half2 s8) {
-        const int w = q >> 1, s2 = q & 1;
-        const uint32_t u = (w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w) >> (8 * s2);
-        const uint32_t v = (w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w) >> (8 * s2);
-        uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
-                         (v & 0x00F000F0u) | M64};
-        uint4 f;
-        __half2 h0 = __hmul2(__hsub2(*reinterpret_cast<__half2 *>(&r[0]), SUBLO), sg);
-        __half2 h1 = __hmul2(__hsub2(*reinterpret_cast<__half2 *>(&r[1]), SUBLO), s8);
-        __half2 h2 = __hmul2(__hsub2(*reinterpret_cast<__half2 *>(&r[2]), SUBHI), sg);
-        __half2 h3 = __hmul2(__hsub2(*reinterpret_cast<__half2 *>(&r[3]), SUBHI), s8);
-        f.x = *reinterpret_cast<uint32_t *>(&h0); f.y = *reinterpret_cast<uint32_t *>(&h1);
-        f.z = *reinterpret_cast<uint32_t *>(&h2); f.w = *reinterpret_cast<uint32_t *>(&h3);
-        return f;
-    };
-
-    for (int st = 0; st < nst; ++st) {
-        const int slot = st % STAGES;
-        const uint8_t *stg = sm + slot * STAGE;
-        cp_async_wait<AHEAD - 1>();
-        fence_proxy_async();  // this thread's X copies of stage st, read next by wgmma (async proxy)
-        __syncthreads();      // stage st landed; every warp is past batch 3's wait of stage st - 1, so stage st - 2 is
-                              // retired everywhere and its slot is free
-        {
-            const int nx = st + AHEAD;
-            if (nx < nst) ld.load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
-            cp_async_commit();
-            if (nx == nst - 1) pdl_launch_dependents();  // every load has been issued
-        }
-        const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
-#pragma unroll
-        for (int gr = 0; gr < 2; ++gr) {
-            const __half *sp = reinterpret_cast<const __half *>(stg + C::SOFF) + gr * BN + row0 + g;
-            const __half2 sg = __half2half2(sp[0]), s8 = __half2half2(sp[8]);
-            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
-            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
-#pragma unroll
-            for (int h = 0; h < 8 / FB; ++h) {
-                const int b = (8 / FB) * gr + h;
-                wgmma_wait<NB - 1>();  // batch b of the stage before retired: buffer b is free
-#pragma unroll
-                for (int i = 0; i < FB; ++i) {
-                    const uint4 f = dequant_step(u4, v4, FB * h + i, sg, s8);
-                    a[b][i][0] = f.x; a[b][i][1] = f.y; a[b][i][2] = f.z; a[b][i][3] = f.w;
-                }
-                wgmma_fence();  // the batch's A registers, written just now
-#pragma unroll
-                for (int i = 0; i < FB; ++i) {
-                    const int kk = 8 * gr + FB * h + i;
-                    uint64_t desc;
-                    asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
-                    wg_mma_rs<N, true>(acc, a[b][i], desc, st > 0 || kk > 0);
-                }
-                wgmma_commit();
-            }
-        }
-    }
-    wgmma_wait<0>();
-    reg_fence<NA>(acc);
-    cp_async_wait<0>();
-    __syncthreads();  // every stage consumed: the ring is free for the reduction
-    constexpr int BNP = BN + 4;
-    float *wred = reinterpret_cast<float *>(sm);  // [16 tokens][BNP]
-#pragma unroll
-    for (int j = 0; j < NA / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
-    __syncthreads();
-    auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NTH, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
-        return;
-    }
-    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
-        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
-#else
-    __trap();
-#endif
-}
-
-template <bool M16, int STAGES, int FB>
-int launch_wgs(const V4Params &p0, int splits, cudaStream_t stream) {
-    if (splits > 2) splits = p0.k % (2 * WSCfg<STAGES>::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgs<M16, STAGES, FB>>(p0, splits, V4_BN, 256, WSCfg<STAGES>::SMEM, true, stream);
-}
-
 
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
 // Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
@@ -2705,8 +2556,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
-    // (the wgmma versions 134 and 152-155; f16 X)
-    const bool wn = int4 && (ver == 134 || (ver >= 152 && ver <= 155));
+    // (the wgmma version 134; f16 X)
+    const bool wn = int4 && ver == 134;
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2830,11 +2681,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
-    // 152-155 (round 22): stages 4 / 5, batches of 4 / 8 k16 steps
-    case 152: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgs<true, 4, 4>(p, splits, stream) : launch_wgs<false, 4, 4>(p, splits, stream); break;
-    case 153: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgs<true, 5, 4>(p, splits, stream) : launch_wgs<false, 5, 4>(p, splits, stream); break;
-    case 154: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgs<true, 4, 8>(p, splits, stream) : launch_wgs<false, 4, 8>(p, splits, stream); break;
-    case 155: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgs<true, 5, 8>(p, splits, stream) : launch_wgs<false, 5, 8>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
