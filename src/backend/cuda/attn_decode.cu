@@ -1099,11 +1099,6 @@ int dispatch_dtype(const assay_cuda_attn_decode_args *a, cudaStream_t s) {
     return assay_cuda_fail("attn_decode: unknown kv dtype %d", (int)a->kv_dtype);
 }
 
-size_t smem_bytes(int d, assay_cuda_dtype dt) {
-    int es = dt == ASSAY_CUDA_BF16 ? 2 : 1;
-    return (size_t)3 * (TILE * (d * es + 16) + d * (TILE * es + 16));
-}
-
 }  // namespace
 
 extern "C" size_t assay_cuda_attn_decode_workspace(assay_cuda_attn_decode_args *a) {
