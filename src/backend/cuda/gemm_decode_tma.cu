@@ -1956,7 +1956,7 @@ struct WLLoader {
     }
 };
 
-template <bool M16>
+template <bool M16, bool D64 = false>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WFCfg;
@@ -2032,6 +2032,8 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         // descriptor of the stage's first X box; k16 step kk is box kk / 4, 32-byte column kk % 4 (no carry out of
         // the 14-bit address field: shared memory is < 256 KB); from the stage alone, so ptxas keeps it uniform
         const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
+        uint64_t xdesc;  // the stage's first descriptor (D64: each step's is a 64-bit add to it)
+        asm("mov.b64 %0, {%1, %2};" : "=l"(xdesc) : "r"(xlo), "r"(xhi));
         // group gr's scales of rows row0 + g and + 8, read before the wgmma wait that precedes their use (run
         // h200-gpu16-int4-3: 0.2-0.4 us at m16 against reading them after it; reading the words and scales of both
         // groups at the head of the stage lost 0.5-0.7 us at every m)
@@ -2054,8 +2056,13 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #pragma unroll
                     for (int b = q - 3; b <= q; ++b) {
                         const int kk = 8 * gr + b;
+                        const uint32_t step = ((kk >> 2) * 2048 + (kk & 3) * 32) >> 4;
                         uint64_t desc;
-                        asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + (((kk >> 2) * 2048 + (kk & 3) * 32) >> 4)), "r"(xhi));
+                        if (D64) {
+                            desc = xdesc + step;  // one UIADD3.64 per wgmma
+                        } else {
+                            asm("mov.b64 %0, {%1, %2};" : "=l"(desc) : "r"(xlo + step), "r"(xhi));  // UIADD3 + UMOV
+                        }
                         wg_mma_rs<N, true>(dg[gr], a[gr][b], desc, b > 0);
                     }
                 }
@@ -2103,10 +2110,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
 #endif
 }
 
-template <bool M16>
+template <bool M16, bool D64 = false>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wgl<M16>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wgl<M16, D64>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
 
@@ -2556,8 +2563,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
-    // (the wgmma version 134; f16 X)
-    const bool wn = int4 && ver == 134;
+    // (the wgmma versions 134 and 156; f16 X)
+    const bool wn = int4 && (ver == 134 || ver == 156);
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2681,6 +2688,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 123: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(123); break;
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
+    case 156: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
