@@ -2116,6 +2116,213 @@ int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     return launch_split_k<gemm_int4_wgl<M16, D64>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
+// ---- v158 (round 22, int4 on f16 X): 156 with every copy issued by one thread ----
+// Why (dev/cuda/NOTES.md, round 22): 156 showed that 134's m16 time follows the instructions of its stage loop,
+// uniform ones included (17 fewer per warp-stage: -0.5 us at m16). The loader is the largest block left that is
+// not arithmetic: every thread issues 4 weight copies, a scale copy (threads 0-31) and 2 X copies per stage, with
+// their 64-bit addresses and predicates, plus the proxy fence that makes its X copies visible to wgmma (~40
+// instructions per warp-stage). Here thread 0 issues the CTA-stage's weights as one 16 KB bulk copy (the stage is
+// one contiguous run in assay_cuda_int4_pack_wn's layout), the two scale rows as two 256-byte bulk copies and X
+// as four 64-column x 16-row TMA boxes with the 128-byte swizzle wgmma reads (rows past m are filled with zeros),
+// all completing on the slot's mbarrier; the other threads wait on that barrier. The block barrier per stage
+// stays (the slot of stage st - 1 is refilled once every warp has retired its wgmmas, as in 134), and no proxy
+// fence is needed (TMA writes and wgmma reads are both async-proxy accesses).
+__device__ __forceinline__ void tma_box_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
+#ifdef ASSAY_SM90_ASYNC
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+        : "memory");
+#else
+    __trap();
+#endif
+}
+
+template <bool M16>
+__global__ void __launch_bounds__(256, 2) gemm_int4_wgt(const __grid_constant__ CUtensorMap tmx, V4Params p) {
+#ifdef ASSAY_SM90A
+    using C = WFCfg;
+    constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
+    constexpr uint32_t STAGE_TX = BN * KC / 2 + 2 * BN * 2 + 4 * 2048;  // weights, scales, X boxes
+    extern __shared__ uint8_t sm_raw[];
+    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
+    const uint32_t sbase = smem_u32(sm);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int row0 = 16 * warp;
+    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
+    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
+    uint64_t *full = reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV + 16);
+    const bool producer = threadIdx.x == 0;
+    if (producer) {
+        for (int s = 0; s < STAGES; ++s) mbar_init(&full[s], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    const bool push2 = p.splits == 2;
+    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
+    // the CTA's weights: one run of nst stages of BN * KC / 2 bytes; its scale rows start at group kbase / 128
+    const uint8_t *wsrc = p.w + ((size_t)blockIdx.x * (p.k / KC) + kbase / KC) * (BN * KC / 2);
+    const __half *ssrc = p.gscale + (size_t)(kbase / 128) * p.n + n0;
+    auto load_w = [&](int s) {  // weights and scales of stage s (independent of the previous kernel)
+        uint8_t *stg = sm + (s % STAGES) * STAGE;
+        uint64_t *bar = &full[s % STAGES];
+        mbar_arrive_expect_tx(bar, STAGE_TX);
+        bulk_g2s(stg + C::WOFF, wsrc + (size_t)s * (BN * KC / 2), BN * KC / 2, bar);
+        bulk_g2s(stg + C::SOFF, ssrc + (size_t)(2 * s) * p.n, BN * 2, bar);
+        bulk_g2s(stg + C::SOFF + BN * 2, ssrc + (size_t)(2 * s + 1) * p.n, BN * 2, bar);
+    };
+    auto load_x = [&](int s) {  // X of stage s: 4 boxes of 64 columns x 16 rows
+        const uint32_t dst = sbase + (s % STAGES) * STAGE + C::XOFF;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) tma_box_2d(dst + j * 2048, &tmx, kbase + s * KC + j * 64, 0, &full[s % STAGES]);
+    };
+
+    float acc[NA], dg[2][NA];
+#pragma unroll
+    for (int i = 0; i < NA; ++i) acc[i] = dg[0][i] = dg[1][i] = 0.f;
+    if (producer)
+        for (int s = 0; s < STAGES - 1 && s < nst; ++s) load_w(s);
+    pdl_wait();
+    if (producer)
+        for (int s = 0; s < STAGES - 1 && s < nst; ++s) load_x(s);
+    if (nst <= STAGES - 1) pdl_launch_dependents();
+
+    auto apply = [&](int gr, float s0, float s1) {
+#pragma unroll
+        for (int j = 0; j < NA / 4; ++j) {
+            acc[4 * j + 0] = fmaf(dg[gr][4 * j + 0], s0, acc[4 * j + 0]);
+            acc[4 * j + 1] = fmaf(dg[gr][4 * j + 1], s0, acc[4 * j + 1]);
+            acc[4 * j + 2] = fmaf(dg[gr][4 * j + 2], s1, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(dg[gr][4 * j + 3], s1, acc[4 * j + 3]);
+        }
+    };
+    const uint32_t z = (uint32_t)p.m >> 5, M1024 = 0x64006400u + z, M64 = 0x54005400u + z;
+    const __half2 SUBLO = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));  // 1032
+    const __half2 SUBHI = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u));  // 72
+    const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
+    const uint32_t xhi = (1024 >> 4) | (1u << 30);
+    uint32_t a[2][8][4];
+    auto dequant_step = [&](uint4 u4, uint4 v4, int q) {
+        const int w = q >> 1, s2 = q & 1;
+        const uint32_t u = (w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w) >> (8 * s2);
+        const uint32_t v = (w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w) >> (8 * s2);
+        uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
+                         (v & 0x00F000F0u) | M64};
+        uint4 f;
+        __half2 h0 = __hsub2(*reinterpret_cast<__half2 *>(&r[0]), SUBLO), h1 = __hsub2(*reinterpret_cast<__half2 *>(&r[1]), SUBLO);
+        __half2 h2 = __hsub2(*reinterpret_cast<__half2 *>(&r[2]), SUBHI), h3 = __hsub2(*reinterpret_cast<__half2 *>(&r[3]), SUBHI);
+        f.x = *reinterpret_cast<uint32_t *>(&h0); f.y = *reinterpret_cast<uint32_t *>(&h1);
+        f.z = *reinterpret_cast<uint32_t *>(&h2); f.w = *reinterpret_cast<uint32_t *>(&h3);
+        return f;
+    };
+
+    for (int st = 0; st < nst; ++st) {
+        const int slot = st % STAGES;
+        const uint8_t *stg = sm + slot * STAGE;
+        mbar_wait(&full[slot], (uint32_t)(st / STAGES) & 1);  // stage st's weights, scales and X landed
+        __syncthreads();  // every warp has retired stage st - 1's wgmmas: its slot is free
+        const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
+        uint64_t xdesc;
+        asm("mov.b64 %0, {%1, %2};" : "=l"(xdesc) : "r"(xlo), "r"(xhi));
+        float sc[2][2];
+        auto read_scales = [&](int gr) {
+            const __half *sp = reinterpret_cast<const __half *>(stg + C::SOFF) + gr * BN + row0 + g;
+            sc[gr][0] = __half2float(sp[0]);
+            sc[gr][1] = __half2float(sp[8]);
+        };
+#pragma unroll
+        for (int gr = 0; gr < 2; ++gr) {
+            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
+            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const uint4 f = dequant_step(u4, v4, q);
+                a[gr][q][0] = f.x; a[gr][q][1] = f.y; a[gr][q][2] = f.z; a[gr][q][3] = f.w;
+                if (q % 4 == 3) {
+                    wgmma_fence();
+#pragma unroll
+                    for (int b = q - 3; b <= q; ++b) {
+                        const int kk = 8 * gr + b;
+                        wg_mma_rs<N, true>(dg[gr], a[gr][b], xdesc + (uint32_t)(((kk >> 2) * 2048 + (kk & 3) * 32) >> 4), b > 0);
+                    }
+                }
+            }
+            wgmma_commit();
+        }
+        {
+            const int nx = st + STAGES - 1;  // into the slot of stage st - 1, free since the barrier
+            if (producer && nx < nst) { load_w(nx); load_x(nx); }
+            if (nx == nst - 1) pdl_launch_dependents();  // every load has been issued
+        }
+        read_scales(0);
+        wgmma_wait<1>();
+        reg_fence<NA>(dg[0]);
+        apply(0, sc[0][0], sc[0][1]);
+        read_scales(1);
+        wgmma_wait<0>();
+        reg_fence<NA>(dg[1]);
+        apply(1, sc[1][0], sc[1][1]);
+    }
+    __syncthreads();  // every stage consumed: the ring is free for the reduction
+    constexpr int BNP = BN + 4;
+    float *wred = reinterpret_cast<float *>(sm);
+#pragma unroll
+    for (int j = 0; j < NA / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
+    __syncthreads();
+    auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
+    if (push2) {
+        cluster_pair_push_store<BN, NTH, 2>(
+            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
+        return;
+    }
+    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
+        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
+#else
+    __trap();
+#endif
+}
+
+// X viewed as [m][k] f16, boxes of 64 columns x 16 rows, 128-byte swizzle; rebuilt when X or its shape changes.
+int x_box_map(CUtensorMap *map, const void *x, int m, int k) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
+    if (!enc) return assay_cuda_fail("gemm_int4g128_wn: cuTensorMapEncodeTiled is not available");
+    cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
+    cuuint64_t strides[1] = {(cuuint64_t)k * 2};
+    cuuint32_t box[2] = {64, 16};
+    cuuint32_t estr[2] = {1, 1};
+    CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void *>(x), dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return assay_cuda_fail("gemm_int4g128_wn: cuTensorMapEncodeTiled failed (%d)", (int)r);
+    return 0;
+}
+
+template <bool M16>
+int launch_wgt(const V4Params &p0, int splits, cudaStream_t stream) {
+    if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;
+    constexpr size_t smem = WFCfg::SMEM + WFCfg::STAGES * sizeof(uint64_t);
+    static bool configured = false;
+    if (!configured) {
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(gemm_int4_wgt<M16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        configured = true;
+    }
+    static CUtensorMap map;
+    static const void *mx = nullptr;
+    static int mm = 0, mk = 0;
+    if (mx != p0.x || mm != p0.m || mk != p0.k) {
+        if (x_box_map(&map, p0.x, p0.m, p0.k)) return -1;
+        mx = p0.x; mm = p0.m; mk = p0.k;
+    }
+    V4Params p = p0;
+    p.splits = splits;
+    p.kper = p.k / splits;
+    SplitKLaunch launch(dim3(p.n / WFCfg::BN, splits, 1), 256, smem, stream, true);
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, gemm_int4_wgt<M16>, map, p));
+    return 0;
+}
+
 
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
 // Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
@@ -2563,8 +2770,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
-    // (the wgmma versions 134 and 156; f16 X)
-    const bool wn = int4 && (ver == 134 || ver == 156);
+    // (the wgmma versions 134, 156 and 158; f16 X)
+    const bool wn = int4 && (ver == 134 || ver == 156 || ver == 158);
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2689,6 +2896,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
     case 156: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
+    case 158: if (!int4 || !g_wg_ok || m > 16 || (uintptr_t)x % 16) return 0; rc = m > 8 ? launch_wgt<true>(p, splits, stream) : launch_wgt<false>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
