@@ -537,7 +537,7 @@ typedef struct gemm_ctx {
     uint8_t *dw[8], *dwp[8]; /* dwp: fp8 weights packed for variant 5 and up; int4 weights packed for 26-27 */
     uint8_t *dwa[8];         /* int4 weights packed by assay_cuda_int4_pack_wa (variants 30, 32, 33) */
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
-    uint8_t *dwn[8];         /* int4 weights packed by assay_cuda_int4_pack_wn (the wgmma variant 134) */
+    uint8_t *dwn[8];         /* int4 weights packed by assay_cuda_int4_pack_wn (the wgmma variants 134 and 156) */
     uint8_t *di8[8];         /* int4 weights packed by assay_cuda_int4_pack_i8 (variants 115-118) */
     void *dws;               /* the workspace of 115-120 (X as 16-bit integers and their scales) */
     int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
@@ -553,7 +553,7 @@ static int variant_st(int v) { return v == 95 || v == 97 || v == 98 || v == 105 
  * recorded as gemm_int4_g128_xf16 and run like a default; lab versions 105 / 106 = 95 / 98 on f16 X, 107 = 104 with
  * f16 accumulators (through the same entry) */
 /* the wgmma version on assay_cuda_int4_pack_wn weights (entry assay_cuda_gemm_int4g128_wn, X in f16) */
-static int variant_wn(int v) { return v == 134 || v == 156 || v == 158; }
+static int variant_wn(int v) { return v == 134 || v == 156; }
 static int variant_f16x(int v) { return (v >= 104 && v <= 107) || variant_wn(v); }
 
 static void gemm_fn(void *ctx, int it) {
@@ -662,7 +662,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (which == 1 && n % 128 == 0 && k % 512 == 0) { packwa = malloc(wbytes); assay_cuda_int4_pack_wa(w, n, k, packwa); }
     uint8_t *packst = NULL; /* int4 weights for variants 95, 97, 98 */
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packst = malloc(wbytes); assay_cuda_int4_pack_st(w, n, k, packst); }
-    uint8_t *packwn = NULL; /* int4 weights for the wgmma variant 134 */
+    uint8_t *packwn = NULL; /* int4 weights for the wgmma variants 134 and 156 */
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packwn = malloc(wbytes); assay_cuda_int4_pack_wn(w, n, k, packwn); }
     uint8_t *packi8 = NULL; /* int4 weights for variants 115-118 (116: timed only, a probe) */
     if (which == 1 && n % 128 == 0 && k % 256 == 0 && m <= 16) { packi8 = malloc(wbytes); assay_cuda_int4_pack_i8(w, n, k, packi8); }
@@ -731,7 +731,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156, 158};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
