@@ -553,7 +553,7 @@ static int variant_st(int v) { return v == 95 || v == 97 || v == 98 || v == 105 
  * recorded as gemm_int4_g128_xf16 and run like a default; lab versions 105 / 106 = 95 / 98 on f16 X, 107 = 104 with
  * f16 accumulators (through the same entry) */
 /* the wgmma version on assay_cuda_int4_pack_wn weights (entry assay_cuda_gemm_int4g128_wn, X in f16) */
-static int variant_wn(int v) { return v == 134 || v == 156 || v == 159; }
+static int variant_wn(int v) { return v == 134 || v == 156; }
 static int variant_f16x(int v) { return (v >= 104 && v <= 107) || variant_wn(v); }
 
 static void gemm_fn(void *ctx, int it) {
@@ -731,7 +731,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156, 159};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};

@@ -629,7 +629,7 @@ extern "C" int assay_cuda_gemm_int4g128_st(const void *x, const uint8_t *wp, con
 
 extern "C" int assay_cuda_gemm_int4g128_wn(const void *x, const uint8_t *wp, const uint16_t *scales, void *y,
                                            int32_t m, int32_t n, int32_t k, assay_cuda_stream stream) {
-    const int ver = g_gemm_variant == 156 || g_gemm_variant == 159 ? g_gemm_variant : 134;  // 156 / 159: round 22
+    const int ver = g_gemm_variant == 156 ? 156 : 134;  // 156: 134 with 64-bit descriptor adds (round 22)
     return int4_lab_entry("gemm_int4g128_wn", ver, 5, 256, "9.x (wgmma)", x, wp, scales, y, m, n, k, stream);
 }
 

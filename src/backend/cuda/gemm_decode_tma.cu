@@ -16,7 +16,6 @@
 // leaves the dot product unchanged). INT4 partial sums of one 128-group are accumulated separately in fp32
 // and multiplied by the group scale of their output column, instead of scaling every weight in f16.
 #include <cooperative_groups.h>
-#include <type_traits>
 
 #include "common.cuh"
 
@@ -1893,6 +1892,10 @@ int launch_wgr(const V4Params &p0, int splits, cudaStream_t stream) {
 //   before, 3 stages ahead, right after the stage's last commit (the copies then run beside the last batch).
 // (Lab numbering, NOTES round 20: 126 was this kernel with the refill after the barrier; 127-133 and 135 were
 // variants of it, commit 378be64 has them.)
+// v156 (round 22, D64): each wgmma's X descriptor as a 64-bit add to the stage's first one. From mov.b64 {lo + step,
+// hi} ptxas emitted a UIADD3 and a UMOV of the constant high word before every wgmma, rewriting the descriptor
+// registers the previous (long, N = 16) wgmma reads; the 64-bit add is one UIADD3.64: -0.5 us at m16, -1 at
+// n28672, level at m1 (dev/cuda/NOTES.md, round 22).
 // Weights packed by assay_cuda_int4_pack_wn (A fragments in natural column order, so X is copied as stored into the
 // 128-byte-swizzled K-major boxes wgmma reads); v104's f16 dequantization with the high nibbles through the magic
 // 64.0 (0x5400), so both halves take one HADD2; the pair push reduction of the split-K pair (v90's
@@ -2115,183 +2118,6 @@ template <bool M16, bool D64 = false>
 int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
     return launch_split_k<gemm_int4_wgl<M16, D64>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
-}
-
-// ---- v159 (round 22, int4 on f16 X): 156 with the scale groups pipelined across stages ----
-// Why (dev/cuda/NOTES.md, round 22): 134 / 156 end every stage with wait_group 0, so the tensor pipe idles from the
-// stage's last wgmma until the next stage's first batch is dequantized (its barrier, word loads and 16 ALU
-// instructions later). A group left in flight across the loop's back edge makes ptxas serialize every wgmma when
-// accumulators are read, so here the stage loop is unrolled U times and inside a block of U stages the previous
-// stage's second scale group stays in flight while the next stage's first group is dequantized and issued; it is
-// retired and applied after that issue, and only the block's last stage ends with wait_group 0 (4 drains per CTA at
-// k8192 instead of 16). The ring: a slot's X is still read by the previous stage's second group when the next
-// stage starts, so X is requested 2 stages ahead (into the slot of stage st - 2) and the weights and scales 3 ahead
-// (into the slot of stage st - 1, whose words and scales were read before this stage's barrier), as two commit
-// groups per stage. U = 4 when the CTA's stage count is a multiple of 4, else 2, else 1 (156's schedule).
-template <bool M16, int U>
-__global__ void __launch_bounds__(256, 2) gemm_int4_wgp(V4Params p) {
-#ifdef ASSAY_SM90A
-    using C = WFCfg;
-    constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC, N = M16 ? 16 : 8, NA = N / 2;
-    static_assert(STAGES == 4, "W 3 and X 2 stages ahead in a 4-slot ring");
-    extern __shared__ uint8_t sm_raw[];
-    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
-    const uint32_t sbase = smem_u32(sm);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int row0 = 16 * warp;
-    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
-    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
-    const bool push2 = p.splits == 2;
-    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
-    const WLLoader ld(p, kbase);
-
-    float acc[NA], dg[2][NA];
-#pragma unroll
-    for (int i = 0; i < NA; ++i) acc[i] = dg[0][i] = dg[1][i] = 0.f;
-    // commit groups: W0 W1 W2 (before the previous kernel ends), X0 X1, then per stage st: X(st + 2), W(st + 3)
-#pragma unroll
-    for (int s = 0; s < 3; ++s) {
-        if (s < nst) ld.load<1>(p, sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    pdl_wait();
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        if (s < nst) ld.load<2>(p, sbase + s * STAGE, s);
-        cp_async_commit();
-    }
-    if (nst <= 2) pdl_launch_dependents();
-
-    auto apply = [&](int gr, float s0, float s1) {
-#pragma unroll
-        for (int j = 0; j < NA / 4; ++j) {
-            acc[4 * j + 0] = fmaf(dg[gr][4 * j + 0], s0, acc[4 * j + 0]);
-            acc[4 * j + 1] = fmaf(dg[gr][4 * j + 1], s0, acc[4 * j + 1]);
-            acc[4 * j + 2] = fmaf(dg[gr][4 * j + 2], s1, acc[4 * j + 2]);
-            acc[4 * j + 3] = fmaf(dg[gr][4 * j + 3], s1, acc[4 * j + 3]);
-        }
-    };
-    const uint32_t z = (uint32_t)p.m >> 5, M1024 = 0x64006400u + z, M64 = 0x54005400u + z;
-    const __half2 SUBLO = __halves2half2(__ushort_as_half(0x6408u), __ushort_as_half(0x6408u));  // 1032
-    const __half2 SUBHI = __halves2half2(__ushort_as_half(0x5480u), __ushort_as_half(0x5480u));  // 72
-    const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
-    const uint32_t xhi = (1024 >> 4) | (1u << 30);
-    uint32_t a[2][8][4];
-    auto dequant_step = [&](uint4 u4, uint4 v4, int q) {
-        const int w = q >> 1, s2 = q & 1;
-        const uint32_t u = (w == 0 ? u4.x : w == 1 ? u4.y : w == 2 ? u4.z : u4.w) >> (8 * s2);
-        const uint32_t v = (w == 0 ? v4.x : w == 1 ? v4.y : w == 2 ? v4.z : v4.w) >> (8 * s2);
-        uint32_t r[4] = {(u & 0x000F000Fu) | M1024, (v & 0x000F000Fu) | M1024, (u & 0x00F000F0u) | M64,
-                         (v & 0x00F000F0u) | M64};
-        uint4 f;
-        __half2 h0 = __hsub2(*reinterpret_cast<__half2 *>(&r[0]), SUBLO), h1 = __hsub2(*reinterpret_cast<__half2 *>(&r[1]), SUBLO);
-        __half2 h2 = __hsub2(*reinterpret_cast<__half2 *>(&r[2]), SUBHI), h3 = __hsub2(*reinterpret_cast<__half2 *>(&r[3]), SUBHI);
-        f.x = *reinterpret_cast<uint32_t *>(&h0); f.y = *reinterpret_cast<uint32_t *>(&h1);
-        f.z = *reinterpret_cast<uint32_t *>(&h2); f.w = *reinterpret_cast<uint32_t *>(&h3);
-        return f;
-    };
-    float sp0 = 0.f, sp1 = 0.f;  // the scales of the previous stage's second group, while it is in flight
-
-    // one stage; PEND: the previous stage's second group is in flight at entry; DRAIN: retire everything at exit
-    auto stage = [&](int st, auto pend_c, auto drain_c) {
-        constexpr bool PEND = decltype(pend_c)::value, DRAIN = decltype(drain_c)::value;
-        const int slot = st % STAGES;
-        const uint8_t *stg = sm + slot * STAGE;
-        if (st >= 2) cp_async_wait<3>();
-        else if (st == 1) cp_async_wait<2>();
-        else cp_async_wait<1>();
-        fence_proxy_async();
-        __syncthreads();  // stage st landed; every warp is past stage st - 1's words and scales and has retired
-                          // stage st - 2's groups
-        const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
-        uint64_t xdesc;
-        asm("mov.b64 %0, {%1, %2};" : "=l"(xdesc) : "r"(xlo), "r"(xhi));
-        const __half *scp = reinterpret_cast<const __half *>(stg + C::SOFF) + row0 + g;
-#pragma unroll
-        for (int gr = 0; gr < 2; ++gr) {
-            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
-            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const uint4 f = dequant_step(u4, v4, q);
-                a[gr][q][0] = f.x; a[gr][q][1] = f.y; a[gr][q][2] = f.z; a[gr][q][3] = f.w;
-                if (q % 4 == 3) {
-                    wgmma_fence();
-#pragma unroll
-                    for (int b = q - 3; b <= q; ++b) {
-                        const int kk = 8 * gr + b;
-                        wg_mma_rs<N, true>(dg[gr], a[gr][b], xdesc + (uint32_t)(((kk >> 2) * 2048 + (kk & 3) * 32) >> 4), b > 0);
-                    }
-                }
-            }
-            wgmma_commit();
-            if (gr == 0 && PEND) {
-                wgmma_wait<1>();  // the previous stage's second group retired (this one's first may run)
-                reg_fence<NA>(dg[1]);
-                apply(1, sp0, sp1);
-            }
-        }
-        {
-            const int nx = st + 2;  // X of stage st + 2 into the slot of stage st - 2, then W of st + 3 into st - 1's
-            if (nx < nst) ld.load<2>(p, sbase + (nx % STAGES) * STAGE, nx);
-            cp_async_commit();
-            if (nx + 1 < nst) ld.load<1>(p, sbase + ((nx + 1) % STAGES) * STAGE, nx + 1);
-            cp_async_commit();
-            if (nx == nst - 1) pdl_launch_dependents();  // every load has been issued
-        }
-        const float s00 = __half2float(scp[0]), s01 = __half2float(scp[8]);
-        sp0 = __half2float(scp[BN]);  // read now: the slot's scales are refilled after the next barrier
-        sp1 = __half2float(scp[BN + 8]);
-        wgmma_wait<1>();  // this stage's first group retired
-        reg_fence<NA>(dg[0]);
-        apply(0, s00, s01);
-        if (DRAIN) {
-            wgmma_wait<0>();
-            reg_fence<NA>(dg[1]);
-            apply(1, sp0, sp1);
-        }
-    };
-    using T = std::true_type;
-    using F = std::false_type;
-    for (int st = 0; st < nst; st += U) {
-        if constexpr (U == 1) {
-            stage(st, F{}, T{});
-        } else {
-            stage(st, F{}, F{});
-#pragma unroll
-            for (int u = 1; u < U - 1; ++u) stage(st + u, T{}, F{});
-            stage(st + U - 1, T{}, T{});
-        }
-    }
-    cp_async_wait<0>();
-    __syncthreads();
-    constexpr int BNP = BN + 4;
-    float *wred = reinterpret_cast<float *>(sm);
-#pragma unroll
-    for (int j = 0; j < NA / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
-    __syncthreads();
-    auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NTH, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
-        return;
-    }
-    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
-        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
-#else
-    __trap();
-#endif
-}
-
-template <bool M16>
-int launch_wgp(const V4Params &p0, int splits, cudaStream_t stream) {
-    if (splits > 2) splits = p0.k % (2 * WFCfg::KC) == 0 ? 2 : 1;
-    const int nst = p0.k / splits / WFCfg::KC;
-    if (nst % 4 == 0) return launch_split_k<gemm_int4_wgp<M16, 4>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
-    if (nst % 2 == 0) return launch_split_k<gemm_int4_wgp<M16, 2>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
-    return launch_split_k<gemm_int4_wgp<M16, 1>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
 
@@ -2741,8 +2567,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // int4_pack_st (95, 97, 98; on f16 X 105, 106)
     const bool st = int4 && (ver == 95 || ver == 97 || ver == 98 || ver == 105 || ver == 106);
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
-    // (the wgmma versions 134, 156 and 159; f16 X)
-    const bool wn = int4 && (ver == 134 || ver == 156 || ver == 159);
+    // (the wgmma versions 134 and 156; f16 X)
+    const bool wn = int4 && (ver == 134 || ver == 156);
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
     if (st) {
@@ -2867,7 +2693,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
     case 156: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
-    case 159: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgp<true>(p, splits, stream) : launch_wgp<false>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
