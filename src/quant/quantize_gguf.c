@@ -114,7 +114,7 @@ assay_status assay_ggml_quantize_model(const assay_model_file *mf, const char *o
     float *f32 = NULL;
     size_t f32_cap = 0;
     int64_t n_imatrix_used = 0;
-    uint64_t bytes_out = 0, n_weights = 0;
+    uint64_t bytes_out = 0;
     assay_progress bar;
     assay_progress_begin(&bar, "quantize", c->n_layer, "layer");
     for (int64_t i = 0; i < nt && st == ASSAY_OK; i++) {
@@ -154,7 +154,6 @@ assay_status assay_ggml_quantize_model(const assay_model_file *mf, const char *o
                 break;
             }
             st = assay_ggml_quantize_threaded(type, f32, out, nrow, n_per_row, im, o->threads);
-            n_weights += (uint64_t)n;
         } else if (type == ASSAY_TYPE_F16 || type == ASSAY_TYPE_BF16) {
             bytes = (size_t)n * 2;
             out = malloc(bytes);

@@ -27,7 +27,10 @@ int main(void) {
         uint32_t type;
         uint64_t n, nb;
         if (fread(&type, 4, 1, f) != 1) break;
-        CHECK(fread(&n, 8, 1, f) == 1 && fread(&nb, 8, 1, f) == 1);
+        if (fread(&n, 8, 1, f) != 1 || fread(&nb, 8, 1, f) != 1) {
+            CHECK(!"record header cut short");
+            break;
+        }
         uint8_t *raw = malloc(nb);
         float *want = malloc(n * 4), *got = malloc(n * 4);
         CHECK(fread(raw, 1, nb, f) == nb && fread(want, 4, n, f) == n);
