@@ -539,8 +539,11 @@ typedef struct gemm_ctx {
     uint8_t *dst[8];         /* int4 weights packed by assay_cuda_int4_pack_st (variants 95, 97, 98) */
     uint8_t *dwn[8];         /* int4 weights packed by assay_cuda_int4_pack_wn (the wgmma variants 134 and 156) */
     uint8_t *di8[8];         /* int4 weights packed by assay_cuda_int4_pack_i8 (variants 115-118) */
+    uint8_t *dwi8[8];        /* int4 weights packed by assay_cuda_int4_pack_wi8 (the integer wgmma variant 160) */
     void *dws;               /* the workspace of 115-120 (X as 16-bit integers and their scales) */
     int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
+    void *dws_tok;           /* 161: X as 16-bit integers with one scale per token (assay_cuda_quant_x_i16_token) */
+    int xtok;                /* 161: the integer wgmma GEMM reads dws_tok */
     void *dws8;              /* W4A8 (121-124): X as signed bytes and their scales (assay_cuda_quant_x_i8) */
     int a8;                  /* 1: 121 / 123 = assay_cuda_gemm_int4g128_xi8 on the X converted once; 2: 122 / 124 = the w4a8 entry */
     float *dscale[8];
@@ -562,7 +565,11 @@ static void gemm_fn(void *ctx, int it) {
     const void *dx = g->f16x ? g->dxh : g->dx;
     if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->di8[c] && g->a8) {
+    else if (g->dwi8[c]) { /* 160 / 161: the integer wgmma GEMM on the X converted once at the case's start */
+        int8_t *xq = g->xtok ? g->dws_tok : g->dws;
+        KCALL(assay_cuda_gemm_int4g128_wi8(xq, (const float *)(xq + (size_t)g->m * g->k * 2), g->dwi8[c], g->dgs[c], g->dy,
+                                           g->m, g->n, g->k, NULL));
+    } else if (g->di8[c] && g->a8) {
         int8_t *xq = g->dws8;
         const float *xs = (const float *)(xq + (size_t)g->m * g->k);
         if (g->a8 == 1) KCALL(assay_cuda_gemm_int4g128_xi8(xq, xs, g->di8[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
@@ -592,6 +599,13 @@ static void quant_x_i16_fn(void *ctx, int it) {
     gemm_ctx *g = ctx;
     int8_t *xq = g->dws;
     KCALL(assay_cuda_quant_x_i16(g->dx, 0, xq, (float *)(xq + (size_t)g->m * g->k * 2), g->m, g->k, NULL));
+}
+
+static void quant_x_i16_token_fn(void *ctx, int it) {
+    (void)it;
+    gemm_ctx *g = ctx;
+    int8_t *xq = g->dws_tok;
+    KCALL(assay_cuda_quant_x_i16_token(g->dx, 0, xq, (float *)(xq + (size_t)g->m * g->k * 2), g->m, g->k, NULL));
 }
 
 /* Whether the comma-separated list of integers in `list` (an ASSAY_LAB_*_VARIANTS value) holds v. */
@@ -666,7 +680,9 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (which == 1 && n % 128 == 0 && k % 256 == 0) { packwn = malloc(wbytes); assay_cuda_int4_pack_wn(w, n, k, packwn); }
     uint8_t *packi8 = NULL; /* int4 weights for variants 115-118 (116: timed only, a probe) */
     if (which == 1 && n % 128 == 0 && k % 256 == 0 && m <= 16) { packi8 = malloc(wbytes); assay_cuda_int4_pack_i8(w, n, k, packi8); }
-    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0}, *saved_i8[8] = {0}, *saved_wn[8] = {0};
+    uint8_t *packwi8 = NULL; /* int4 weights for the integer wgmma variant 160 */
+    if (packi8) { packwi8 = malloc(wbytes); assay_cuda_int4_pack_wi8(w, n, k, packwi8); }
+    uint8_t *saved_wa[8] = {0}, *saved_st[8] = {0}, *saved_i8[8] = {0}, *saved_wn[8] = {0}, *saved_wi8[8] = {0};
     g.dws = packi8 ? lab_dmalloc(assay_cuda_gemm_int4g128_i8_workspace(m, k)) : NULL;
     for (int c = 0; c < g.copies; ++c) {
         g.dw[c] = lab_upload(which == 0 ? w : packed, wbytes);
@@ -675,12 +691,18 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         saved_st[c] = packst ? lab_upload(packst, wbytes) : NULL;
         saved_wn[c] = packwn ? lab_upload(packwn, wbytes) : NULL;
         saved_i8[c] = packi8 ? lab_upload(packi8, wbytes) : NULL;
+        saved_wi8[c] = packwi8 ? lab_upload(packwi8, wbytes) : NULL;
         g.dscale[c] = lab_upload(scale, sizeof(float) * n);
         g.dgs[c] = lab_upload(gs, sizeof(uint16_t) * (size_t)(k / 128) * n);
     }
     g.dx = lab_upload(x, nx * 2);
-    if (g.dws) { /* X converted once for 116 / 120 (115-119 convert it again in each call, to the same bytes) */
+    if (g.dws) { /* X converted once for 116 / 120 / 160 (115-119 convert it again in each call, to the same bytes) */
         KCALL(assay_cuda_quant_x_i16(g.dx, 0, g.dws, (float *)((int8_t *)g.dws + (size_t)m * k * 2), m, k, NULL));
+        CK(cudaDeviceSynchronize());
+    }
+    if (packwi8) { /* 161: X with one scale per token, converted once */
+        g.dws_tok = lab_dmalloc(assay_cuda_gemm_int4g128_i8_workspace(m, k));
+        KCALL(assay_cuda_quant_x_i16_token(g.dx, 0, g.dws_tok, (float *)((int8_t *)g.dws_tok + (size_t)m * k * 2), m, k, NULL));
         CK(cudaDeviceSynchronize());
     }
     /* W4A8 (121-124): X as signed bytes per token and group, converted once here; the host copy is the reference's
@@ -727,11 +749,13 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
      * (assay_cuda_gemm_int4g128_xi16; the conversion is timed on its own as quant_x_i16 (quant_x_i8 for 121-124)); 121 / 122 = W4A8 (X as
      * signed bytes: the GEMM on X converted once / the entry with its conversion), 123 / 124 the same of version 123,
      * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it;
-     * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots */
+     * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots; 160 = the integer wgmma GEMM
+     * (assay_cuda_gemm_int4g128_wi8) on the same converted X, 161 = 160 on X with one scale per token
+     * (assay_cuda_quant_x_i16_token); both validated against the product on the unquantized X */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156, 160, 161};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -745,12 +769,13 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 125)) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 125) || variant == 160 || variant == 161) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
     if (variant_wn(variant) && !packwn) continue;
     if (variant >= 115 && variant <= 125 && !packi8) continue;
+    if ((variant == 160 || variant == 161) && !packwi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     /* 104 (the f16-X entry) and 123 / 124 (the W4A8 entries' default, on converted X / with the conversion) run with
@@ -766,9 +791,11 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
         g.dwn[c] = which == 1 && variant_wn(variant) ? saved_wn[c] : NULL;
         g.di8[c] = which == 1 && variant >= 115 && variant <= 125 ? saved_i8[c] : NULL;
+        g.dwi8[c] = which == 1 && (variant == 160 || variant == 161) ? saved_wi8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
     g.xi16 = which == 1 && (variant == 116 || variant == 120 || variant == 125);
+    g.xtok = which == 1 && variant == 161;
     g.a8 = which == 1 && (variant == 121 || variant == 123) ? 1 : which == 1 && (variant == 122 || variant == 124) ? 2 : 0;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
@@ -816,16 +843,22 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i8", shape, lab_time_us(quant_x_i8_fn, &g, 20, 9), 0.0, 3.0 * m * k + 4.0 * m * (k / 128));
     }
-    if (bench && g.dws && (gemm_variant_selected(which, 119) || gemm_variant_selected(which, 120))) { /* the X conversion of 115-120, timed on its own */
+    if (bench && g.dws && (gemm_variant_selected(which, 119) || gemm_variant_selected(which, 120) || gemm_variant_selected(which, 160))) { /* the X conversion of 115-120, timed on its own */
         double us = lab_time_us(quant_x_i16_fn, &g, 20, 9);
         char shape[96];
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i16", shape, us, 0.0, 4.0 * m * k + 4.0 * m * (k / 128));
     }
-    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_i8[c]); cudaFree(saved_wn[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
-    cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy); cudaFree(g.dws); cudaFree(g.dws8);
+    if (bench && g.dws_tok && gemm_variant_selected(which, 161)) { /* 161's per-token conversion, timed on its own */
+        char shape[96];
+        snprintf(shape, sizeof shape, "m%d k%d", m, k);
+        lab_bench(o, "quant_x_i16_token", shape, lab_time_us(quant_x_i16_token_fn, &g, 20, 9), 0.0,
+                  4.0 * m * k + 4.0 * m * (k / 128));
+    }
+    for (int c = 0; c < g.copies; ++c) { cudaFree(g.dw[c]); cudaFree(saved_wp[c]); cudaFree(saved_wa[c]); cudaFree(saved_st[c]); cudaFree(saved_i8[c]); cudaFree(saved_wn[c]); cudaFree(saved_wi8[c]); cudaFree(g.dscale[c]); cudaFree(g.dgs[c]); }
+    cudaFree(g.dx); cudaFree(g.dxh); cudaFree(g.dy); cudaFree(g.dws); cudaFree(g.dws8); cudaFree(g.dws_tok);
     free(xq8); free(xs8);
-    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packi8); free(packwn); free(y);
+    free(x); free(xh); free(w); free(scale); free(gs); free(packed); free(packed8); free(packwa); free(packst); free(packi8); free(packwn); free(packwi8); free(y);
 }
 
 /* FP8 W8A8 decode GEMM (assay_cuda_gemm_fp8_w8a8): X quantized per token on the GPU

@@ -64,5 +64,32 @@ int main(void) {
                 }
     CHECK(bad == 0);
     for (int v = 0; v < 16; ++v) CHECK(seen[v] > 0); /* every code, including 0 (-128) and 15 (112), was tested */
+
+    /* assay_cuda_int4_pack_wi8 (stage blocks: one 16 KB run per 128-row tile and 256 columns, [16 n8 tiles][2
+     * groups][512 bytes]): word w of lane (g, t) is k32 step w of the group; (w << 4) & 0xF0F0F0F0 holds 16 (q - 8)
+     * of columns 32w + 4t + 0..3 and w & 0xF0F0F0F0 of columns 32w + 16 + 4t + 0..3 */
+    enum { N2 = 128, K2 = 512 };
+    static uint8_t q2[N2 * K2], packed2[N2 * K2 / 2];
+    for (int i = 0; i < N2 * K2; ++i) q2[i] = (uint8_t)(next_u32() & 15);
+    assay_cuda_int4_pack_wi8(q2, N2, K2, packed2);
+    bad = 0;
+    int seen2[16] = {0};
+    for (int nt = 0; nt < N2 / 8; ++nt)
+        for (int gr = 0; gr < K2 / 128; ++gr)
+            for (int lane = 0; lane < 32; ++lane)
+                for (int w = 0; w < 4; ++w) {
+                    const size_t blk = ((((size_t)(nt / 16) * (K2 / 256) + gr / 2) * 16 + nt % 16) * 2 + gr % 2) * 512;
+                    const uint32_t word = get_le32(packed2 + blk + lane * 16 + 4 * w);
+                    const uint32_t lo = (word << 4) & 0xF0F0F0F0u, hi = word & 0xF0F0F0F0u;
+                    const int g = lane >> 2, t = lane & 3;
+                    for (int b = 0; b < 4; ++b) {
+                        const int c = (nt * 8 + g) * K2 + gr * 128 + 32 * w + 4 * t + b;
+                        bad += (int8_t)(uint8_t)(lo >> (8 * b)) != 16 * (q2[c] - 8);
+                        bad += (int8_t)(uint8_t)(hi >> (8 * b)) != 16 * (q2[c + 16] - 8);
+                        seen2[q2[c]]++;
+                    }
+                }
+    CHECK(bad == 0);
+    for (int v = 0; v < 16; ++v) CHECK(seen2[v] > 0);
     return check_finish("cuda_pack");
 }

@@ -103,6 +103,18 @@ int assay_cuda_gemm_int4g128_st(const void *x_bf16_or_f16, const uint8_t *w_pack
 void assay_cuda_int4_pack_wn(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 int assay_cuda_gemm_int4g128_wn(const void *x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+/* Lab INT4 GEMM on the integer wgmma (version 160, round 23): X as 16-bit integers in two signed byte limbs with
+ * per-(token, group) scales, converted beforehand by assay_cuda_quant_x_i16 (xq, xs as there), times the weights
+ * packed by assay_cuda_int4_pack_wi8 (16 (q - 8) as signed bytes, wgmma m64nNk32 s8 with the limbs as the two halves
+ * of N); exact int32 group sums scaled once per group. N % 128 == 0, K % 256 == 0, m <= 16, compute capability 9.x. */
+void assay_cuda_int4_pack_wi8(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
+/* Version 161 (the lab variant): the same GEMM on X quantized with one scale per token (xs = max |x| over the token /
+ * 32639, written into each of the token's k / 128 slots of xs), converted by assay_cuda_quant_x_i16_token. */
+int assay_cuda_quant_x_i16_token(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
+                                 assay_cuda_stream stream);
+int assay_cuda_gemm_int4g128_wi8(const int8_t *xq, const float *xs, const uint8_t *w_packed,
+                                 const uint16_t *scales_f16, void *y_bf16, int32_t m, int32_t n, int32_t k,
+                                 assay_cuda_stream stream);
 /* Lab INT4 GEMM on the integer tensor cores (versions 115-120, round 18; 119 unless the lab variant picks another):
  * X (bf16, or f16 with x_f16) is first turned
  * into 16-bit integers per token and 128-column group (scale = max |x| / 32639, two signed byte limbs hi * 256 + lo),

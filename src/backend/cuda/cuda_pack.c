@@ -87,6 +87,25 @@ void assay_cuda_int4_pack_wn(const uint8_t *q, int32_t n, int32_t k, uint8_t *ou
     pack_stage_blocks(q, n, k, out, word_wn);
 }
 
+/* Layout (gemm_decode_tma.cu, lab version 160: the integer wgmma m64nNk32 s8 with the weights as the register A
+ * operand): the stage-by-stage block order of assay_cuda_int4_pack_wn, but word w of lane (g, t) serves k32 step w
+ * of the group, and its byte b holds in its low nibble the two's-complement nibble of q - 8 of column 32w + 4t + b
+ * and in its high nibble that of column 32w + 16 + 4t + b. So (word << 4) & 0xF0F0F0F0 and word & 0xF0F0F0F0 are
+ * 16 (q - 8) as signed bytes of columns 4t + [0, 4) and 16 + 4t + [0, 4) of the step: A registers 0 and 2 (rows g)
+ * or 1 and 3 (rows g + 8) of the s8 wgmma fragment, 3 instructions per 8 weights. */
+static uint32_t word_wi8(const uint8_t *row, int t, int w) {
+    uint32_t word = 0;
+    for (int b = 0; b < 4; ++b) {
+        word |= (uint32_t)(((row[32 * w + 4 * t + b] & 15) - 8) & 15) << (8 * b);
+        word |= (uint32_t)(((row[32 * w + 16 + 4 * t + b] & 15) - 8) & 15) << (8 * b + 4);
+    }
+    return word;
+}
+
+void assay_cuda_int4_pack_wi8(const uint8_t *q, int32_t n, int32_t k, uint8_t *out) {
+    pack_stage_blocks(q, n, k, out, word_wi8);
+}
+
 /* Layout (gemm_decode_tma.cu, v5): for each 128-row tile nb, each 64-column chunk kc and each of its 16 8-row
  * tiles nt, a 512-byte block at ((nb * (k/64) + kc) * 16 + nt) * 512. Lane (g, t) = 4g + t owns bytes
  * [16*lane, 16*lane + 16): row nb*128 + nt*8 + g, columns kc*64 + 16t + [0, 16), in order. One pipeline stage

@@ -655,15 +655,15 @@ static int quant_x_entry(const char *name, int bytes, const void *x, int x_f16, 
 
 static int int8_mma_gemm_entry(const char *name, int ver, const int8_t *xq, const float *xs, const uint8_t *wp,
                                const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
-                               assay_cuda_stream stream) {
+                               assay_cuda_stream stream, int pack = 4) {
     if (!xq || !xs || !wp || !scales || !y) return assay_cuda_fail("%s: null pointer argument", name);
     if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
         return assay_cuda_fail("%s: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", name, m, n, k);
     if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
         return assay_cuda_fail("%s: xq needs 16-byte and xs 4-byte alignment", name);
-    int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, 4, xs);
+    int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, pack, xs);
     if (rc < 0) return -1;
-    if (rc == 0) return assay_cuda_fail("%s: needs a compute capability 9.0 device", name);
+    if (rc == 0) return assay_cuda_fail("%s: needs a compute capability %s device", name, pack == 4 ? "9.0" : "9.x (wgmma)");
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }
@@ -701,6 +701,29 @@ extern "C" int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, 
     const int v = g_gemm_variant;
     const int ver = v == 115 || v == 116 ? 115 : v == 117 || v == 118 || v == 125 ? v : 119;  // (116 / 120: 115's / 119's GEMM)
     return int8_mma_gemm_entry("gemm_int4g128_xi16", ver, xq, xs, wp, scales, y, m, n, k, stream);
+}
+
+// The integer wgmma GEMM on X converted by assay_cuda_quant_x_i16 (lab version 160) or assay_cuda_quant_x_i16_token
+// (161, by the lab variant), weights by assay_cuda_int4_pack_wi8.
+extern "C" int assay_cuda_gemm_int4g128_wi8(const int8_t *xq, const float *xs, const uint8_t *wp,
+                                            const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
+                                            assay_cuda_stream stream) {
+    const int ver = g_gemm_variant == 161 ? 161 : 160;
+    return int8_mma_gemm_entry("gemm_int4g128_wi8", ver, xq, xs, wp, scales, y, m, n, k, stream, 6);
+}
+
+int launch_quant_x_tokens(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream);
+
+// X to 16-bit integers with one scale per token (lab version 161).
+extern "C" int assay_cuda_quant_x_i16_token(const void *x, int x_f16, int8_t *xq, float *xs, int32_t m, int32_t k,
+                                            assay_cuda_stream stream) {
+    if (!x || !xq || !xs) return assay_cuda_fail("quant_x_i16_token: null pointer argument");
+    if (m < 1 || k <= 0 || k % 256) return assay_cuda_fail("quant_x_i16_token: shape m=%d k=%d (need m>=1, k%%256==0)", m, k);
+    if ((uintptr_t)x % 2 || (uintptr_t)xq % 4 || (uintptr_t)xs % 4)
+        return assay_cuda_fail("quant_x_i16_token: x needs 2-byte, xq and xs 4-byte alignment");
+    if (launch_quant_x_tokens(x, x_f16 != 0, xq, xs, m, k, (cudaStream_t)stream) < 0) return -1;
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
 }
 
 extern "C" int assay_cuda_gemm_int4g128_i8(const void *x, int x_f16, const uint8_t *wp, const uint16_t *scales,

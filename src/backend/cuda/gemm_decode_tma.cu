@@ -2120,6 +2120,256 @@ int launch_wgl(const V4Params &p0, int splits, cudaStream_t stream) {
     return launch_split_k<gemm_int4_wgl<M16, D64>>(p0, splits, V4_BN, 256, WFCfg::SMEM, true, stream);
 }
 
+// ---- lab version 160 (round 23): 156 on the integer wgmma, X as 16-bit integers in two signed byte limbs ----
+// Why (dev/cuda/NOTES.md, round 23): 156's stage loop spends 144 of its ~296 instructions per warp-stage on the f16
+// dequantization (9 per 8 weights), and each of its 16 m64nNk16 wgmma per warpgroup-stage has a fixed cost of
+// ~10-12 cycles whatever N. As signed bytes 16 (q - 8) (nibbles stored as q - 8 by assay_cuda_int4_pack_wi8) the
+// weights take 3 instructions per 8 (SHF + 2 LOP3), and one m64nNk32 s8 wgmma covers 32 K columns. X arrives as
+// quant_x_groups' 16-bit integers q = 256 hi + lo with per-(token, group) scales (2 bytes per element, as f16 X;
+// converted beforehand, by the kernel that produces X in an engine). The limbs take the two halves of the wgmma's
+// N: rows [0, NT) of the B tile are the tokens' hi limbs, rows [NT, 2 NT) their lo limbs, so each thread's
+// accumulators hold both limbs of the same (row, token) pairs; 256 hi + lo is exact in int32 (|hi sum| <= 2^21 per
+// group) and is converted and scaled once per group (the weights' f16 scale times X's group scale). Otherwise 156:
+// the same ring of 4 stages of 256 K columns, loader, PDL, split-K pair push and epilogue.
+struct WI8Cfg {
+    static constexpr int KC = 256, STAGES = 4, BN = V4_BN;
+    // X limb boxes (2 of 128 K columns: 2 NT rows of 128 bytes), weights, weight group scales, X group scales
+    static constexpr int XOFF = 0, WOFF = 8192, SOFF = WOFF + BN * KC / 2, XSOFF = SOFF + 2 * BN * 2;
+    static constexpr int STAGE = (XSOFF + 16 * 8 + 1023) / 1024 * 1024;
+    static constexpr int RECV = 16 * (BN / 2) * 4;
+    static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 16;
+    static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
+    static_assert(16 * (BN + 4) * 4 <= STAGES * STAGE, "the reduction buffer reuses the stages");
+};
+
+__device__ __forceinline__ void cp8(uint32_t dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
+}
+
+// D[64 x N] (+)= A[64 x 32] (signed bytes in registers) * B[32 x N] (signed bytes, K-major in shared memory), int32;
+// acc = 0 overwrites D.
+template <int N>
+__device__ __forceinline__ void wg_mma_s8_rs(int *d, const uint32_t *a, uint64_t db, int acc) {
+#ifdef ASSAY_SM90A
+    if constexpr (N == 32)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
+                     "%11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p;\n}\n"
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+                       "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]),
+                       "+r"(d[15])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, "
+                     "%11}, %12, p;\n}\n"
+                     : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+#else
+    __trap();
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void reg_fence_i(int *r) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// Per-thread copies of one stage (256 threads): weights and weight scales as WLLoader; X: token r = tid / 32 (and
+// r + 8), chunk c = tid % 32 of the token's 512-byte stage run ([hi 256][lo 256]), into limb c / 16's row limb * NT
+// + r of box (c % 16) / 8, chunk (c % 8) ^ r (128-byte swizzle); X's group scales: threads 32 .. 32 + m - 1, 8 bytes
+// (the stage's two groups) of token tid - 32 (not with PERTOK: the kernel reads one scale per token at its end).
+template <bool M16, bool PERTOK>
+struct WI8Loader {
+    static constexpr int NT = M16 ? 16 : 8, BOXB = 2 * NT * 128;
+    uint32_t wo, so, xo, xso;       // byte offsets of the thread's stage-0 chunks
+    uint32_t wdst, sdst, xdst, xsdst;
+    int xrows, xsl;
+    __device__ __forceinline__ WI8Loader(const V4Params &p, int kbase) {
+        using C = WI8Cfg;
+        const int tid = threadIdx.x;
+        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
+        wdst = C::WOFF + tid * 16;
+        const int gi = (tid >> 4) & 1, s16 = tid & 15;
+        so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
+        sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
+        const int r = tid >> 5, c = tid & 31, limb = c >> 4, kc = c & 15;
+        xo = (uint32_t)(r * 2 * p.k + (kbase / C::KC) * 512 + c * 16);
+        xdst = C::XOFF + (kc >> 3) * BOXB + (limb * NT + r) * 128 + (((kc & 7) ^ r) << 4);
+        xrows = r < p.m ? (r + 8 < p.m ? 2 : 1) : 0;
+        const int tok = tid - 32;
+        xsl = tok >= 0 && tok < p.m;
+        xso = (uint32_t)(max(tok, 0) * (p.k / 128) + kbase / 128) * 4;
+        xsdst = C::XSOFF + max(tok, 0) * 8;
+        wo = opaque_u32(wo); so = opaque_u32(so); xo = opaque_u32(xo); xso = opaque_u32(xso);
+        wdst = opaque_u32(wdst); sdst = opaque_u32(sdst); xdst = opaque_u32(xdst); xsdst = opaque_u32(xsdst);
+        xrows = (int)opaque_u32((uint32_t)xrows);
+    }
+    // PART 1: weights and their scales, 2: X and its scales, 0: both
+    template <int PART>
+    __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
+        using C = WI8Cfg;
+        if (PART != 2) {
+            const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
+#pragma unroll
+            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
+            if (threadIdx.x < 32)
+                cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
+        }
+        if (PART != 1) {
+            const uint8_t *src = reinterpret_cast<const uint8_t *>(p.x) + (xo + (uint32_t)s * 512);
+            if (xrows > 0) cp16(base + xdst, src);
+            if (M16 && xrows > 1) cp16(base + xdst + 1024, src + (size_t)16 * p.k);  // token r + 8: 8 rows on
+            if (!PERTOK && xsl) cp8(base + xsdst, reinterpret_cast<const uint8_t *>(p.xs) + (xso + (uint32_t)s * 8));
+        }
+    }
+};
+
+// PERTOK (v161): X quantized with one scale per token (quant_x_tokens, the same scale in each of the token's group
+// slots): the group sums are scaled by the weights' scales alone and the token's scale is applied once at the end.
+template <bool M16, bool PERTOK>
+__global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
+#ifdef ASSAY_SM90A
+    using C = WI8Cfg;
+    using L = WI8Loader<M16, PERTOK>;
+    constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC;
+    constexpr int NT = L::NT, N = 2 * NT, ND = N / 2, NA = NT / 2, NJ = NT / 8;  // ND: int32 sums per thread and group
+    extern __shared__ uint8_t sm_raw[];
+    uint8_t *sm = sm_raw + ((1024 - (smem_u32(sm_raw) & 1023)) & 1023);
+    const uint32_t sbase = smem_u32(sm);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int row0 = 16 * warp;
+    const int n0 = blockIdx.x * BN, split = blockIdx.y, kbase = split * p.kper, nst = p.kper / KC;
+    const PairRecv recv = {sm + STAGES * STAGE, reinterpret_cast<uint64_t *>(sm + STAGES * STAGE + C::RECV)};
+    const bool push2 = p.splits == 2;
+    if (push2) cluster_pair_push_begin<2, BN>(recv, p.m);
+    const L ld(p, kbase);
+
+    float acc[NA];
+    int dg[2][ND];
+#pragma unroll
+    for (int i = 0; i < NA; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) ld.template load<1>(p, sbase + s * STAGE, s);
+        cp_async_commit();
+    }
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < nst) ld.template load<2>(p, sbase + s * STAGE, s);
+        cp_async_commit();
+    }
+    if (nst <= STAGES - 1) pdl_launch_dependents();
+
+    const int wofs = (int)opaque_u32(C::WOFF + (row0 / 8) * 1024 + lane * 16);
+    const uint32_t xhi = (1024 >> 4) | (1u << 30);  // descriptor high word: 1024-byte row-group stride, 128-byte swizzle
+    uint32_t a[2][4][4];  // the A fragments of the stage's 8 k32 steps
+
+    for (int st = 0; st < nst; ++st) {
+        const int slot = st % STAGES;
+        const uint8_t *stg = sm + slot * STAGE;
+        cp_async_wait<STAGES - 2>();
+        fence_proxy_async();
+        __syncthreads();
+        const uint32_t xlo = (((sbase + slot * STAGE + C::XOFF) & 0x3FFFF) >> 4) | (1u << 16);
+        uint64_t xdesc;
+        asm("mov.b64 %0, {%1, %2};" : "=l"(xdesc) : "r"(xlo), "r"(xhi));
+#pragma unroll
+        for (int gr = 0; gr < 2; ++gr) {
+            const uint4 u4 = *reinterpret_cast<const uint4 *>(stg + wofs + gr * 512);
+            const uint4 v4 = *reinterpret_cast<const uint4 *>(stg + wofs + 1024 + gr * 512);
+            const uint32_t uw[4] = {u4.x, u4.y, u4.z, u4.w}, vw[4] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                a[gr][q][0] = (uw[q] << 4) & 0xF0F0F0F0u;  // rows g, columns 4t + [0, 4) of k32 step q
+                a[gr][q][1] = (vw[q] << 4) & 0xF0F0F0F0u;  // rows g + 8
+                a[gr][q][2] = uw[q] & 0xF0F0F0F0u;         // rows g, columns 16 + 4t + [0, 4)
+                a[gr][q][3] = vw[q] & 0xF0F0F0F0u;
+                if (q % 2 == 1) {  // a batch of 2 k32 steps: the K of 156's batches of 4 k16
+                    wgmma_fence();
+#pragma unroll
+                    for (int b = q - 1; b <= q; ++b) {
+                        const int kk = 4 * gr + b;  // k32 step of the stage: box kk / 4, 32-byte column kk % 4
+                        const uint32_t step = ((kk >> 2) * L::BOXB + (kk & 3) * 32) >> 4;
+                        wg_mma_s8_rs<N>(dg[gr], a[gr][b], xdesc + step, b > 0);
+                    }
+                }
+            }
+            wgmma_commit();
+        }
+        {
+            const int nx = st + STAGES - 1;
+            if (nx < nst) ld.template load<0>(p, sbase + (nx % STAGES) * STAGE, nx);
+            cp_async_commit();
+            if (nx == nst - 1) pdl_launch_dependents();
+        }
+        // group gr's sums: dg[gr][4 j + e] (j < NJ) the hi limbs and dg[gr][4 (j + NJ) + e] the lo limbs of row
+        // row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1); scaled by the rows' weight scales times the tokens'
+        // X scales ([token][group] floats in the stage: one 16-byte read holds tokens 8 j + 2 t and + 1)
+        float4 xs4[NJ];  // {token 8 j + 2 t: group 0, group 1; token + 1: group 0, group 1}
+        auto apply = [&](int gr) {
+            const __half *sp = reinterpret_cast<const __half *>(stg + C::SOFF) + gr * BN + row0 + g;
+            const float sw[2] = {__half2float(sp[0]), __half2float(sp[8])};
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) {
+                if (!PERTOK && gr == 0)  // one 16-byte read for both groups (as plain float4 reads, ptxas split them)
+                    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=f"(xs4[j].x), "=f"(xs4[j].y), "=f"(xs4[j].z), "=f"(xs4[j].w)
+                                 : "r"(sbase + slot * STAGE + C::XSOFF + (8 * j + 2 * t) * 8));
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int v = dg[gr][4 * j + e] * 256 + dg[gr][4 * (j + NJ) + e];
+                    const float sx = (e & 1) ? (gr ? xs4[j].w : xs4[j].z) : (gr ? xs4[j].y : xs4[j].x);
+                    acc[4 * j + e] = fmaf((float)v, PERTOK ? sw[e >> 1] : sw[e >> 1] * sx, acc[4 * j + e]);
+                }
+            }
+        };
+        wgmma_wait<1>();
+        reg_fence_i<ND>(dg[0]);
+        apply(0);
+        wgmma_wait<0>();
+        reg_fence_i<ND>(dg[1]);
+        apply(1);
+    }
+    if (PERTOK)  // the tokens' scales (slot 0 of each token's groups)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int tok = 8 * j + 2 * t + (e & 1);
+                acc[4 * j + e] *= tok < p.m ? __ldg(p.xs + (size_t)tok * (p.k / 128)) : 0.f;
+            }
+    cp_async_wait<0>();
+    __syncthreads();
+    // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
+    constexpr int BNP = BN + 4;
+    float *wred = reinterpret_cast<float *>(sm);  // [16 tokens][BNP]
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
+    __syncthreads();
+    auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
+    if (push2) {
+        cluster_pair_push_store<BN, NTH, 2>(
+            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
+        return;
+    }
+    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
+        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
+#else
+    __trap();
+#endif
+}
+
+template <bool M16, bool PERTOK>
+int launch_wi8(const V4Params &p0, int splits, cudaStream_t stream) {
+    if (splits > 2) splits = p0.k % (2 * WI8Cfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
+    return launch_split_k<gemm_int4_wi8<M16, PERTOK>>(p0, splits, V4_BN, 256, WI8Cfg::SMEM, true, stream);
+}
+
 
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
 // Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
@@ -2472,6 +2722,52 @@ __global__ void __launch_bounds__(256) quant_x_groups(const uint16_t *x, int8_t 
     }
 }
 
+// X (bf16 or f16) [m][k] -> 16-bit integers with one scale per token (lab version 161): q = rint(x / xs), xs = max
+// |x| over the token / 32639, in quant_x_groups' two-limb layout, the scale written into each of the token's k / 128
+// group slots (so the [m][k / 128] scale array keeps its shape). One CTA per token; a NaN or inf makes the scale NaN.
+template <bool F16>
+__global__ void __launch_bounds__(256) quant_x_tokens(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
+    constexpr float QMAX = 32639.f;
+    __shared__ float red[8];
+    __shared__ int bad[8];
+    const int tok = blockIdx.x, tid = threadIdx.x;
+    pdl_launch_dependents();
+    pdl_wait();
+    const uint16_t *xr = x + (size_t)tok * k;
+    auto val = [&](int i) { return F16 ? __half2float(__ushort_as_half(xr[i])) : __uint_as_float((uint32_t)xr[i] << 16); };
+    float amax = 0.f;
+    int nonfinite = 0;
+    for (int i = tid; i < k; i += 256) {
+        const float a = fabsf(val(i));
+        nonfinite |= !(a <= FLT_MAX);
+        amax = fmaxf(amax, a);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    nonfinite = __any_sync(0xffffffffu, nonfinite);
+    if ((tid & 31) == 0) { red[tid >> 5] = amax; bad[tid >> 5] = nonfinite; }
+    __syncthreads();
+    amax = 0.f;
+    nonfinite = 0;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) { amax = fmaxf(amax, red[w]); nonfinite |= bad[w]; }
+    const float inv = !nonfinite && amax > 0.f ? QMAX / amax : 0.f;
+    for (int i = 4 * tid; i < k; i += 1024) {  // 4 columns per thread and step, within one 256-column run
+        uint32_t hi = 0, lo = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int q = min(max(__float2int_rn(val(i + e) * inv), -32639), 32639), qh = (q + 128) >> 8, ql = q - 256 * qh;
+            hi |= (uint32_t)(qh & 255) << (8 * e);
+            lo |= (uint32_t)(ql & 255) << (8 * e);
+        }
+        int8_t *dst = xq + (size_t)tok * 2 * k + (i >> 8) * 512 + (i & 255);
+        *reinterpret_cast<uint32_t *>(dst) = hi;
+        *reinterpret_cast<uint32_t *>(dst + 256) = lo;
+    }
+    const float sc = nonfinite ? __int_as_float(0x7fc00000) : amax / QMAX;
+    for (int gr = tid; gr < k / 128; gr += 256) xs[(size_t)tok * (k / 128) + gr] = sc;
+}
+
 // The versions of gemm_decode_v5 on the integer tensor cores (I8: weights packed by assay_cuda_int4_pack_i8, X as
 // integers with per-group scales xs): 115-119 (X in two byte limbs), 121 / 123 (W4A8, one byte), 125 (two limbs, XZ)
 constexpr bool int8_mma_version(int v) { return (v >= 115 && v <= 119) || v == 121 || v == 123 || v == 125; }
@@ -2569,8 +2865,10 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 4 = int4_pack_i8 (115, with X as 16-bit integers and their scales xs from quant_x_groups), 5 = int4_pack_wn
     // (the wgmma versions 134 and 156; f16 X)
     const bool wn = int4 && (ver == 134 || ver == 156);
+    // 6 = int4_pack_wi8 (the integer wgmma versions 160 / 161, X as 16-bit integers and their scales xs)
+    const bool wi8 = int4 && (ver == 160 || ver == 161);
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
-                 int4 && int8_mma_version(ver) ? 4 : wn ? 5 : 0)) return 0;
+                 int4 && int8_mma_version(ver) ? 4 : wn ? 5 : wi8 ? 6 : 0)) return 0;
     if (st) {
         if (!g_v4_ok || n % StCfg::BN || k % StCfg::KC || m > 16) return 0;
         V4Params q = {(const __nv_bfloat16 *)x, w, col_scale, (const __half *)gscale, (__nv_bfloat16 *)y, m, n, k, 0, 0};
@@ -2584,7 +2882,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
     if (ver == 45) return launch_read_probe(w, int4 ? (size_t)n * k / 2 : (size_t)n * k, y, stream) < 0 ? -1 : 1;
     const bool small = (ver >= 10 && ver <= 12) || (ver >= 31 && ver <= 37 && ver != 33 && ver != 34) || ver == 72 ||
-                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || int8_mma_version(ver))) || wn;  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
+                       ver == 73 || (int4 && ((ver >= 74 && ver <= 90) || ver == 104 || ver == 107 || int8_mma_version(ver))) || wn || wi8;  // (85-88: gemm_int4_wgr, 256 too)  // (74: 256 K columns per stage, one CTA per SM)
     const int kc = (small || (ver >= 17 && ver <= 19)) ? (int4 ? 256 : 128) : (int4 ? 512 : 256);
     const int bn = ver >= 17 && ver <= 19 ? 256 : V4_BN;
     if (!g_v4_ok || n % bn || k % kc) return 0;
@@ -2606,7 +2904,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // 448 CTAs of 8 / 16 stages instead of 224 of 32, two per SM at a time), so that the per-SM work evens out
     // (with 224 CTAs, 92 SMs run two and 40 run one)
     // 85-88 (round 13, gemm_int4_wgr) take 84's splits
-    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || int8_mma_version(ver) || wn) && tiles > sms) {
+    if ((ver == 83 || (ver >= 84 && ver <= 90) || ver == 104 || ver == 107 || int8_mma_version(ver) || wn || wi8) && tiles > sms) {
         const int s = ver == 83 ? 4 : 2;  // (85-90: 2)
         if (k % (kc * s) == 0) splits = s;
     }
@@ -2693,6 +2991,8 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 125: if (!int4 || !xs) return 0; rc = V45_LAUNCH4(125); break;
     case 134: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true>(p, splits, stream) : launch_wgl<false>(p, splits, stream); break;
     case 156: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
+    case 160: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, false>(p, splits, stream) : launch_wi8<false, false>(p, splits, stream); break;
+    case 161: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, true>(p, splits, stream) : launch_wi8<false, true>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
@@ -2738,6 +3038,14 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     }
 #undef V45_LAUNCH
     return rc < 0 ? -1 : 1;
+}
+
+// X to 16-bit integers with one scale per token (quant_x_tokens, lab version 161); k % 256 == 0.
+int launch_quant_x_tokens(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
+    SplitKLaunch launch(dim3(m, 1, 1), 256, 0, stream, true);
+    auto kern = f16 ? quant_x_tokens<true> : quant_x_tokens<false>;
+    ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, (const uint16_t *)x, xq, xs, m, k));
+    return 0;
 }
 
 // The integer-mma GEMMs' X conversion (quant_x_groups), bytes = 2 or 1 per element; k % 256 == 0.
