@@ -544,6 +544,7 @@ typedef struct gemm_ctx {
     int xi16;                /* 116 / 120: assay_cuda_gemm_int4g128_xi16 on the X converted once at the case's start */
     void *dws_tok;           /* 161: X as 16-bit integers with one scale per token (assay_cuda_quant_x_i16_token) */
     int xtok;                /* 161: the integer wgmma GEMM reads dws_tok */
+    int conv;                /* 163 / 164: X converted again in each call, in front of the GEMM (the chain's cost) */
     void *dws8;              /* W4A8 (121-124): X as signed bytes and their scales (assay_cuda_quant_x_i8) */
     int a8;                  /* 1: 121 / 123 = assay_cuda_gemm_int4g128_xi8 on the X converted once; 2: 122 / 124 = the w4a8 entry */
     float *dscale[8];
@@ -567,6 +568,9 @@ static void gemm_fn(void *ctx, int it) {
     else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwi8[c]) { /* 160 / 161: the integer wgmma GEMM on the X converted once at the case's start */
         int8_t *xq = g->xtok ? g->dws_tok : g->dws;
+        float *xs = (float *)(xq + (size_t)g->m * g->k * 2);
+        if (g->conv && g->xtok) KCALL(assay_cuda_quant_x_i16_token(g->dx, 0, xq, xs, g->m, g->k, NULL));
+        else if (g->conv) KCALL(assay_cuda_quant_x_i16(g->dx, 0, xq, xs, g->m, g->k, NULL));
         KCALL(assay_cuda_gemm_int4g128_wi8(xq, (const float *)(xq + (size_t)g->m * g->k * 2), g->dwi8[c], g->dgs[c], g->dy,
                                            g->m, g->n, g->k, NULL));
     } else if (g->di8[c] && g->a8) {
@@ -751,11 +755,12 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
      * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it;
      * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots; 160 = the integer wgmma GEMM
      * (assay_cuda_gemm_int4g128_wi8) on the same converted X, 161 = 160 on X with one scale per token
-     * (assay_cuda_quant_x_i16_token); both validated against the product on the unquantized X */
+     * (assay_cuda_quant_x_i16_token), 162 = 161 with the weight copies at immediate offsets, 163 / 164 = 160 / 162 with the
+     * conversion launched in front of each call; all validated against the product on the unquantized X */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156, 160, 161};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156, 160, 161, 162, 163, 164};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -769,13 +774,13 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (((variant >= 38 && variant <= 42) || variant == 52 || variant == 56 || variant == 59 || variant == 64 || variant == 67) &&
         which == 1) continue; /* fp8 only */
     if ((variant == 43 || variant == 46 || variant == 60 || variant == 63 || variant == 65 || (variant >= 68 && variant <= 90) ||
-         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 125) || variant == 160 || variant == 161) &&
+         variant_st(variant) || variant_f16x(variant) || (variant >= 115 && variant <= 125) || (variant >= 160 && variant <= 164)) &&
         which == 0) continue; /* int4 only */
     if ((variant == 30 || variant == 32 || variant == 33) && !packwa) continue;
     if (variant_st(variant) && !packst) continue;
     if (variant_wn(variant) && !packwn) continue;
     if (variant >= 115 && variant <= 125 && !packi8) continue;
-    if ((variant == 160 || variant == 161) && !packwi8) continue;
+    if (variant >= 160 && variant <= 164 && !packwi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
     /* 104 (the f16-X entry) and 123 / 124 (the W4A8 entries' default, on converted X / with the conversion) run with
@@ -791,11 +796,12 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         g.dst[c] = which == 1 && variant_st(variant) ? saved_st[c] : NULL;
         g.dwn[c] = which == 1 && variant_wn(variant) ? saved_wn[c] : NULL;
         g.di8[c] = which == 1 && variant >= 115 && variant <= 125 ? saved_i8[c] : NULL;
-        g.dwi8[c] = which == 1 && (variant == 160 || variant == 161) ? saved_wi8[c] : NULL;
+        g.dwi8[c] = which == 1 && variant >= 160 && variant <= 164 ? saved_wi8[c] : NULL;
     }
     g.f16x = which == 1 && variant_f16x(variant);
     g.xi16 = which == 1 && (variant == 116 || variant == 120 || variant == 125);
-    g.xtok = which == 1 && variant == 161;
+    g.xtok = which == 1 && (variant == 161 || variant == 162 || variant == 164);
+    g.conv = which == 1 && (variant == 163 || variant == 164);
     g.a8 = which == 1 && (variant == 121 || variant == 123) ? 1 : which == 1 && (variant == 122 || variant == 124) ? 2 : 0;
     assay_cuda_lab_set_gemm_variant(variant);
     CK(cudaMemset(g.dy, 0xFF, (size_t)m * n * 2));
@@ -849,7 +855,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i16", shape, us, 0.0, 4.0 * m * k + 4.0 * m * (k / 128));
     }
-    if (bench && g.dws_tok && gemm_variant_selected(which, 161)) { /* 161's per-token conversion, timed on its own */
+    if (bench && g.dws_tok && (gemm_variant_selected(which, 161) || gemm_variant_selected(which, 162))) { /* 161's per-token conversion, timed on its own */
         char shape[96];
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i16_token", shape, lab_time_us(quant_x_i16_token_fn, &g, 20, 9), 0.0,

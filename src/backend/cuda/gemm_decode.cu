@@ -708,7 +708,9 @@ extern "C" int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, 
 extern "C" int assay_cuda_gemm_int4g128_wi8(const int8_t *xq, const float *xs, const uint8_t *wp,
                                             const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
                                             assay_cuda_stream stream) {
-    const int ver = g_gemm_variant == 161 ? 161 : 160;
+    // 162: 161 + immediate offsets; the lab's 163 / 164 time 160 / 162 with X's conversion launched in front
+    const int v = g_gemm_variant;
+    const int ver = v == 161 || v == 162 ? v : v == 164 ? 162 : 160;
     return int8_mma_gemm_entry("gemm_int4g128_wi8", ver, xq, xs, wp, scales, y, m, n, k, stream, 6);
 }
 
@@ -719,8 +721,8 @@ extern "C" int assay_cuda_quant_x_i16_token(const void *x, int x_f16, int8_t *xq
                                             assay_cuda_stream stream) {
     if (!x || !xq || !xs) return assay_cuda_fail("quant_x_i16_token: null pointer argument");
     if (m < 1 || k <= 0 || k % 256) return assay_cuda_fail("quant_x_i16_token: shape m=%d k=%d (need m>=1, k%%256==0)", m, k);
-    if ((uintptr_t)x % 2 || (uintptr_t)xq % 4 || (uintptr_t)xs % 4)
-        return assay_cuda_fail("quant_x_i16_token: x needs 2-byte, xq and xs 4-byte alignment");
+    if ((uintptr_t)x % 8 || (uintptr_t)xq % 4 || (uintptr_t)xs % 4)
+        return assay_cuda_fail("quant_x_i16_token: x needs 8-byte, xq and xs 4-byte alignment");
     if (launch_quant_x_tokens(x, x_f16 != 0, xq, xs, m, k, (cudaStream_t)stream) < 0) return -1;
     ASSAY_CUDA_LAUNCHED();
     return 0;

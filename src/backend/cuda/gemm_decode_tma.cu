@@ -2139,11 +2139,19 @@ struct WI8Cfg {
     static constexpr int RECV = 16 * (BN / 2) * 4;
     static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 16;
     static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
+    static_assert(XOFF + 2 * 32 * 128 <= WOFF, "two limb boxes of up to 32 rows of 128 bytes before the weights");
     static_assert(16 * (BN + 4) * 4 <= STAGES * STAGE, "the reduction buffer reuses the stages");
 };
 
 __device__ __forceinline__ void cp8(uint32_t dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
+}
+
+// cp16 at a constant byte offset OFF from both addresses, written into the instruction's address operands (from
+// src + OFF ptxas computed each copy's 64-bit address with its own IADD3 + IMAD.X)
+template <int OFF>
+__device__ __forceinline__ void cp16_at(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%2], 16;\n" ::"r"(dst), "l"(src), "n"(OFF));
 }
 
 // D[64 x N] (+)= A[64 x 32] (signed bytes in registers) * B[32 x N] (signed bytes, K-major in shared memory), int32;
@@ -2180,7 +2188,7 @@ __device__ __forceinline__ void reg_fence_i(int *r) {
 // r + 8), chunk c = tid % 32 of the token's 512-byte stage run ([hi 256][lo 256]), into limb c / 16's row limb * NT
 // + r of box (c % 16) / 8, chunk (c % 8) ^ r (128-byte swizzle); X's group scales: threads 32 .. 32 + m - 1, 8 bytes
 // (the stage's two groups) of token tid - 32 (not with PERTOK: the kernel reads one scale per token at its end).
-template <bool M16, bool PERTOK>
+template <bool M16, bool PERTOK, bool IMM = false>
 struct WI8Loader {
     static constexpr int NT = M16 ? 16 : 8, BOXB = 2 * NT * 128;
     uint32_t wo, so, xo, xso;       // byte offsets of the thread's stage-0 chunks
@@ -2212,8 +2220,15 @@ struct WI8Loader {
         using C = WI8Cfg;
         if (PART != 2) {
             const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
+            if (IMM) {
+                cp16_at<0>(base + wdst, src);
+                cp16_at<4096>(base + wdst, src);
+                cp16_at<8192>(base + wdst, src);
+                cp16_at<12288>(base + wdst, src);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
+                for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
+            }
             if (threadIdx.x < 32)
                 cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
         }
@@ -2228,11 +2243,12 @@ struct WI8Loader {
 
 // PERTOK (v161): X quantized with one scale per token (quant_x_tokens, the same scale in each of the token's group
 // slots): the group sums are scaled by the weights' scales alone and the token's scale is applied once at the end.
-template <bool M16, bool PERTOK>
+// IMM (v162): the weight copies at immediate offsets (cp16_at).
+template <bool M16, bool PERTOK, bool IMM = false>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WI8Cfg;
-    using L = WI8Loader<M16, PERTOK>;
+    using L = WI8Loader<M16, PERTOK, IMM>;
     constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC;
     constexpr int NT = L::NT, N = 2 * NT, ND = N / 2, NA = NT / 2, NJ = NT / 8;  // ND: int32 sums per thread and group
     extern __shared__ uint8_t sm_raw[];
@@ -2364,10 +2380,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
 #endif
 }
 
-template <bool M16, bool PERTOK>
+template <bool M16, bool PERTOK, bool IMM = false>
 int launch_wi8(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WI8Cfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wi8<M16, PERTOK>>(p0, splits, V4_BN, 256, WI8Cfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wi8<M16, PERTOK, IMM>>(p0, splits, V4_BN, 256, WI8Cfg::SMEM, true, stream);
 }
 
 
@@ -2724,23 +2740,43 @@ __global__ void __launch_bounds__(256) quant_x_groups(const uint16_t *x, int8_t 
 
 // X (bf16 or f16) [m][k] -> 16-bit integers with one scale per token (lab version 161): q = rint(x / xs), xs = max
 // |x| over the token / 32639, in quant_x_groups' two-limb layout, the scale written into each of the token's k / 128
-// group slots (so the [m][k / 128] scale array keeps its shape). One CTA per token; a NaN or inf makes the scale NaN.
+// group slots (so the [m][k / 128] scale array keeps its shape). One CTA of 1024 threads per token, 4 columns per
+// thread and step (8-byte loads; the second pass reads them again from L2); a NaN or inf makes the scale NaN.
 template <bool F16>
-__global__ void __launch_bounds__(256) quant_x_tokens(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
+__global__ void __launch_bounds__(1024) quant_x_tokens(const uint16_t *x, int8_t *xq, float *xs, int m, int k) {
     constexpr float QMAX = 32639.f;
-    __shared__ float red[8];
-    __shared__ int bad[8];
+    __shared__ float red[32];
+    __shared__ int bad[32];
     const int tok = blockIdx.x, tid = threadIdx.x;
     pdl_launch_dependents();
     pdl_wait();
     const uint16_t *xr = x + (size_t)tok * k;
-    auto val = [&](int i) { return F16 ? __half2float(__ushort_as_half(xr[i])) : __uint_as_float((uint32_t)xr[i] << 16); };
+    auto load4 = [&](int i, float *v) {
+        const uint2 raw = *reinterpret_cast<const uint2 *>(xr + i);
+        const uint32_t h[2] = {raw.x, raw.y};
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            if (F16) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&h[e]));
+                v[2 * e] = f.x; v[2 * e + 1] = f.y;
+            } else {
+                v[2 * e] = __uint_as_float(h[e] << 16);
+                v[2 * e + 1] = __uint_as_float(h[e] & 0xFFFF0000u);
+            }
+        }
+    };
     float amax = 0.f;
     int nonfinite = 0;
-    for (int i = tid; i < k; i += 256) {
-        const float a = fabsf(val(i));
-        nonfinite |= !(a <= FLT_MAX);
-        amax = fmaxf(amax, a);
+#pragma unroll 4
+    for (int i = 4 * tid; i < k; i += 4096) {
+        float v[4];
+        load4(i, v);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float a = fabsf(v[e]);
+            nonfinite |= !(a <= FLT_MAX);
+            amax = fmaxf(amax, a);
+        }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -2750,13 +2786,16 @@ __global__ void __launch_bounds__(256) quant_x_tokens(const uint16_t *x, int8_t 
     amax = 0.f;
     nonfinite = 0;
 #pragma unroll
-    for (int w = 0; w < 8; ++w) { amax = fmaxf(amax, red[w]); nonfinite |= bad[w]; }
+    for (int w = 0; w < 32; ++w) { amax = fmaxf(amax, red[w]); nonfinite |= bad[w]; }
     const float inv = !nonfinite && amax > 0.f ? QMAX / amax : 0.f;
-    for (int i = 4 * tid; i < k; i += 1024) {  // 4 columns per thread and step, within one 256-column run
+#pragma unroll 4
+    for (int i = 4 * tid; i < k; i += 4096) {  // 4 columns within one 256-column run
+        float v[4];
+        load4(i, v);
         uint32_t hi = 0, lo = 0;
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const int q = min(max(__float2int_rn(val(i + e) * inv), -32639), 32639), qh = (q + 128) >> 8, ql = q - 256 * qh;
+            const int q = min(max(__float2int_rn(v[e] * inv), -32639), 32639), qh = (q + 128) >> 8, ql = q - 256 * qh;
             hi |= (uint32_t)(qh & 255) << (8 * e);
             lo |= (uint32_t)(ql & 255) << (8 * e);
         }
@@ -2765,7 +2804,7 @@ __global__ void __launch_bounds__(256) quant_x_tokens(const uint16_t *x, int8_t 
         *reinterpret_cast<uint32_t *>(dst + 256) = lo;
     }
     const float sc = nonfinite ? __int_as_float(0x7fc00000) : amax / QMAX;
-    for (int gr = tid; gr < k / 128; gr += 256) xs[(size_t)tok * (k / 128) + gr] = sc;
+    for (int gr = tid; gr < k / 128; gr += 1024) xs[(size_t)tok * (k / 128) + gr] = sc;
 }
 
 // The versions of gemm_decode_v5 on the integer tensor cores (I8: weights packed by assay_cuda_int4_pack_i8, X as
@@ -2866,7 +2905,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // (the wgmma versions 134 and 156; f16 X)
     const bool wn = int4 && (ver == 134 || ver == 156);
     // 6 = int4_pack_wi8 (the integer wgmma versions 160 / 161, X as 16-bit integers and their scales xs)
-    const bool wi8 = int4 && (ver == 160 || ver == 161);
+    const bool wi8 = int4 && (ver == 160 || ver == 161 || ver == 162);
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : wi8 ? 6 : 0)) return 0;
     if (st) {
@@ -2993,6 +3032,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 156: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
     case 160: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, false>(p, splits, stream) : launch_wi8<false, false>(p, splits, stream); break;
     case 161: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, true>(p, splits, stream) : launch_wi8<false, true>(p, splits, stream); break;
+    case 162: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, true, true>(p, splits, stream) : launch_wi8<false, true, true>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
@@ -3042,7 +3082,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
 
 // X to 16-bit integers with one scale per token (quant_x_tokens, lab version 161); k % 256 == 0.
 int launch_quant_x_tokens(const void *x, bool f16, int8_t *xq, float *xs, int m, int k, cudaStream_t stream) {
-    SplitKLaunch launch(dim3(m, 1, 1), 256, 0, stream, true);
+    SplitKLaunch launch(dim3(m, 1, 1), 1024, 0, stream, true);
     auto kern = f16 ? quant_x_tokens<true> : quant_x_tokens<false>;
     ASSAY_CUDA_TRY(cudaLaunchKernelEx(&launch.cfg, kern, (const uint16_t *)x, xq, xs, m, k));
     return 0;
