@@ -755,12 +755,12 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
      * validated against the float64 product on the quantized X, their error against the bf16 X printed beside it;
      * 125 = 120 (two limbs, X converted once) with 123's zeroed scale slots; 160 = the integer wgmma GEMM
      * (assay_cuda_gemm_int4g128_wi8) on the same converted X, 161 = 160 on X with one scale per token
-     * (assay_cuda_quant_x_i16_token), 162 = 161 with the weight copies at immediate offsets, 163 / 164 = 160 / 162 with the
+     * (assay_cuda_quant_x_i16_token), 163 / 164 = 160 / 161 with the
      * conversion launched in front of each call; all validated against the product on the unquantized X */
     static const int variants[] = {0, 6, 5, 7, 4, 3, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 24,
                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 41, 42, 43, 45, 46,
                                      50, 52, 56, 59, 60, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77,
-                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156, 160, 161, 162, 163, 164};
+                                     78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 95, 97, 98, 104, 105, 106, 107, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 134, 156, 160, 161, 163, 164};
     uint8_t *saved_wp[8];
     memcpy(saved_wp, g.dwp, sizeof saved_wp);
     static const int timed_only[] = {7, 12, 15, 18, 21, 24, 27, 40, 41, 45, 46, 50, 52, 59, 63, 75, 76, 81, 82, 86, 97};
@@ -800,7 +800,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     }
     g.f16x = which == 1 && variant_f16x(variant);
     g.xi16 = which == 1 && (variant == 116 || variant == 120 || variant == 125);
-    g.xtok = which == 1 && (variant == 161 || variant == 162 || variant == 164);
+    g.xtok = which == 1 && (variant == 161 || variant == 164);
     g.conv = which == 1 && (variant == 163 || variant == 164);
     g.a8 = which == 1 && (variant == 121 || variant == 123) ? 1 : which == 1 && (variant == 122 || variant == 124) ? 2 : 0;
     assay_cuda_lab_set_gemm_variant(variant);
@@ -855,7 +855,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i16", shape, us, 0.0, 4.0 * m * k + 4.0 * m * (k / 128));
     }
-    if (bench && g.dws_tok && (gemm_variant_selected(which, 161) || gemm_variant_selected(which, 162))) { /* 161's per-token conversion, timed on its own */
+    if (bench && g.dws_tok && (gemm_variant_selected(which, 161) || gemm_variant_selected(which, 164))) { /* 161's per-token conversion, timed on its own */
         char shape[96];
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i16_token", shape, lab_time_us(quant_x_i16_token_fn, &g, 20, 9), 0.0,

@@ -708,9 +708,9 @@ extern "C" int assay_cuda_gemm_int4g128_xi16(const int8_t *xq, const float *xs, 
 extern "C" int assay_cuda_gemm_int4g128_wi8(const int8_t *xq, const float *xs, const uint8_t *wp,
                                             const uint16_t *scales, void *y, int32_t m, int32_t n, int32_t k,
                                             assay_cuda_stream stream) {
-    // 162: 161 + immediate offsets; the lab's 163 / 164 time 160 / 162 with X's conversion launched in front
+    // the lab's 163 / 164 time 160 / 161 with X's conversion launched in front
     const int v = g_gemm_variant;
-    const int ver = v == 161 || v == 162 ? v : v == 164 ? 162 : 160;
+    const int ver = v == 161 || v == 164 ? 161 : 160;
     return int8_mma_gemm_entry("gemm_int4g128_wi8", ver, xq, xs, wp, scales, y, m, n, k, stream, 6);
 }
 

@@ -2147,13 +2147,6 @@ __device__ __forceinline__ void cp8(uint32_t dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src));
 }
 
-// cp16 at a constant byte offset OFF from both addresses, written into the instruction's address operands (from
-// src + OFF ptxas computed each copy's 64-bit address with its own IADD3 + IMAD.X)
-template <int OFF>
-__device__ __forceinline__ void cp16_at(uint32_t dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%2], 16;\n" ::"r"(dst), "l"(src), "n"(OFF));
-}
-
 // D[64 x N] (+)= A[64 x 32] (signed bytes in registers) * B[32 x N] (signed bytes, K-major in shared memory), int32;
 // acc = 0 overwrites D.
 template <int N>
@@ -2188,7 +2181,7 @@ __device__ __forceinline__ void reg_fence_i(int *r) {
 // r + 8), chunk c = tid % 32 of the token's 512-byte stage run ([hi 256][lo 256]), into limb c / 16's row limb * NT
 // + r of box (c % 16) / 8, chunk (c % 8) ^ r (128-byte swizzle); X's group scales: threads 32 .. 32 + m - 1, 8 bytes
 // (the stage's two groups) of token tid - 32 (not with PERTOK: the kernel reads one scale per token at its end).
-template <bool M16, bool PERTOK, bool IMM = false>
+template <bool M16, bool PERTOK>
 struct WI8Loader {
     static constexpr int NT = M16 ? 16 : 8, BOXB = 2 * NT * 128;
     uint32_t wo, so, xo, xso;       // byte offsets of the thread's stage-0 chunks
@@ -2220,15 +2213,8 @@ struct WI8Loader {
         using C = WI8Cfg;
         if (PART != 2) {
             const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
-            if (IMM) {
-                cp16_at<0>(base + wdst, src);
-                cp16_at<4096>(base + wdst, src);
-                cp16_at<8192>(base + wdst, src);
-                cp16_at<12288>(base + wdst, src);
-            } else {
 #pragma unroll
-                for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
-            }
+            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
             if (threadIdx.x < 32)
                 cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
         }
@@ -2243,12 +2229,11 @@ struct WI8Loader {
 
 // PERTOK (v161): X quantized with one scale per token (quant_x_tokens, the same scale in each of the token's group
 // slots): the group sums are scaled by the weights' scales alone and the token's scale is applied once at the end.
-// IMM (v162): the weight copies at immediate offsets (cp16_at).
-template <bool M16, bool PERTOK, bool IMM = false>
+template <bool M16, bool PERTOK>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
 #ifdef ASSAY_SM90A
     using C = WI8Cfg;
-    using L = WI8Loader<M16, PERTOK, IMM>;
+    using L = WI8Loader<M16, PERTOK>;
     constexpr int NTH = 256, STAGES = C::STAGES, STAGE = C::STAGE, BN = C::BN, KC = C::KC;
     constexpr int NT = L::NT, N = 2 * NT, ND = N / 2, NA = NT / 2, NJ = NT / 8;  // ND: int32 sums per thread and group
     extern __shared__ uint8_t sm_raw[];
@@ -2380,10 +2365,10 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
 #endif
 }
 
-template <bool M16, bool PERTOK, bool IMM = false>
+template <bool M16, bool PERTOK>
 int launch_wi8(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WI8Cfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
-    return launch_split_k<gemm_int4_wi8<M16, PERTOK, IMM>>(p0, splits, V4_BN, 256, WI8Cfg::SMEM, true, stream);
+    return launch_split_k<gemm_int4_wi8<M16, PERTOK>>(p0, splits, V4_BN, 256, WI8Cfg::SMEM, true, stream);
 }
 
 
@@ -2905,7 +2890,7 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     // (the wgmma versions 134 and 156; f16 X)
     const bool wn = int4 && (ver == 134 || ver == 156);
     // 6 = int4_pack_wi8 (the integer wgmma versions 160 / 161, X as 16-bit integers and their scales xs)
-    const bool wi8 = int4 && (ver == 160 || ver == 161 || ver == 162);
+    const bool wi8 = int4 && (ver == 160 || ver == 161);
     if (pack != (ver == 26 || ver == 27 ? 1 : int4 && (ver == 30 || ver == 32 || ver == 33) ? 2 : st ? 3 :
                  int4 && int8_mma_version(ver) ? 4 : wn ? 5 : wi8 ? 6 : 0)) return 0;
     if (st) {
@@ -3032,7 +3017,6 @@ int assay_cuda_gemm_v45(int ver, bool int4, const void *x, const uint8_t *w, con
     case 156: if (!int4 || !g_wg_ok) return 0; rc = m > 8 ? launch_wgl<true, true>(p, splits, stream) : launch_wgl<false, true>(p, splits, stream); break;
     case 160: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, false>(p, splits, stream) : launch_wi8<false, false>(p, splits, stream); break;
     case 161: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, true>(p, splits, stream) : launch_wi8<false, true>(p, splits, stream); break;
-    case 162: if (!int4 || !g_wg_ok || !xs) return 0; rc = m > 8 ? launch_wi8<true, true, true>(p, splits, stream) : launch_wi8<false, true, true>(p, splits, stream); break;
     case 118:
         if (!int4 || !xs) return 0;
         rc = m > 4 ? V45_LAUNCH4(117) : launch_v45<true, false, 118>(p, splits, stream);
