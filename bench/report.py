@@ -153,6 +153,16 @@ def main():
         if r:
             v = r["speedup_vs_peer"]
             target(f"int4 g128 decode GEMM m16 on f16 X speed / {label}", v, ">= 3", v >= 3)
+    # W4A16 on X as 16-bit integers (assay_cuda_gemm_int4g128_wi8, lab version 160, recorded as _xi16; round 23): the
+    # integer wgmma GEMM on X converted beforehand by assay_cuda_quant_x_i16 (per token and 128-column group, two
+    # signed byte limbs, timed on its own as quant_x_i16), as the W8A8 rows take X quantized beforehand; _i16 (lab
+    # 163) launches that conversion in front of every call
+    for kern, label in (("gemm_int4_g128_xi16", "X as 16-bit integers, converted beforehand"),
+                        ("gemm_int4_g128_i16", "X as 16-bit integers, conversion included")):
+        r = first(kern, "m16 n8192", "peer:cublas_bf16")
+        if r:
+            v = r["speedup_vs_peer"]
+            target(f"int4 g128 decode GEMM m16 ({label}) speed / cuBLAS bf16", v, ">= 3", v >= 3)
     # W4A8 (assay_cuda_gemm_int4g128_xi8 / _w4a8, lab version 123; recorded as gemm_int4_g128_v123 / _v124 in run
     # h200-gpu14-w4a8-2): X quantized to 8 bits per token and 128-column group, a different operation from the rows
     # above (kernel_check prints its error against the unquantized X); _xi8 is the GEMM on X converted beforehand,

@@ -783,9 +783,11 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (variant >= 160 && variant <= 164 && !packwi8) continue;
     if (variant == 107 && (n % 128 || k % 256)) continue; /* (104's entry falls back to its direct kernel there) */
     if ((variant == 26 || variant == 27) && !packed8) continue;
-    /* 104 (the f16-X entry) and 123 / 124 (the W4A8 entries' default, on converted X / with the conversion) run with
-     * every selection, as entries of their own */
-    if (!gemm_variant_selected(which, variant) && !(which == 1 && (variant == 104 || variant == 123 || variant == 124))) continue;
+    /* 104 (the f16-X entry), 123 / 124 (the W4A8 entries' default, on converted X / with the conversion) and 160 /
+     * 163 (the integer wgmma entry on X as 16-bit integers converted beforehand / with the conversion launched in
+     * front) run with every selection, as entries of their own */
+    if (!gemm_variant_selected(which, variant) &&
+        !(which == 1 && (variant == 104 || variant == 123 || variant == 124 || variant == 160 || variant == 163))) continue;
     if ((variant >= 5 || variant == 0) && which == 0 && !packed8) continue;
     if (loadonly && !bench) continue;
     if (variant == 13 && which == 0) continue; /* 13 differs from 9 only for int4 */
@@ -831,6 +833,8 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
     if (variant == 104) snprintf(name + strlen(name), sizeof name - strlen(name), "_xf16");
     else if (variant == 123) snprintf(name + strlen(name), sizeof name - strlen(name), "_xi8");
     else if (variant == 124) snprintf(name + strlen(name), sizeof name - strlen(name), "_w4a8");
+    else if (variant == 160) snprintf(name + strlen(name), sizeof name - strlen(name), "_xi16");
+    else if (variant == 163) snprintf(name + strlen(name), sizeof name - strlen(name), "_i16");
     else if (vi) snprintf(name + strlen(name), sizeof name - strlen(name), "_v%d", variant);
     char shape[96];
     snprintf(shape, sizeof shape, "m%d n%d k%d%s", m, n, k, outliers ? " outliers" : "");
@@ -849,7 +853,7 @@ static void gemm_case_x(lab_out *o, int which, int m, int n, int k, int bench, i
         snprintf(shape, sizeof shape, "m%d k%d", m, k);
         lab_bench(o, "quant_x_i8", shape, lab_time_us(quant_x_i8_fn, &g, 20, 9), 0.0, 3.0 * m * k + 4.0 * m * (k / 128));
     }
-    if (bench && g.dws && (gemm_variant_selected(which, 119) || gemm_variant_selected(which, 120) || gemm_variant_selected(which, 160))) { /* the X conversion of 115-120, timed on its own */
+    if (bench && g.dws) { /* the X conversion of 115-120, timed on its own */
         double us = lab_time_us(quant_x_i16_fn, &g, 20, 9);
         char shape[96];
         snprintf(shape, sizeof shape, "m%d k%d", m, k);

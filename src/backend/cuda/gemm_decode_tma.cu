@@ -2334,14 +2334,14 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
         reg_fence_i<ND>(dg[1]);
         apply(1);
     }
-    if (PERTOK)  // the tokens' scales (slot 0 of each token's groups)
+    // the weights' 1/16 (they were 16 (q - 8)) and, with PERTOK, the tokens' scales (slot 0 of each token's groups)
 #pragma unroll
-        for (int j = 0; j < NJ; ++j)
+    for (int j = 0; j < NJ; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int tok = 8 * j + 2 * t + (e & 1);
-                acc[4 * j + e] *= tok < p.m ? __ldg(p.xs + (size_t)tok * (p.k / 128)) : 0.f;
-            }
+        for (int e = 0; e < 4; ++e) {
+            const int tok = 8 * j + 2 * t + (e & 1);
+            acc[4 * j + e] *= PERTOK ? (tok < p.m ? __ldg(p.xs + (size_t)tok * (p.k / 128)) * 0.0625f : 0.f) : 0.0625f;
+        }
     cp_async_wait<0>();
     __syncthreads();
     // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
