@@ -659,8 +659,9 @@ static int int8_mma_gemm_entry(const char *name, int ver, const int8_t *xq, cons
     if (!xq || !xs || !wp || !scales || !y) return assay_cuda_fail("%s: null pointer argument", name);
     if (m < 1 || m > 16 || n % 128 || k % 256 || n <= 0 || k <= 0)
         return assay_cuda_fail("%s: shape m=%d n=%d k=%d (need 1<=m<=16, n%%128==0, k%%256==0)", name, m, n, k);
-    if ((uintptr_t)xq % 16 || (uintptr_t)xs % 4)
-        return assay_cuda_fail("%s: xq needs 16-byte and xs 4-byte alignment", name);
+    const int xs_align = pack == 6 ? 8 : 4;  // (the integer wgmma kernel copies a token's two group scales at once)
+    if ((uintptr_t)xq % 16 || (uintptr_t)xs % xs_align)
+        return assay_cuda_fail("%s: xq needs 16-byte and xs %d-byte alignment", name, xs_align);
     int rc = assay_cuda_gemm_v45(ver, true, xq, wp, NULL, scales, y, m, n, k, (cudaStream_t)stream, pack, xs);
     if (rc < 0) return -1;
     if (rc == 0) return assay_cuda_fail("%s: needs a compute capability %s device", name, pack == 4 ? "9.0" : "9.x (wgmma)");

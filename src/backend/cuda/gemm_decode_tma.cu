@@ -2310,6 +2310,9 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
         // row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1); scaled by the rows' weight scales times the tokens'
         // X scales ([token][group] floats in the stage: one 16-byte read holds tokens 8 j + 2 t and + 1)
         float4 xs4[NJ];  // {token 8 j + 2 t: group 0, group 1; token + 1: group 0, group 1}
+        if (PERTOK)  // (not read there: defined values for the expression below that ignores them)
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) xs4[j] = make_float4(0.f, 0.f, 0.f, 0.f);
         auto apply = [&](int gr) {
             const __half *sp = reinterpret_cast<const __half *>(stg + C::SOFF) + gr * BN + row0 + g;
             const float sw[2] = {__half2float(sp[0]), __half2float(sp[8])};
@@ -2370,7 +2373,6 @@ int launch_wi8(const V4Params &p0, int splits, cudaStream_t stream) {
     if (splits > 2) splits = p0.k % (2 * WI8Cfg::KC) == 0 ? 2 : 1;  // (the pair push reduces pairs only)
     return launch_split_k<gemm_int4_wi8<M16, PERTOK>>(p0, splits, V4_BN, 256, WI8Cfg::SMEM, true, stream);
 }
-
 
 // ---- lab versions 38-67 (round 8): a producer warp streams the stages with large bulk copies onto mbarriers ----
 // Why (dev/cuda/NOTES.md, round 8): the cp.async ring of v8 / v28 issues every stage as ~2000-2600 16-byte copies
