@@ -107,8 +107,9 @@ int assay_cuda_gemm_int4g128_wn(const void *x_f16, const uint8_t *w_packed, cons
  * per-(token, group) scales, converted beforehand by assay_cuda_quant_x_i16 (xq, xs as there), times the weights
  * packed by assay_cuda_int4_pack_wi8 (16 (q - 8) as signed bytes, wgmma m64nNk32 s8 with the limbs as the two halves
  * of N); exact int32 group sums scaled once per group. N % 128 == 0, K % 256 == 0, m <= 16, compute capability 9.x;
- * xq 16-byte and xs 8-byte aligned (as in assay_cuda_gemm_int4g128_i8's workspace). m16 n8192 k8192 in 11.4-11.6 us = 3.17-3.39x the same-run cuBLAS bf16 (runs h200-gpu19-int4-2, h200-gpu19-final),
- * m1 to m8 10.3-10.5 us; with assay_cuda_quant_x_i16 launched in front of each call the chain runs 2.5-2.8x, so the
+ * xq 16-byte and xs 8-byte aligned (as in assay_cuda_gemm_int4g128_i8's workspace). m16 n8192 k8192 in 11.4-11.6 us
+ * = 3.11-3.39x the same-run cuBLAS bf16 (runs h200-gpu19-int4-2 / -3, h200-gpu19-final),
+ * m1 to m8 10.2-10.5 us; with assay_cuda_quant_x_i16 launched in front of each call the chain runs 2.5-2.8x, so the
  * conversion belongs in the kernel that produces X. */
 void assay_cuda_int4_pack_wi8(const uint8_t *q, int32_t n, int32_t k, uint8_t *out);
 /* Version 161 (the lab variant): the same GEMM on X quantized with one scale per token (xs = max |x| over the token /
