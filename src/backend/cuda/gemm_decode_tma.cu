@@ -1917,14 +1917,12 @@ __device__ __forceinline__ uint32_t opaque_u32(uint32_t v) {
     return v;
 }
 
-// Per-thread copies of one stage (256 threads). Weights: the CTA-stage's 16 KB run, 4 chunks per thread; scales:
-// threads 0-31; X: row tid / 32 (and + 8), chunk c = tid % 32 of the stage's 256 columns, into box c / 8 at row r,
-// chunk (c % 8) ^ (r % 8) (128-byte swizzle).
-struct WLLoader {
-    uint32_t wo, so, xo;        // byte offsets of the thread's stage-0 weight, scale and X (row r) chunks
-    uint32_t wdst, sdst, xdst;  // their offsets in a stage slot
-    int xrows;                  // 0, 1 or 2 (rows r and r + 8 < m)
-    __device__ __forceinline__ WLLoader(const V4Params &p, int kbase) {
+// Per-thread copies of one stage's weights and group scales (256 threads), shared by WLLoader and WI8Loader (the
+// same weight layout in their stages): the CTA-stage's 16 KB run, 4 chunks per thread; scales: threads 0-31.
+struct WLWeightCopies {
+    uint32_t wo, so;      // byte offsets of the thread's stage-0 weight and scale chunks
+    uint32_t wdst, sdst;  // their offsets in a stage slot
+    __device__ __forceinline__ WLWeightCopies(const V4Params &p, int kbase) {
         using C = WFCfg;
         const int tid = threadIdx.x;
         wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
@@ -1932,6 +1930,26 @@ struct WLLoader {
         const int gi = (tid >> 4) & 1, s16 = tid & 15;
         so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
         sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
+    }
+    __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
+        using C = WFCfg;
+        const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
+#pragma unroll
+        for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
+        if (threadIdx.x < 32)
+            cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
+    }
+};
+
+// Per-thread copies of one stage (256 threads): weights and scales by WLWeightCopies; X: row tid / 32 (and + 8),
+// chunk c = tid % 32 of the stage's 256 columns, into box c / 8 at row r, chunk (c % 8) ^ (r % 8) (128-byte swizzle).
+struct WLLoader : WLWeightCopies {
+    uint32_t xo;    // byte offset of the thread's stage-0 X (row r) chunk
+    uint32_t xdst;  // its offset in a stage slot
+    int xrows;      // 0, 1 or 2 (rows r and r + 8 < m)
+    __device__ __forceinline__ WLLoader(const V4Params &p, int kbase) : WLWeightCopies(p, kbase) {
+        using C = WFCfg;
+        const int tid = threadIdx.x;
         const int r = tid >> 5, c = tid & 31;
         xo = (uint32_t)(r * p.k + kbase + c * 8) * 2;
         xdst = C::XOFF + (c >> 3) * 2048 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
@@ -1945,13 +1963,7 @@ struct WLLoader {
     template <int PART>
     __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
         using C = WFCfg;
-        if (PART != 2) {
-            const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
-#pragma unroll
-            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
-            if (threadIdx.x < 32)
-                cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
-        }
+        if (PART != 2) WLWeightCopies::load(p, base, s);
         if (PART != 1) {
             const uint8_t *src = reinterpret_cast<const uint8_t *>(p.x) + (xo + (uint32_t)s * C::KC * 2);
             if (xrows > 0) cp16(base + xdst, src);
@@ -1959,6 +1971,31 @@ struct WLLoader {
         }
     }
 };
+
+// The end of gemm_int4_wgl and gemm_int4_wi8: each thread's totals acc[4 j + e] (row row0 + g, + 8 for e >= 2;
+// token 8 j + 2 t + (e & 1)) go through shared memory (the ring, free once every stage is consumed) into bf16 Y, or
+// are pushed into the split-K pair's peer (cluster_pair_push_store, mode 2).
+template <int NJ, int BN, int NTH>
+__device__ __forceinline__ void wg_tile_store(const float *acc, uint8_t *sm, const V4Params &p, int n0, int split,
+                                              const PairRecv &recv, bool push2, int row0, int g, int t) {
+    cp_async_wait<0>();
+    __syncthreads();  // every stage consumed: the ring is free for the reduction
+    constexpr int BNP = BN + 4;
+    float *wred = reinterpret_cast<float *>(sm);  // [16 tokens][BNP]
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
+    __syncthreads();
+    auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
+    if (push2) {
+        cluster_pair_push_store<BN, NTH, 2>(
+            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
+        return;
+    }
+    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
+        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
+}
 
 template <bool M16, bool D64 = false>
 __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
@@ -2091,24 +2128,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wgl(V4Params p) {
         reg_fence<NA>(dg[1]);
         apply(1, sc[1][0], sc[1][1]);
     }
-    cp_async_wait<0>();
-    __syncthreads();  // every stage consumed: the ring is free for the reduction
-    // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
-    constexpr int BNP = BN + 4;
-    float *wred = reinterpret_cast<float *>(sm);  // [16 tokens][BNP]
-#pragma unroll
-    for (int j = 0; j < NA / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
-    __syncthreads();
-    auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NTH, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
-        return;
-    }
-    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
-        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
+    wg_tile_store<NA / 4, BN, NTH>(acc, sm, p, n0, split, recv, push2, row0, g, t);
 #else
     __trap();
 #endif
@@ -2140,6 +2160,8 @@ struct WI8Cfg {
     static constexpr size_t SMEM = 1024 + (size_t)STAGES * STAGE + RECV + 16;
     static_assert(STAGE % 1024 == 0, "swizzle atoms need 1024-byte aligned stages");
     static_assert(XOFF + 2 * 32 * 128 <= WOFF, "two limb boxes of up to 32 rows of 128 bytes before the weights");
+    static_assert(KC == WFCfg::KC && BN == WFCfg::BN && WOFF == WFCfg::WOFF && SOFF == WFCfg::SOFF,
+                  "WLWeightCopies writes WFCfg's weight and scale regions");
     static_assert(16 * (BN + 4) * 4 <= STAGES * STAGE, "the reduction buffer reuses the stages");
 };
 
@@ -2177,24 +2199,19 @@ __device__ __forceinline__ void reg_fence_i(int *r) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-// Per-thread copies of one stage (256 threads): weights and weight scales as WLLoader; X: token r = tid / 32 (and
+// Per-thread copies of one stage (256 threads): weights and weight scales by WLWeightCopies; X: token r = tid / 32 (and
 // r + 8), chunk c = tid % 32 of the token's 512-byte stage run ([hi 256][lo 256]), into limb c / 16's row limb * NT
 // + r of box (c % 16) / 8, chunk (c % 8) ^ r (128-byte swizzle); X's group scales: threads 32 .. 32 + m - 1, 8 bytes
 // (the stage's two groups) of token tid - 32 (not with PERTOK: the kernel reads one scale per token at its end).
 template <bool M16, bool PERTOK>
-struct WI8Loader {
+struct WI8Loader : WLWeightCopies {
     static constexpr int NT = M16 ? 16 : 8, BOXB = 2 * NT * 128;
-    uint32_t wo, so, xo, xso;       // byte offsets of the thread's stage-0 chunks
-    uint32_t wdst, sdst, xdst, xsdst;
+    uint32_t xo, xso;      // byte offsets of the thread's stage-0 X limb and X scale chunks
+    uint32_t xdst, xsdst;  // their offsets in a stage slot
     int xrows, xsl;
-    __device__ __forceinline__ WI8Loader(const V4Params &p, int kbase) {
+    __device__ __forceinline__ WI8Loader(const V4Params &p, int kbase) : WLWeightCopies(p, kbase) {
         using C = WI8Cfg;
         const int tid = threadIdx.x;
-        wo = ((uint32_t)blockIdx.x * (p.k / C::KC) + kbase / C::KC) * (C::BN * C::KC / 2) + tid * 16;
-        wdst = C::WOFF + tid * 16;
-        const int gi = (tid >> 4) & 1, s16 = tid & 15;
-        so = (uint32_t)((kbase / 128 + gi) * p.n + blockIdx.x * C::BN + s16 * 8) * 2;
-        sdst = C::SOFF + gi * C::BN * 2 + s16 * 16;
         const int r = tid >> 5, c = tid & 31, limb = c >> 4, kc = c & 15;
         xo = (uint32_t)(r * 2 * p.k + (kbase / C::KC) * 512 + c * 16);
         xdst = C::XOFF + (kc >> 3) * BOXB + (limb * NT + r) * 128 + (((kc & 7) ^ r) << 4);
@@ -2210,14 +2227,7 @@ struct WI8Loader {
     // PART 1: weights and their scales, 2: X and its scales, 0: both
     template <int PART>
     __device__ __forceinline__ void load(const V4Params &p, uint32_t base, int s) const {
-        using C = WI8Cfg;
-        if (PART != 2) {
-            const uint8_t *src = p.w + (wo + (uint32_t)s * (C::BN * C::KC / 2));
-#pragma unroll
-            for (int i = 0; i < 4; ++i) cp16(base + wdst + i * 4096, src + i * 4096);
-            if (threadIdx.x < 32)
-                cp16(base + sdst, reinterpret_cast<const uint8_t *>(p.gscale) + (so + (uint32_t)s * (C::KC / 128) * p.n * 2));
-        }
+        if (PART != 2) WLWeightCopies::load(p, base, s);
         if (PART != 1) {
             const uint8_t *src = reinterpret_cast<const uint8_t *>(p.x) + (xo + (uint32_t)s * 512);
             if (xrows > 0) cp16(base + xdst, src);
@@ -2345,24 +2355,7 @@ __global__ void __launch_bounds__(256, 2) gemm_int4_wi8(V4Params p) {
             const int tok = 8 * j + 2 * t + (e & 1);
             acc[4 * j + e] *= PERTOK ? (tok < p.m ? __ldg(p.xs + (size_t)tok * (p.k / 128)) * 0.0625f : 0.f) : 0.0625f;
         }
-    cp_async_wait<0>();
-    __syncthreads();
-    // acc[4 j + e]: row row0 + g (+ 8 for e >= 2), token 8 j + 2 t + (e & 1)
-    constexpr int BNP = BN + 4;
-    float *wred = reinterpret_cast<float *>(sm);  // [16 tokens][BNP]
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) wred[(8 * j + 2 * t + (e & 1)) * BNP + row0 + g + 8 * (e >> 1)] = acc[4 * j + e];
-    __syncthreads();
-    auto sum = [&](int row, int c) { return wred[row * BNP + c]; };
-    if (push2) {
-        cluster_pair_push_store<BN, NTH, 2>(
-            sum, [&](int row, int c, float v) { p.y[(size_t)row * p.n + n0 + c] = __float2bfloat16(v); }, p.m, split, recv);
-        return;
-    }
-    for (int i = threadIdx.x; i < p.m * BN; i += NTH)
-        p.y[(size_t)(i / BN) * p.n + n0 + i % BN] = __float2bfloat16(sum(i / BN, i % BN));
+    wg_tile_store<NJ, BN, NTH>(acc, sm, p, n0, split, recv, push2, row0, g, t);
 #else
     __trap();
 #endif
