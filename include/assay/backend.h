@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "assay/status.h"
+#include "assay/kv_type.h"
 #include "assay/weight_type.h"
 
 /* A weight matrix as stored: n_out rows of n_in elements (ggml ne = {n_in, n_out}); rows are row_bytes apart. */
@@ -33,31 +34,12 @@ typedef struct assay_weight {
     const int32_t *perm;
 } assay_weight;
 
-/* KV cache element types. F16 is the default (llama.cpp's default too); the 8-bit types carry one float scale
- * per (token, kv head) slot. By default that scale is dynamic (the slot's own absmax maps to the format's max),
- * so an outlier token cannot flatten the resolution of every other token; a layer with a static scale
- * (assay_kv_layer.k_static/v_static: a checkpoint's k_scale/v_scale, or --calculate-kv-scales) writes every
- * token with that one scale instead, saturating values past it, which is what vLLM's fp8 KV cache does. */
-typedef enum assay_kv_dtype {
-    ASSAY_KV_F16 = 0,
-    ASSAY_KV_BF16,
-    ASSAY_KV_F32,
-    ASSAY_KV_FP8_E4M3,
-    ASSAY_KV_FP8_E5M2,
-    ASSAY_KV_INT8,
-    ASSAY_KV_DTYPE_COUNT,
-} assay_kv_dtype;
-
-const char *assay_kv_dtype_name(assay_kv_dtype t);
-assay_status assay_kv_dtype_from_name(const char *name, assay_kv_dtype *out); /* "f16", "fp8_e4m3", "int8", ... */
-size_t assay_kv_dtype_size(assay_kv_dtype t);
-
-/* Paged KV storage of one layer. Blocks hold ASSAY_KV_BLOCK tokens; within a block the layout is
- * [n_head_kv][ASSAY_KV_BLOCK][head_dim] so one head's keys of a block are contiguous.
- * `k_scale`/`v_scale` ([n_blocks][n_head_kv][ASSAY_KV_BLOCK] floats, the dequant multiplier of each slot) are
- * used by the 8-bit dtypes only; kv_store writes them and attention reads them.
- * `k_static`/`v_static` > 0: kv_store writes every slot with this per-layer scale (stored = sat(x / scale),
- * vLLM's k_scale/v_scale semantics); 0: each slot gets its own dynamic absmax scale. */
+/* Paged KV storage of one layer, allocated by the KV pool (engine/kv_cache.h) through ops->alloc. Blocks hold
+ * ASSAY_KV_BLOCK tokens; on the CPU the layout within a block is [n_head_kv][ASSAY_KV_BLOCK][head_dim], so one
+ * head's keys of a block are contiguous. `k_scale`/`v_scale` ([n_blocks][n_head_kv][ASSAY_KV_BLOCK] floats, the
+ * dequant multiplier of each slot) are used by the scaled dtypes only (kv_type.h); kv_store writes them and attention
+ * reads them. `k_static`/`v_static` > 0: kv_store writes every slot with this per-layer scale (stored =
+ * sat(x / scale), vLLM's k_scale/v_scale semantics); 0: each slot gets its own dynamic absmax scale. */
 #define ASSAY_KV_BLOCK 16
 typedef struct assay_kv_layer {
     void *k, *v;
@@ -65,11 +47,28 @@ typedef struct assay_kv_layer {
     float k_static, v_static;
 } assay_kv_layer;
 
-/* One sequence's view of the cache: logical block i of the sequence lives in physical block table[i]. */
-typedef struct assay_kv_seq_view {
-    const int32_t *table;
-    int64_t n_blocks;
-} assay_kv_seq_view;
+/* The step descriptor: everything a forward pass needs to know about the batch, built once per step by the model
+ * runner (the engine, or a session for its simple API). Attention and KV writes read only this.
+ * Token t belongs to sequence seq_of_tok[t] of this step, sits at position pos[t] of it and writes its K/V to
+ * physical slot slot[t] (block * ASSAY_KV_BLOCK + offset). Sequence i's logical block j lives in physical block
+ * block_tables[i][j]; after this step it holds seq_lens[i] positions. When the tokens of each sequence are
+ * contiguous and in position order (the engine's steps), cu_seqlens_q[i]..cu_seqlens_q[i+1] are sequence i's
+ * tokens (varlen kernels need this); NULL otherwise. A token at position p attends to positions 0..p of its
+ * sequence (restricted further by a sliding window). want_logits[t] != 0: the token's logits are computed,
+ * n_logits rows in token order. */
+typedef struct assay_step {
+    int64_t n_tokens;
+    const int32_t *token;        /* [n_tokens] */
+    const int32_t *pos;          /* [n_tokens] */
+    const int32_t *seq_of_tok;   /* [n_tokens] */
+    const int64_t *slot;         /* [n_tokens] */
+    const int8_t *want_logits;   /* [n_tokens] */
+    int64_t n_logits;
+    int64_t n_seqs;
+    const int32_t *cu_seqlens_q; /* [n_seqs + 1] or NULL */
+    const int32_t *seq_lens;     /* [n_seqs] */
+    const int32_t *const *block_tables; /* [n_seqs] -> [blocks of the sequence] */
+} assay_step;
 
 typedef struct assay_kv_geom {
     assay_kv_dtype dtype;
@@ -107,14 +106,15 @@ typedef struct assay_backend_ops {
     /* Rotates each of n_head heads of each row in place; row t has position pos[t]; rows are row_stride floats apart. */
     void (*rope)(assay_backend *be, float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride,
                  const int32_t *pos, const assay_rope_params *rp);
-    /* Writes k/v rows ([n_tok][n_head_kv*head_dim]) into the cache at the given positions of each token's sequence. */
+    /* Writes the step's k/v rows ([n_tokens][n_head_kv*head_dim]) into the cache at their slots (step->slot). */
     void (*kv_store)(assay_backend *be, const assay_kv_layer *layer, const assay_kv_geom *g, const float *k,
-                     const float *v, int64_t n_tok, const assay_kv_seq_view *seq_of_tok, const int32_t *pos);
+                     const float *v, const assay_step *step);
     /* out[t][h*head_dim..] = softmax(q.K^T * scale, causal to pos[t]) . V over the token's sequence in the cache,
-     * computed tile by tile with an online softmax (no score matrix). q and out: [n_tok][n_head*head_dim]. */
-    void (*attention)(assay_backend *be, float *out, const float *q, int64_t n_tok, const assay_attn_params *ap,
-                      const assay_kv_layer *layer, const assay_kv_geom *g, const assay_kv_seq_view *seq_of_tok,
-                      const int32_t *pos);
+     * computed tile by tile with an online softmax (no score matrix). q and out: [n_tokens][n_head*head_dim]. */
+    void (*attention)(assay_backend *be, float *out, const float *q, const assay_attn_params *ap,
+                      const assay_kv_layer *layer, const assay_kv_geom *g, const assay_step *step);
+    /* Copies physical block src to dst in one layer (values and scales): copy-on-write of a shared block. */
+    void (*kv_copy_block)(assay_backend *be, const assay_kv_layer *layer, const assay_kv_geom *g, int64_t src, int64_t dst);
     /* out[i] = act(gate[i]) * up[i] for rows of n; gate/up rows are `stride` floats apart, out rows n apart. */
     void (*swiglu)(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
                    int64_t stride);

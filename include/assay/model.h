@@ -90,10 +90,12 @@ typedef struct assay_model_options {
 typedef struct assay_session_options {
     assay_kv_dtype kv_dtype; /* default ASSAY_KV_F16 */
     int64_t n_ctx;           /* positions per sequence; 0: the model's training context, at most 4096 */
-    int n_seq;               /* sequences live at once (default 1) */
+    int n_seq;               /* sequences of the sequence API (assay_session_forward) live at once (default 1); 0: none,
+                              * the caller (the engine) builds every step itself (assay_session_run_step) */
     int64_t n_batch;         /* tokens per internal step; longer batches are split (default 512) */
     int64_t kv_calc_tokens;  /* > 0: --calculate-kv-scales: per-layer static k/v scales from the running max of the
                               * first N real tokens (8-bit KV dtypes only; see assay_session_kv_scales_pause) */
+    int64_t kv_blocks;       /* KV pool size in blocks of ASSAY_KV_BLOCK tokens; 0: n_seq x the blocks of n_ctx */
 } assay_session_options;
 
 void assay_model_options_default(assay_model_options *o);
@@ -142,6 +144,18 @@ typedef struct assay_batch {
 assay_status assay_session_forward(assay_session *s, const assay_batch *b, float *logits);
 /* Forgets a sequence (its KV blocks return to the pool). */
 void assay_session_seq_clear(assay_session *s, int seq);
+
+/* The engine's entry (engine.h): runs one step the caller describes (backend.h's assay_step: slots and block tables
+ * from the caller's own block manager over this session's pool of assay_session_kv_blocks blocks), at most
+ * n_batch tokens, and writes step->n_logits rows of n_vocab logits. The sequence API above must not be used on
+ * the same session. Errors: a token id outside the vocabulary, a step larger than n_batch. */
+assay_status assay_session_run_step(assay_session *s, const assay_step *step, float *logits);
+/* Copies KV block src to dst in every layer (copy-on-write of a shared block, before the step that writes dst). */
+void assay_session_copy_block(assay_session *s, int64_t src, int64_t dst);
+int64_t assay_session_n_batch(const assay_session *s);
+int64_t assay_session_kv_blocks(const assay_session *s);
+/* Bytes one KV block takes over all layers (what a pool sized in bytes divides by). */
+size_t assay_session_kv_block_bytes(const assay_session *s);
 
 /* Calibration: called with the input activations of every linear layer, before the matmul, in forward order.
  * x is [n_tok][n_in] float32, valid during the call; `name` is the canonical weight name ("blk.3.ffn_down.weight").

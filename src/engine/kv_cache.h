@@ -1,7 +1,7 @@
-/* kv_cache.h — the paged KV cache of a session: per layer, one pool of blocks (ASSAY_KV_BLOCK tokens each,
- * layout in backend.h); per sequence, a block table mapping its logical blocks to pool blocks. Blocks are taken
- * from a free list as a sequence grows and returned when it is cleared, so sequences of different lengths share
- * one pool (what a server needs). All memory is allocated at open. */
+/* kv_cache.h — the KV pool: per layer, n_blocks blocks of ASSAY_KV_BLOCK tokens in backend memory (layout in
+ * backend.h), plus the per-layer scales of the 8-bit dtypes. It knows nothing of sequences: which blocks a
+ * sequence holds is the block manager's bookkeeping (block_manager.h), and the model runner turns that into slot
+ * numbers in each step descriptor. Sized in blocks (or bytes: assay_kv_cache_block_bytes) and allocated once. */
 #ifndef ASSAY_KV_CACHE_H
 #define ASSAY_KV_CACHE_H
 
@@ -30,28 +30,16 @@ typedef struct assay_kv_scale_calc {
 typedef struct assay_kv_cache {
     assay_backend *be;
     assay_kv_geom geom;
-    int64_t n_layer, n_blocks, max_blocks_per_seq;
+    int64_t n_layer, n_blocks;
     assay_kv_layer *layers;   /* [n_layer] */
-    int n_seq;
-    int32_t **tables;         /* [n_seq][max_blocks_per_seq] */
-    int64_t *seq_blocks;      /* blocks held by each sequence */
-    int32_t *free_list;
-    int64_t n_free;
     assay_kv_scale_calc calc;
 } assay_kv_cache;
 
+/* Bytes one block takes over all layers (K, V and, for scaled dtypes, their per-slot scales). */
+size_t assay_kv_cache_block_bytes(const assay_kv_geom *g, int64_t n_layer);
 assay_status assay_kv_cache_init(assay_kv_cache *kv, assay_backend *be, const assay_kv_geom *g, int64_t n_layer,
-                                 int n_seq, int64_t n_ctx);
+                                 int64_t n_blocks);
 void assay_kv_cache_free(assay_kv_cache *kv);
-/* Makes sure positions 0..pos of `seq` have blocks. ASSAY_ERR_RANGE when the position is past n_ctx or the pool is empty. */
-assay_status assay_kv_cache_reserve(assay_kv_cache *kv, int seq, int64_t pos);
-void assay_kv_cache_seq_clear(assay_kv_cache *kv, int seq);
-assay_kv_seq_view assay_kv_cache_view(const assay_kv_cache *kv, int seq);
-
-/* 1 for the dtypes that carry scales (fp8_e4m3, fp8_e5m2, int8). */
-int assay_kv_dtype_scaled(assay_kv_dtype t);
-/* The largest code magnitude of a scaled dtype (448, 57344, 127). */
-float assay_kv_dtype_qmax(assay_kv_dtype t);
 /* Static per-layer scales (dequant multipliers, > 0) for every token this layer stores from now on. */
 void assay_kv_cache_set_static(assay_kv_cache *kv, int64_t layer, float k_scale, float v_scale);
 /* Arms --calculate-kv-scales over the first `target_tokens` (> 0) real tokens; scaled dtypes only. */

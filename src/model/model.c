@@ -14,6 +14,7 @@
 #include "assay/dequant.h"
 #include "assay/progress.h"
 #include "assay/quant_fp8.h"
+#include "engine/block_manager.h"
 #include "engine/kv_cache.h"
 #include "model/model_ckpt.h"
 
@@ -54,11 +55,17 @@ struct assay_session {
     assay_model *m;
     assay_session_options o;
     assay_kv_cache kv;
+    /* the sequence API (o.n_seq > 0): its own block bookkeeping over the pool, one table per sequence */
+    assay_block_manager *bm;
+    assay_block_table *tables;   /* [n_seq] */
+    const int32_t **table_ids;   /* [n_seq] the step's block_tables */
+    int32_t *seq_lens;           /* [n_seq] */
+    int32_t *seq_of_tok;         /* [n_batch] */
+    int64_t *slot;               /* [n_batch] */
     /* scratch, [n_batch][...] */
     float *x, *h, *q, *k, *v, *att, *gate, *up, *act;
     float *rows; /* [n_batch][n_embd]: hidden states of the tokens whose logits are wanted */
     int8_t *mask; /* [n_batch] rows that want logits */
-    assay_kv_seq_view *views;
     assay_calib_fn calib;
     void *calib_user;
     assay_kv_fn kv_hook;
@@ -88,6 +95,7 @@ void assay_session_options_default(assay_session_options *o) {
     o->n_seq = 1;
     o->n_batch = 512;
     o->kv_calc_tokens = 0;
+    o->kv_blocks = 0;
 }
 
 /* ---- loading ---------------------------------------------------------------------------------------------- */
@@ -565,14 +573,17 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
     else assay_session_options_default(&o);
     const assay_model_config *c = &m->c;
     if (o.n_ctx <= 0) o.n_ctx = c->n_ctx_train > 0 && c->n_ctx_train < 4096 ? c->n_ctx_train : 4096;
-    if (o.n_seq <= 0) o.n_seq = 1;
+    if (o.n_seq < 0) o.n_seq = 0;
     if (o.n_batch <= 0) o.n_batch = 512;
     if ((int)o.kv_dtype < 0 || o.kv_dtype >= ASSAY_KV_DTYPE_COUNT) return assay_fail(ASSAY_ERR_ARG, "bad KV cache dtype");
+    if (o.n_seq == 0 && o.kv_blocks <= 0)
+        return assay_fail(ASSAY_ERR_ARG, "a session without sequences needs its KV pool size (kv_blocks)");
+    int64_t n_blocks = o.kv_blocks > 0 ? o.kv_blocks : o.n_seq * assay_blocks_for(o.n_ctx);
     assay_session *s = assay_xcalloc(1, sizeof *s);
     s->m = m;
     s->o = o;
     assay_kv_geom g = {o.kv_dtype, c->n_head_kv, c->head_dim};
-    assay_status st = assay_kv_cache_init(&s->kv, m->be, &g, c->n_layer, o.n_seq, o.n_ctx);
+    assay_status st = assay_kv_cache_init(&s->kv, m->be, &g, c->n_layer, n_blocks);
     if (st) {
         free(s);
         return st;
@@ -583,6 +594,14 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
         return st;
     }
     int64_t B = o.n_batch, E = c->n_embd, qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
+    if (o.n_seq > 0) {
+        s->bm = assay_block_manager_new(n_blocks, 0);
+        s->tables = assay_xcalloc((size_t)o.n_seq, sizeof *s->tables);
+        s->table_ids = assay_xcalloc((size_t)o.n_seq, sizeof *s->table_ids);
+        s->seq_lens = assay_xcalloc((size_t)o.n_seq, sizeof *s->seq_lens);
+        s->seq_of_tok = assay_xmalloc((size_t)B * sizeof *s->seq_of_tok);
+        s->slot = assay_xmalloc((size_t)B * sizeof *s->slot);
+    }
     s->x = assay_xmalloc((size_t)(B * E) * 4);
     s->h = assay_xmalloc((size_t)(B * E) * 4);
     s->rows = assay_xmalloc((size_t)(B * E) * 4);
@@ -594,7 +613,6 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
     s->up = assay_xmalloc((size_t)(B * c->n_ff) * 4);
     s->act = assay_xmalloc((size_t)(B * c->n_ff) * 4);
     s->mask = assay_xmalloc((size_t)B);
-    s->views = assay_xmalloc((size_t)B * sizeof(assay_kv_seq_view));
     int64_t max_in = E > qd ? E : qd;
     if (c->n_ff > max_in) max_in = c->n_ff;
     if (m->n_perm) s->px = assay_xmalloc((size_t)(B * max_in) * 4);
@@ -609,16 +627,31 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
 
 void assay_session_close(assay_session *s) {
     if (!s) return;
+    for (int i = 0; s->tables && i < s->o.n_seq; i++) assay_block_manager_free_table(s->bm, &s->tables[i]);
+    assay_block_manager_free(s->bm);
+    free(s->tables); free(s->table_ids); free(s->seq_lens); free(s->seq_of_tok); free(s->slot);
     assay_kv_cache_free(&s->kv);
     free(s->x); free(s->h); free(s->rows); free(s->q); free(s->att); free(s->k); free(s->v);
-    free(s->gate); free(s->up); free(s->act); free(s->mask); free(s->views);
+    free(s->gate); free(s->up); free(s->act); free(s->mask);
     free(s->aq); free(s->ax); free(s->as); free(s->px);
     free(s);
 }
 
 int64_t assay_session_n_ctx(const assay_session *s) { return s->o.n_ctx; }
+int64_t assay_session_n_batch(const assay_session *s) { return s->o.n_batch; }
+int64_t assay_session_kv_blocks(const assay_session *s) { return s->kv.n_blocks; }
+size_t assay_session_kv_block_bytes(const assay_session *s) { return assay_kv_cache_block_bytes(&s->kv.geom, s->kv.n_layer); }
 
-void assay_session_seq_clear(assay_session *s, int seq) { assay_kv_cache_seq_clear(&s->kv, seq); }
+void assay_session_seq_clear(assay_session *s, int seq) {
+    ASSAY_ASSERT(s->bm && seq >= 0 && seq < s->o.n_seq);
+    assay_block_manager_free_table(s->bm, &s->tables[seq]);
+}
+
+void assay_session_copy_block(assay_session *s, int64_t src, int64_t dst) {
+    ASSAY_ASSERT(src >= 0 && src < s->kv.n_blocks && dst >= 0 && dst < s->kv.n_blocks);
+    assay_backend *be = s->m->be;
+    for (int64_t l = 0; l < s->kv.n_layer; l++) be->ops->kv_copy_block(be, &s->kv.layers[l], &s->kv.geom, src, dst);
+}
 
 void assay_session_set_calib_hook(assay_session *s, assay_calib_fn fn, void *user) {
     s->calib = fn;
@@ -650,23 +683,22 @@ static void linear(assay_session *s, float *y, const assay_weight *w, const assa
         for (int64_t t = 0; t < n; t++) be->ops->add(be, y + t * w->n_out, y + t * w->n_out, bias, w->n_out);
 }
 
-/* One step of at most n_batch tokens. `want` marks rows whose logits go to `logits` (in order). */
-static assay_status forward_step(assay_session *s, const int32_t *tok, const int32_t *pos, const int32_t *seq,
-                                 const int8_t *want, int64_t n, float *logits, int64_t *n_written) {
+/* One step (at most n_batch tokens) as its descriptor says; the rows that want logits go to `logits` in order. */
+assay_status assay_session_run_step(assay_session *s, const assay_step *step, float *logits) {
     assay_model *m = s->m;
     const assay_model_config *c = &m->c;
     assay_backend *be = m->be;
     const assay_backend_ops *op = be->ops;
     int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd, F = c->n_ff;
-    for (int64_t t = 0; t < n; t++) {
-        int sq = seq ? seq[t] : 0;
+    int64_t n = step->n_tokens;
+    const int32_t *tok = step->token, *pos = step->pos;
+    const int8_t *want = step->want_logits;
+    if (n > s->o.n_batch)
+        return assay_fail(ASSAY_ERR_ARG, "a step of %lld tokens exceeds the session's batch of %lld", (long long)n,
+                          (long long)s->o.n_batch);
+    for (int64_t t = 0; t < n; t++)
         if (tok[t] < 0 || tok[t] >= c->n_vocab)
             return assay_fail(ASSAY_ERR_RANGE, "token id %d is outside the vocabulary (%lld)", tok[t], (long long)c->n_vocab);
-        if (sq < 0 || sq >= s->o.n_seq) return assay_fail(ASSAY_ERR_RANGE, "sequence id %d is outside 0..%d", sq, s->o.n_seq - 1);
-        assay_status st = assay_kv_cache_reserve(&s->kv, sq, pos[t]);
-        if (st) return st;
-    }
-    for (int64_t t = 0; t < n; t++) s->views[t] = assay_kv_cache_view(&s->kv, seq ? seq[t] : 0);
 
     float *x = s->x, *h = s->h;
     op->get_rows(be, x, &m->tok_embd, tok, n);
@@ -688,9 +720,9 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
         op->rope(be, s->k, n, c->n_head_kv, hd, kvd, pos, &rp);
         if (s->kv_hook) s->kv_hook(s->kv_user, l, s->k, s->v, n, kvd);
         assay_kv_cache_observe(&s->kv, l, s->k, s->v, n);
-        op->kv_store(be, &s->kv.layers[l], &s->kv.geom, s->k, s->v, n, s->views, pos);
+        op->kv_store(be, &s->kv.layers[l], &s->kv.geom, s->k, s->v, step);
         assay_attn_params ap = {c->n_head, c->n_head_kv, hd, attn_scale, L->sliding ? c->sliding_window : 0, 0};
-        op->attention(be, s->att, s->q, n, &ap, &s->kv.layers[l], &s->kv.geom, s->views, pos);
+        op->attention(be, s->att, s->q, &ap, &s->kv.layers[l], &s->kv.geom, step);
         linear(s, h, &L->wo, &L->ao, s->att, n, NULL);
         if (L->post_attn_norm) op->rmsnorm(be, h, h, L->post_attn_norm, E, n, eps);
         op->add(be, x, x, h, n * E);
@@ -710,23 +742,50 @@ static assay_status forward_step(assay_session *s, const int32_t *tok, const int
         if (want[t]) memcpy(s->rows + r++ * E, x + t * E, (size_t)E * 4);
     if (r == 0) return ASSAY_OK;
     op->rmsnorm(be, s->rows, s->rows, m->output_norm, E, r, eps);
-    float *out = logits + *n_written * c->n_vocab;
+    float *out = logits;
     linear(s, out, &m->output, &m->output_act, s->rows, r, NULL);
     if (c->final_logit_softcap > 0) {
         float cap = (float)c->final_logit_softcap;
         for (int64_t i = 0; i < r * c->n_vocab; i++) out[i] = cap * tanhf(out[i] / cap);
     }
-    *n_written += r;
     return ASSAY_OK;
 }
 
+/* The sequence API: reserves blocks for the chunk's positions in each token's sequence table, then runs it. */
+static assay_status forward_chunk(assay_session *s, const int32_t *tok, const int32_t *pos, const int32_t *seq,
+                                  int64_t n, float *logits, int64_t *n_written) {
+    for (int64_t t = 0; t < n; t++) {
+        int sq = seq ? seq[t] : 0;
+        if (sq < 0 || sq >= s->o.n_seq) return assay_fail(ASSAY_ERR_RANGE, "sequence id %d is outside 0..%d", sq, s->o.n_seq - 1);
+        if (pos[t] < 0 || pos[t] >= s->o.n_ctx)
+            return assay_fail(ASSAY_ERR_RANGE, "position %d is outside the context of %lld tokens", pos[t], (long long)s->o.n_ctx);
+        if (assay_block_manager_append(s->bm, &s->tables[sq], (int64_t)pos[t] + 1, NULL) != ASSAY_OK)
+            return assay_fail(ASSAY_ERR_RANGE, "KV cache is full (%lld blocks of %d tokens)", (long long)s->kv.n_blocks,
+                              ASSAY_KV_BLOCK);
+        s->seq_of_tok[t] = sq;
+        s->slot[t] = (int64_t)s->tables[sq].ids[pos[t] / ASSAY_KV_BLOCK] * ASSAY_KV_BLOCK + pos[t] % ASSAY_KV_BLOCK;
+    }
+    int64_t n_logits = 0;
+    for (int64_t t = 0; t < n; t++) n_logits += s->mask[t] != 0;
+    for (int i = 0; i < s->o.n_seq; i++) {
+        s->table_ids[i] = s->tables[i].ids;
+        s->seq_lens[i] = (int32_t)s->tables[i].n_tokens;
+    }
+    assay_step step = {.n_tokens = n, .token = tok, .pos = pos, .seq_of_tok = s->seq_of_tok, .slot = s->slot,
+                       .want_logits = s->mask, .n_logits = n_logits, .n_seqs = s->o.n_seq, .cu_seqlens_q = NULL,
+                       .seq_lens = s->seq_lens, .block_tables = s->table_ids};
+    assay_status st = assay_session_run_step(s, &step, logits ? logits + *n_written * s->m->c.n_vocab : NULL);
+    if (st == ASSAY_OK) *n_written += n_logits;
+    return st;
+}
+
 assay_status assay_session_forward(assay_session *s, const assay_batch *b, float *logits) {
+    if (!s->bm) return assay_fail(ASSAY_ERR_ARG, "this session has no sequences (n_seq 0): its steps come from an engine");
     int64_t written = 0, B = s->o.n_batch;
     for (int64_t t0 = 0; t0 < b->n_tokens; t0 += B) {
         int64_t n = b->n_tokens - t0 < B ? b->n_tokens - t0 : B;
         for (int64_t t = 0; t < n; t++) s->mask[t] = b->logits ? (b->logits[t0 + t] != 0) : (t0 + t == b->n_tokens - 1);
-        assay_status st = forward_step(s, b->token + t0, b->pos + t0, b->seq ? b->seq + t0 : NULL, s->mask, n, logits,
-                                       &written);
+        assay_status st = forward_chunk(s, b->token + t0, b->pos + t0, b->seq ? b->seq + t0 : NULL, n, logits, &written);
         if (st) return st;
     }
     return ASSAY_OK;

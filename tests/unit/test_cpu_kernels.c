@@ -323,24 +323,38 @@ static void test_f16(const assay_cpu_kernels *ref, const assay_cpu_kernels *avx)
 static void test_attention(assay_backend *be, assay_kv_dtype dt, double tol) {
     const int64_t n_head = 4, n_kv = 2, hd = 64, n_pos = 45, n_blocks = 8;
     int32_t table[4] = {5, 2, 7, 0}; /* shuffled physical blocks */
-    assay_kv_seq_view sv = {table, 4};
+    const int32_t *tables[1] = {table};
     size_t es = assay_kv_dtype_size(dt);
     assay_kv_layer L = {calloc(n_blocks * n_kv * ASSAY_KV_BLOCK * hd, es), calloc(n_blocks * n_kv * ASSAY_KV_BLOCK * hd, es),
                         calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4), calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4), 0, 0};
     assay_kv_geom g = {dt, n_kv, hd};
     float *k = malloc(n_pos * n_kv * hd * 4), *v = malloc(n_pos * n_kv * hd * 4), *q = malloc(n_pos * n_head * hd * 4);
     float *out = malloc(n_pos * n_head * hd * 4);
-    int32_t pos[64];
-    assay_kv_seq_view svs[64];
+    int32_t pos[64], seq[64], len = (int32_t)n_pos;
+    int64_t slot[64];
     for (int64_t i = 0; i < n_pos * n_kv * hd; i++) { k[i] = frand() * 2; v[i] = frand(); }
     for (int64_t i = 0; i < n_pos * n_head * hd; i++) q[i] = frand() * 2;
-    for (int i = 0; i < n_pos; i++) { pos[i] = i; svs[i] = sv; }
+    for (int i = 0; i < n_pos; i++) {
+        pos[i] = i;
+        seq[i] = 0;
+        slot[i] = (int64_t)table[i / ASSAY_KV_BLOCK] * ASSAY_KV_BLOCK + i % ASSAY_KV_BLOCK;
+    }
+    /* a step of the first tokens [t0, t0 + n) of the one sequence */
+#define STEP(t0, n) \
+    (assay_step) { .n_tokens = (n), .pos = pos + (t0), .seq_of_tok = seq + (t0), .slot = slot + (t0), .n_seqs = 1, \
+                   .seq_lens = &len, .block_tables = tables }
     /* store in two calls (a prefill, then single tokens), as a generation would */
-    be->ops->kv_store(be, &L, &g, k, v, 30, svs, pos);
-    for (int i = 30; i < n_pos; i++) be->ops->kv_store(be, &L, &g, k + i * n_kv * hd, v + i * n_kv * hd, 1, svs, pos + i);
+    assay_step prefill = STEP(0, 30);
+    be->ops->kv_store(be, &L, &g, k, v, &prefill);
+    for (int i = 30; i < n_pos; i++) {
+        assay_step one = STEP(i, 1);
+        be->ops->kv_store(be, &L, &g, k + i * n_kv * hd, v + i * n_kv * hd, &one);
+    }
+    assay_step all = STEP(0, n_pos), last = STEP(n_pos - 2, 1);
+#undef STEP
     for (int win = 0; win <= 20; win += 20) {
         assay_attn_params ap = {n_head, n_kv, hd, 0.125f, win, 0};
-        be->ops->attention(be, out, q, n_pos, &ap, &L, &g, svs, pos);
+        be->ops->attention(be, out, q, &ap, &L, &g, &all);
         double maxerr = 0;
         for (int t = 0; t < n_pos; t++)
             for (int h = 0; h < n_head; h++) {
@@ -366,7 +380,7 @@ static void test_attention(assay_backend *be, assay_kv_dtype dt, double tol) {
         /* one token alone (decode) gives what it got inside the batch */
         float *o1 = malloc(n_head * hd * 4);
         double d1 = 0;
-        be->ops->attention(be, o1, q + (n_pos - 2) * n_head * hd, 1, &ap, &L, &g, svs, pos + n_pos - 2);
+        be->ops->attention(be, o1, q + (n_pos - 2) * n_head * hd, &ap, &L, &g, &last);
         for (int64_t i = 0; i < n_head * hd; i++) d1 = fmax(d1, fabs(o1[i] - out[(n_pos - 2) * n_head * hd + i]));
         CHECK(d1 <= 1e-6);
         free(o1);

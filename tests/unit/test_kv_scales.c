@@ -24,7 +24,7 @@ enum { HKV = 2, HD = 16, NCTX = 128 };
 
 static float decode_slot(const assay_kv_cache *kv, int kind, int64_t pos, int64_t h, int64_t i, float *slot_scale) {
     const assay_kv_layer *L = &kv->layers[0];
-    int64_t phys = kv->tables[0][pos / ASSAY_KV_BLOCK];
+    int64_t phys = pos / ASSAY_KV_BLOCK; /* one sequence on blocks 0, 1, 2, ... */
     int64_t slot = (phys * HKV + h) * ASSAY_KV_BLOCK + pos % ASSAY_KV_BLOCK;
     const uint8_t *codes = kind ? L->v : L->k;
     float sc = (kind ? L->v_scale : L->k_scale)[slot];
@@ -34,15 +34,21 @@ static float decode_slot(const assay_kv_cache *kv, int kind, int64_t pos, int64_
 
 /* n rows of keys/values at positions p0.., stored through observe + the backend's kv_store */
 static void store(assay_kv_cache *kv, const float *k, const float *v, int64_t p0, int64_t n) {
-    int32_t pos[64];
-    assay_kv_seq_view views[64];
+    int32_t pos[64], seq[64], table[NCTX / ASSAY_KV_BLOCK];
+    int64_t slot[64];
+    for (int64_t b = 0; b < NCTX / ASSAY_KV_BLOCK; b++) table[b] = (int32_t)b;
     for (int64_t t = 0; t < n; t++) {
         pos[t] = (int32_t)(p0 + t);
-        CHECK_OK(assay_kv_cache_reserve(kv, 0, p0 + t));
+        seq[t] = 0;
+        slot[t] = p0 + t;
+        CHECK(p0 + t < NCTX);
     }
-    for (int64_t t = 0; t < n; t++) views[t] = assay_kv_cache_view(kv, 0);
+    const int32_t *tables[1] = {table};
+    int32_t len = (int32_t)(p0 + n);
+    assay_step step = {.n_tokens = n, .pos = pos, .seq_of_tok = seq, .slot = slot, .n_seqs = 1, .seq_lens = &len,
+                       .block_tables = tables};
     assay_kv_cache_observe(kv, 0, k, v, n);
-    kv->be->ops->kv_store(kv->be, &kv->layers[0], &kv->geom, k, v, n, views, pos);
+    kv->be->ops->kv_store(kv->be, &kv->layers[0], &kv->geom, k, v, &step);
 }
 
 /* rows with |x| <= amax, the value amax reached at row `at` (element 5 of head 1), sign alternating */
@@ -67,7 +73,7 @@ static void check_row_exact(const assay_kv_cache *kv, int kind, const float *x, 
 static void test_static(assay_backend *be) {
     assay_kv_cache kv;
     assay_kv_geom g = {ASSAY_KV_FP8_E4M3, HKV, HD};
-    CHECK_OK(assay_kv_cache_init(&kv, be, &g, 1, 1, NCTX));
+    CHECK_OK(assay_kv_cache_init(&kv, be, &g, 1, NCTX / ASSAY_KV_BLOCK));
     float ks = 1.0f / 448, vs = 0.5f / 448;
     assay_kv_cache_set_static(&kv, 0, ks, vs);
     float k[4 * HKV * HD], v[4 * HKV * HD];
@@ -83,7 +89,7 @@ static void test_static(assay_backend *be) {
     CHECK(decode_slot(&kv, 0, 3, 0, 2, NULL) == 1.0f);
     CHECK(decode_slot(&kv, 1, 3, 0, 3, NULL) == -0.5f);
     /* the code is the E4M3 rounding of x / scale */
-    CHECK(((const uint8_t *)kv.layers[0].k)[(kv.tables[0][0] * HKV + 1) * ASSAY_KV_BLOCK * HD + 7] ==
+    CHECK(((const uint8_t *)kv.layers[0].k)[(0 * HKV + 1) * ASSAY_KV_BLOCK * HD + 7] ==
           assay_f32_to_fp8_e4m3(k[1 * HD + 7] / ks));
     assay_kv_cache_free(&kv);
 }
@@ -91,7 +97,7 @@ static void test_static(assay_backend *be) {
 static void test_calc(assay_backend *be) {
     assay_kv_cache kv;
     assay_kv_geom g = {ASSAY_KV_FP8_E4M3, HKV, HD};
-    CHECK_OK(assay_kv_cache_init(&kv, be, &g, 1, 1, NCTX));
+    CHECK_OK(assay_kv_cache_init(&kv, be, &g, 1, NCTX / ASSAY_KV_BLOCK));
     const int64_t N = 40;
     assay_kv_cache_calc_begin(&kv, N);
     float k[16 * HKV * HD], v[16 * HKV * HD];
@@ -104,7 +110,7 @@ static void test_calc(assay_backend *be) {
     store(&kv, k, v, p, 8);
     CHECK(kv.layers[0].k_static == 0 && kv.layers[0].v_static == 0 && kv.calc.seen[0] == 0);
     for (int64_t t = 0; t < 8; t++) check_row_exact(&kv, 0, k, p + t, t, 0);
-    assay_kv_cache_seq_clear(&kv, 0); /* the warm-up request ends */
+    /* the warm-up request ends (its slots are simply overwritten by what follows) */
     assay_kv_cache_calc_pause(&kv, 0);
 
     /* batch A: 10 real tokens, amax 2 / 1.5 */

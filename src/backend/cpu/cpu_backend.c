@@ -346,20 +346,17 @@ static void cpu_get_rows(assay_backend *be, float *y, const assay_weight *w, con
 
 static size_t kv_elem(assay_kv_dtype t) { return assay_kv_dtype_size(t); }
 
-static int kv_is_scaled(assay_kv_dtype t) { return t == ASSAY_KV_FP8_E4M3 || t == ASSAY_KV_FP8_E5M2 || t == ASSAY_KV_INT8; }
+static int kv_is_scaled(assay_kv_dtype t) { return assay_kv_dtype_scaled(t); }
 
-static float kv_qmax(assay_kv_dtype t) { return t == ASSAY_KV_INT8 ? 127.0f : assay_kv_fp8_max(t); }
+static float kv_qmax(assay_kv_dtype t) { return assay_kv_dtype_qmax(t); }
 
 static void cpu_kv_store(assay_backend *be, const assay_kv_layer *L, const assay_kv_geom *g, const float *k,
-                         const float *v, int64_t n_tok, const assay_kv_seq_view *seq_of_tok, const int32_t *pos) {
+                         const float *v, const assay_step *step) {
     cpu_backend *cb = cpu_of(be);
     size_t es = kv_elem(g->dtype);
     int64_t hd = g->head_dim, kvd = g->n_head_kv * hd;
-    for (int64_t t = 0; t < n_tok; t++) {
-        const assay_kv_seq_view *sv = &seq_of_tok[t];
-        int64_t blk = pos[t] / ASSAY_KV_BLOCK, off = pos[t] % ASSAY_KV_BLOCK;
-        ASSAY_ASSERT(blk < sv->n_blocks);
-        int64_t phys = sv->table[blk];
+    for (int64_t t = 0; t < step->n_tokens; t++) {
+        int64_t phys = step->slot[t] / ASSAY_KV_BLOCK, off = step->slot[t] % ASSAY_KV_BLOCK;
         for (int64_t h = 0; h < g->n_head_kv; h++) {
             int64_t slot = (phys * g->n_head_kv + h) * ASSAY_KV_BLOCK + off;
             for (int kv = 0; kv < 2; kv++) {
@@ -384,16 +381,30 @@ static void cpu_kv_store(assay_backend *be, const assay_kv_layer *L, const assay
     }
 }
 
+static void cpu_kv_copy_block(assay_backend *be, const assay_kv_layer *L, const assay_kv_geom *g, int64_t src,
+                              int64_t dst) {
+    size_t slots = (size_t)g->n_head_kv * ASSAY_KV_BLOCK, bytes = slots * (size_t)g->head_dim * kv_elem(g->dtype);
+    memcpy((uint8_t *)L->k + (size_t)dst * bytes, (const uint8_t *)L->k + (size_t)src * bytes, bytes);
+    memcpy((uint8_t *)L->v + (size_t)dst * bytes, (const uint8_t *)L->v + (size_t)src * bytes, bytes);
+    if (kv_is_scaled(g->dtype)) {
+        memcpy(L->k_scale + dst * slots, L->k_scale + src * slots, slots * sizeof(float));
+        memcpy(L->v_scale + dst * slots, L->v_scale + src * slots, slots * sizeof(float));
+    }
+}
+
 typedef struct attn_job {
     float *out;
     const float *q;
     const assay_attn_params *ap;
     const assay_kv_layer *L;
     const assay_kv_geom *g;
-    const assay_kv_seq_view *seq;
+    const assay_step *step;
     const int32_t *pos;
     cpu_backend *cb;
 } attn_job;
+
+/* the physical blocks of token t's sequence */
+static const int32_t *attn_table(const attn_job *j, int64_t t) { return j->step->block_tables[j->step->seq_of_tok[t]]; }
 
 /* One (token, KV head): the query heads that share this KV head (GQA group) walk the sequence's KV blocks together,
  * so each block of keys and values is decoded to float once per group. Per head, scores of one block at a time
@@ -412,7 +423,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     size_t es = kv_elem(g->dtype);
     int64_t p = j->pos[t], start = 0;
     if (ap->window > 0 && p - ap->window + 1 > 0) start = p - ap->window + 1;
-    const assay_kv_seq_view *sv = &j->seq[t];
+    const int32_t *table = attn_table(j, t);
     int scaled = kv_is_scaled(g->dtype);
     for (int64_t h = 0; h < grp; h++) {
         m[h] = -INFINITY;
@@ -422,7 +433,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     for (int64_t blk = start / B; blk <= p / B; blk++) {
         int64_t base = blk * B;
         int64_t j0 = start > base ? start - base : 0, j1 = p - base + 1 < B ? p - base + 1 : B;
-        int64_t slot0 = (sv->table[blk] * g->n_head_kv + kvh) * B;
+        int64_t slot0 = ((int64_t)table[blk] * g->n_head_kv + kvh) * B;
         const uint8_t *kb = (const uint8_t *)j->L->k + (size_t)slot0 * hd * es;
         const uint8_t *vb = (const uint8_t *)j->L->v + (size_t)slot0 * hd * es;
         const float *kf = (const float *)kb, *vf = (const float *)vb;
@@ -481,7 +492,7 @@ static void attn_tile_task(void *ctx, int64_t task, int thread) {
           *l = m + nr;
     size_t es = kv_elem(g->dtype);
     int scaled = kv_is_scaled(g->dtype);
-    const assay_kv_seq_view *sv = &j->seq[t0];
+    const int32_t *table = attn_table(j, t0);
     int64_t start[ATTN_TILE_TOK], lo = INT64_MAX, hi = 0;
     for (int64_t t = t0; t < t1; t++) {
         int64_t p = j->pos[t];
@@ -504,7 +515,7 @@ static void attn_tile_task(void *ctx, int64_t task, int thread) {
             }
         }
         if (jlo >= jhi) continue;
-        int64_t slot0 = (sv->table[blk] * g->n_head_kv + kvh) * B;
+        int64_t slot0 = ((int64_t)table[blk] * g->n_head_kv + kvh) * B;
         const uint8_t *kb = (const uint8_t *)j->L->k + (size_t)slot0 * hd * es;
         const uint8_t *vb = (const uint8_t *)j->L->v + (size_t)slot0 * hd * es;
         const float *vf = (const float *)vb;
@@ -535,10 +546,11 @@ static void attn_tile_task(void *ctx, int64_t task, int thread) {
         }
 }
 
-static void cpu_attention(assay_backend *be, float *out, const float *q, int64_t n_tok, const assay_attn_params *ap,
-                          const assay_kv_layer *L, const assay_kv_geom *g, const assay_kv_seq_view *seq_of_tok,
-                          const int32_t *pos) {
+static void cpu_attention(assay_backend *be, float *out, const float *q, const assay_attn_params *ap,
+                          const assay_kv_layer *L, const assay_kv_geom *g, const assay_step *step) {
     cpu_backend *cb = cpu_of(be);
+    int64_t n_tok = step->n_tokens;
+    const int32_t *pos = step->pos, *seq_of_tok = step->seq_of_tok;
     int64_t grp = ap->n_head / ap->n_head_kv;
     if (cb->k->attn_block16 && ap->head_dim % 16 == 0) {
         static_assert(ASSAY_KV_BLOCK == 16, "attn_block16 takes 16 keys per KV block");
@@ -550,19 +562,19 @@ static void cpu_attention(assay_backend *be, float *out, const float *q, int64_t
         int64_t n_tiles = 0;
         for (int64_t t = 0; t < n_tok;) { /* consecutive tokens of the same sequence */
             int64_t u = t + 1;
-            while (u < n_tok && u - t < ATTN_TILE_TOK && seq_of_tok[u].table == seq_of_tok[t].table) u++;
+            while (u < n_tok && u - t < ATTN_TILE_TOK && seq_of_tok[u] == seq_of_tok[t]) u++;
             cb->tiles[n_tiles++] = t;
             t = u;
         }
         cb->tiles[n_tiles] = n_tok;
         int64_t hd = ap->head_dim, nr = ATTN_TILE_TOK * grp;
         ensure_thread_scratch(cb, (size_t)(nr * hd + 2 * ASSAY_KV_BLOCK * hd + hd + 2 * nr));
-        attn_job j = {out, q, ap, L, g, seq_of_tok, pos, cb};
+        attn_job j = {out, q, ap, L, g, step, pos, cb};
         assay_threadpool_run(cb->tp, attn_tile_task, &j, n_tiles * ap->n_head_kv);
         return;
     }
     ensure_thread_scratch(cb, (size_t)(grp * ap->head_dim + 2 * ASSAY_KV_BLOCK * ap->head_dim + grp * ASSAY_KV_BLOCK + 2 * grp));
-    attn_job j = {out, q, ap, L, g, seq_of_tok, pos, cb};
+    attn_job j = {out, q, ap, L, g, step, pos, cb};
     assay_threadpool_run(cb->tp, attn_task, &j, n_tok * ap->n_head_kv);
 }
 
@@ -580,6 +592,7 @@ static const assay_backend_ops cpu_ops = {
     .rope = cpu_rope,
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
+    .kv_copy_block = cpu_kv_copy_block,
     .swiglu = cpu_swiglu,
     .geglu = cpu_geglu,
     .add = cpu_add,
@@ -628,35 +641,3 @@ void assay_backend_close(assay_backend *be) {
 }
 
 const char *assay_backend_cpu_kernels(const assay_backend *be) { return ((const cpu_backend *)be)->k->name; }
-
-/* ---- KV dtype names (shared by every backend) -------------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    size_t size;
-} kv_dtypes[ASSAY_KV_DTYPE_COUNT] = {
-    [ASSAY_KV_F16] = {"f16", 2},          [ASSAY_KV_BF16] = {"bf16", 2},        [ASSAY_KV_F32] = {"f32", 4},
-    [ASSAY_KV_FP8_E4M3] = {"fp8_e4m3", 1}, [ASSAY_KV_FP8_E5M2] = {"fp8_e5m2", 1}, [ASSAY_KV_INT8] = {"int8", 1},
-};
-
-const char *assay_kv_dtype_name(assay_kv_dtype t) {
-    return (int)t >= 0 && t < ASSAY_KV_DTYPE_COUNT ? kv_dtypes[t].name : "unknown";
-}
-
-size_t assay_kv_dtype_size(assay_kv_dtype t) {
-    ASSAY_ASSERT((int)t >= 0 && t < ASSAY_KV_DTYPE_COUNT);
-    return kv_dtypes[t].size;
-}
-
-assay_status assay_kv_dtype_from_name(const char *name, assay_kv_dtype *out) {
-    for (int i = 0; i < ASSAY_KV_DTYPE_COUNT; i++)
-        if (strcasecmp(name, kv_dtypes[i].name) == 0) {
-            *out = (assay_kv_dtype)i;
-            return ASSAY_OK;
-        }
-    if (strcasecmp(name, "fp8") == 0) {
-        *out = ASSAY_KV_FP8_E4M3;
-        return ASSAY_OK;
-    }
-    return assay_fail(ASSAY_ERR_ARG, "unknown KV cache dtype '%s' (f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8)", name);
-}

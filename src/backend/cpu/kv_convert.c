@@ -19,8 +19,6 @@ static void build_tables(void) {
 
 void assay_kv_convert_init(void) { pthread_once(&fp8_once, build_tables); }
 
-float assay_kv_fp8_max(assay_kv_dtype t) { return t == ASSAY_KV_FP8_E4M3 ? 448.0f : 57344.0f; }
-
 /* x * inv_scale -> fp8 in chunks through a stack buffer (values are pre-scaled into the finite range). */
 static void fp8_encode_row(assay_kv_dtype t, const float *x, uint8_t *dst, int64_t n, float inv_scale) {
     float buf[256];

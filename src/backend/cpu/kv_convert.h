@@ -9,7 +9,6 @@
 #include "backend/cpu/cpu_kernels.h"
 
 void assay_kv_convert_init(void); /* builds the fp8 tables once; thread-safe */
-float assay_kv_fp8_max(assay_kv_dtype t);
 /* n values: x (float) -> dst of dtype, using 1/scale for the 8-bit types; returns nothing. */
 void assay_kv_encode(const assay_cpu_kernels *k, assay_kv_dtype t, const float *x, void *dst, int64_t n, float inv_scale);
 /* dst[i] = decode(src[i]) * scale */
