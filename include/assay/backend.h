@@ -133,6 +133,12 @@ struct assay_backend {
     void *impl;
 };
 
+/* The backend for a device name ("cpu", "cuda"), as --device gives it: an unknown name or a device this build or
+ * machine cannot run is an error with a one-line message, never a crash. */
+assay_status assay_backend_open(assay_backend **out, const char *device, int n_threads);
+/* The same check without opening anything (for usage errors before a model loads). */
+assay_status assay_backend_check(const char *device);
+
 /* CPU backend: n_threads workers (<= 0: all cores). The kernels (AVX2 or scalar) are picked by cpuid at open;
  * ASSAY_CPU_NO_SIMD=1 in the environment forces the scalar kernels; ASSAY_CPU_EXACT=1 makes matmuls dequantize
  * weight rows to f32 and multiply f32 activations in double (the dequantize-then-dot spec, no activation

@@ -85,6 +85,7 @@ typedef struct assay_session assay_session;
 typedef struct assay_model_options {
     int n_threads;            /* <= 0: every core */
     const char *quantization; /* NULL: weights as stored; "fp8": on-the-fly FP8, see below */
+    const char *device;       /* the backend (backend.h's assay_backend_open): "cpu" (default) or "cuda" */
 } assay_model_options;
 
 typedef struct assay_session_options {

@@ -28,6 +28,9 @@ typedef struct assay_sampler assay_sampler;
 assay_sampler *assay_sampler_new(const assay_sampler_params *p, int64_t n_vocab);
 void assay_sampler_free(assay_sampler *s);
 int32_t assay_sampler_sample(assay_sampler *s, const float *logits);
+/* The same draw with the parameters and generator state the caller keeps (the engine: one per request), using s only
+ * for its scratch and vocabulary size. */
+int32_t assay_sampler_sample_with(assay_sampler *s, const assay_sampler_params *p, uint64_t *state, const float *logits);
 /* The first index of the largest value. */
 int32_t assay_argmax(const float *x, int64_t n);
 

@@ -55,40 +55,44 @@ static int cmp_desc(const void *a, const void *b, void *ctx) {
 }
 
 int32_t assay_sampler_sample(assay_sampler *s, const float *logits) {
-    if (s->p.temp <= 0) return assay_argmax(logits, s->n_vocab);
+    return assay_sampler_sample_with(s, &s->p, &s->state, logits);
+}
+
+int32_t assay_sampler_sample_with(assay_sampler *s, const assay_sampler_params *p, uint64_t *state, const float *logits) {
+    if (p->temp <= 0) return assay_argmax(logits, s->n_vocab);
     int64_t n = s->n_vocab;
     for (int64_t i = 0; i < n; i++) s->idx[i] = (int32_t)i;
     /* Sorting every candidate is simple and fast enough for one token at a time (vocabularies up to ~256k). */
     qsort_r(s->idx, (size_t)n, sizeof(int32_t), cmp_desc, (void *)logits);
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
     float mx = logits[s->idx[0]];
     double sum = 0;
     for (int64_t i = 0; i < n; i++) {
-        s->prob[i] = expf((logits[s->idx[i]] - mx) / s->p.temp);
+        s->prob[i] = expf((logits[s->idx[i]] - mx) / p->temp);
         sum += s->prob[i];
     }
     for (int64_t i = 0; i < n; i++) s->prob[i] = (float)(s->prob[i] / sum);
-    if (s->p.top_p > 0 && s->p.top_p < 1) {
+    if (p->top_p > 0 && p->top_p < 1) {
         double c = 0;
         int64_t keep = n;
         for (int64_t i = 0; i < n; i++) {
             c += s->prob[i];
-            if (c >= s->p.top_p) {
+            if (c >= p->top_p) {
                 keep = i + 1;
                 break;
             }
         }
         n = keep;
     }
-    if (s->p.min_p > 0) {
-        float lim = s->p.min_p * s->prob[0];
+    if (p->min_p > 0) {
+        float lim = p->min_p * s->prob[0];
         int64_t keep = 1;
         while (keep < n && s->prob[keep] >= lim) keep++;
         n = keep;
     }
     double total = 0;
     for (int64_t i = 0; i < n; i++) total += s->prob[i];
-    double u = (double)(splitmix64(&s->state) >> 11) / 9007199254740992.0 * total;
+    double u = (double)(splitmix64(state) >> 11) / 9007199254740992.0 * total;
     double c = 0;
     for (int64_t i = 0; i < n; i++) {
         c += s->prob[i];

@@ -82,6 +82,7 @@ struct assay_session {
 void assay_model_options_default(assay_model_options *o) {
     o->n_threads = 0;
     o->quantization = NULL;
+    o->device = "cpu";
 }
 
 assay_status assay_model_quantization_check(const char *name) {
@@ -325,6 +326,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     m->c = *assay_model_file_config(m->mf);
     const assay_model_config *c = &m->c;
     double t_load = assay_now_seconds();
+    if ((st = assay_backend_check(opt->device))) goto fail;
     if ((st = assay_ckpt_open(&m->ck, m->mf))) goto fail;
     if (opt->quantization) {
         if ((st = assay_model_quantization_check(opt->quantization))) goto fail;
@@ -408,7 +410,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     m->weight_bytes += weight_bytes(&m->output) + m->tok_embd.row_bytes;
     m->inv_freq = own(m, rope_freqs(c, c->rope_theta, hd));
     m->inv_freq_local = own(m, rope_freqs(c, c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta, hd));
-    if ((st = assay_backend_cpu_open(&m->be, opt->n_threads))) goto fail;
+    if ((st = assay_backend_open(&m->be, opt->device, opt->n_threads))) goto fail;
     /* a note like vLLM's load log: what on-the-fly quantization cost */
     if (m->fp8) fprintf(stderr, "quantized %d linear layers to fp8 in %.2f s\n", n_quant, t_quant);
     if (m->output_act.kind != ASSAY_ACT_QUANT_NONE) {

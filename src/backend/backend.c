@@ -1,0 +1,41 @@
+/* backend.c — the table of backends a model can run on, chosen by name (--device), never in model code. */
+#include <string.h>
+
+#include "assay/backend.h"
+
+typedef struct backend_row {
+    const char *name;
+    assay_status (*open)(assay_backend **out, int n_threads);
+    const char *missing; /* NULL: available; else why --device NAME cannot run in this build */
+} backend_row;
+
+static assay_status cuda_missing(assay_backend **out, int n_threads) {
+    (void)n_threads;
+    *out = NULL;
+    return ASSAY_ERR_UNSUPPORTED;
+}
+
+static const backend_row backends[] = {
+    {"cpu", assay_backend_cpu_open, NULL},
+    /* the CUDA kernels exist (src/backend/cuda); the backend that runs a model on them does not yet */
+    {"cuda", cuda_missing, "the CUDA backend is not built yet: the model runs on the CPU only (--device cpu)"},
+};
+
+assay_status assay_backend_check(const char *device) {
+    if (!device) device = "cpu";
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+        if (strcmp(backends[i].name, device) == 0)
+            return backends[i].missing ? assay_fail(ASSAY_ERR_UNSUPPORTED, "--device %s: %s", device, backends[i].missing)
+                                       : ASSAY_OK;
+    return assay_fail(ASSAY_ERR_ARG, "unknown device '%s' (cpu, cuda)", device);
+}
+
+assay_status assay_backend_open(assay_backend **out, const char *device, int n_threads) {
+    *out = NULL;
+    assay_status st = assay_backend_check(device);
+    if (st) return st;
+    if (!device) device = "cpu";
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+        if (strcmp(backends[i].name, device) == 0) return backends[i].open(out, n_threads);
+    return ASSAY_ERR_ARG;
+}

@@ -1,0 +1,672 @@
+/* engine.c — the serving engine (engine.h): requests, the scheduler, the model runner's step preparation, sampling
+ * and stop conditions.
+ *
+ * A request's tokens are its prompt followed by what it generated; `n_computed` of them are in its KV blocks. A
+ * step computes some of the rest: a decode computes the one token sampled last, a prefill a chunk of the prompt
+ * (or, after a preemption, of prompt + generated). When a step leaves n_computed == n_tokens, the logits of its
+ * last token give the next token. */
+#include "assay/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/model.h"
+#include "assay/sampler.h"
+#include "assay/tokenizer.h"
+#include "engine/block_manager.h"
+
+#define MAX_LOGPROBS 20
+
+typedef struct request {
+    int64_t id;
+    assay_sampling_params sp;
+    int32_t *stop_ids;        /* copies of sp's arrays */
+    char **stop;
+    uint64_t rng;             /* sampler state, kept across preemption */
+    int32_t *tokens;          /* prompt then generated [cap] */
+    int64_t n_tokens, cap, n_prompt, n_computed, n_cached;
+    assay_block_table table;
+    /* outputs */
+    float *logprobs;          /* [max_tokens] when sp.logprobs >= 0 */
+    assay_top_logprob *top;   /* [max_tokens][sp.logprobs] */
+    float *prompt_lp;         /* [n_prompt] when sp.prompt_logprobs >= 0 */
+    assay_top_logprob *prompt_top;
+    int prompt_lp_done;       /* prompt logprobs handed out (never again after a preemption) */
+    int64_t prompt_lp_next;   /* next prompt position whose logprob is computed */
+    char *text;
+    size_t text_len, text_cap;
+    assay_finish_reason finish;
+    int32_t stop_token;
+    int stop_index;
+    int counted_prompt;
+    int64_t sched_n;          /* tokens scheduled in the current step */
+    int news;                 /* this step gave it a token or its prompt logprobs */
+    int emit_prompt_lp;       /* this step hands out the prompt logprobs */
+} request;
+
+/* a FIFO/list of request pointers */
+typedef struct req_list {
+    request **r;
+    int64_t n, cap;
+} req_list;
+
+struct assay_engine {
+    assay_engine_args a;
+    assay_model *m;
+    assay_tokenizer *tok;
+    assay_session *s;
+    assay_block_manager *bm;
+    assay_sampler *sampler;   /* scratch for sampling */
+    int64_t n_vocab, max_model_len, n_batch;
+    uint64_t rng;
+    int64_t next_id;
+    req_list waiting, running, finished; /* finished: reported by the next step */
+    req_list done;                       /* reported: freed when the next step starts */
+    req_list sched;                      /* this step's requests, in token order */
+    /* the step descriptor's arrays [n_batch] and per-sequence arrays [max_num_seqs] */
+    int32_t *tok_ids, *pos, *seq_of_tok;
+    int64_t *slot;
+    int8_t *want;
+    int32_t *cu_seqlens, *seq_lens;
+    const int32_t **tables;
+    float *logits;                       /* [n_batch][n_vocab] worst case: every token of a step may want logits */
+    int64_t logits_rows;
+    assay_request_output *outs;
+    int64_t n_outs, outs_cap;
+    double *lse_scratch;
+    assay_engine_counters c;
+    char desc[512];
+};
+
+void assay_engine_args_default(assay_engine_args *a) {
+    memset(a, 0, sizeof *a);
+    a->device = "cpu";
+    a->kv_cache_dtype = ASSAY_KV_F16;
+    a->max_num_seqs = 256;
+    a->max_num_batched_tokens = 2048;
+    a->enable_prefix_caching = 1;
+    a->gpu_memory_utilization = 0.9;
+}
+
+void assay_sampling_params_default(assay_sampling_params *p) {
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->top_k = -1;
+    p->max_tokens = 16;
+    p->logprobs = -1;
+    p->prompt_logprobs = -1;
+}
+
+const char *assay_finish_reason_name(assay_finish_reason r) {
+    static const char *const names[] = {[ASSAY_FINISH_NONE] = NULL, [ASSAY_FINISH_STOP] = "stop",
+                                        [ASSAY_FINISH_LENGTH] = "length", [ASSAY_FINISH_ABORT] = "abort"};
+    return (int)r >= 0 && r <= ASSAY_FINISH_ABORT ? names[r] : NULL;
+}
+
+/* ---- lists ------------------------------------------------------------------------------------------------ */
+
+static void list_push(req_list *l, request *r) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->r = assay_xrealloc(l->r, (size_t)l->cap * sizeof *l->r);
+    }
+    l->r[l->n++] = r;
+}
+
+static void list_push_front(req_list *l, request *r) {
+    list_push(l, r);
+    memmove(l->r + 1, l->r, (size_t)(l->n - 1) * sizeof *l->r);
+    l->r[0] = r;
+}
+
+static void list_remove_at(req_list *l, int64_t i) {
+    memmove(l->r + i, l->r + i + 1, (size_t)(l->n - i - 1) * sizeof *l->r);
+    l->n--;
+}
+
+static int64_t list_find(const req_list *l, const request *r) {
+    for (int64_t i = 0; i < l->n; i++)
+        if (l->r[i] == r) return i;
+    return -1;
+}
+
+static void request_free(request *r) {
+    if (!r) return;
+    free(r->stop_ids);
+    for (int i = 0; r->stop && i < r->sp.n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->tokens);
+    free(r->logprobs);
+    free(r->top);
+    free(r->prompt_lp);
+    free(r->prompt_top);
+    free(r->text);
+    free(r);
+}
+
+/* ---- open / close ----------------------------------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+assay_status assay_engine_open(assay_engine **out, const assay_engine_args *args) {
+    *out = NULL;
+    assay_engine_args a = *args;
+    if (!a.model) return assay_fail(ASSAY_ERR_ARG, "no model given");
+    if (!a.device) a.device = "cpu";
+    if (a.max_num_seqs <= 0 || a.max_num_batched_tokens <= 0 || a.max_model_len < 0 || a.kv_cache_memory < 0)
+        return assay_fail(ASSAY_ERR_ARG, "--max-num-seqs and --max-num-batched-tokens must be positive, --max-model-len "
+                                         "and --kv-cache-memory not negative");
+    if (!(a.gpu_memory_utilization > 0 && a.gpu_memory_utilization <= 1))
+        return assay_fail(ASSAY_ERR_ARG, "--gpu-memory-utilization must be in (0, 1], got %g", a.gpu_memory_utilization);
+    assay_engine *e = assay_xcalloc(1, sizeof *e);
+    e->a = a;
+    e->rng = a.seed;
+    assay_model_options mo;
+    assay_model_options_default(&mo);
+    mo.n_threads = a.threads;
+    mo.quantization = a.quantization;
+    mo.device = a.device;
+    assay_status st = assay_model_load(&e->m, a.model, &mo);
+    if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, a.model);
+    if (st) {
+        assay_engine_close(e);
+        return st;
+    }
+    const assay_model_config *c = assay_model_get_config(e->m);
+    e->n_vocab = c->n_vocab;
+    int64_t train = c->n_ctx_train > 0 ? c->n_ctx_train : 4096;
+    if (a.max_model_len > 0 && c->n_ctx_train > 0 && a.max_model_len > c->n_ctx_train) {
+        assay_engine_close(e);
+        return assay_fail(ASSAY_ERR_ARG, "--max-model-len %lld is longer than the model's context of %lld tokens",
+                          (long long)a.max_model_len, (long long)c->n_ctx_train);
+    }
+    e->max_model_len = a.max_model_len > 0 ? a.max_model_len : (train < 4096 ? train : 4096);
+    e->n_batch = a.max_num_batched_tokens;
+    /* the KV pool: the bytes asked for, or room for every sequence at full length, capped */
+    assay_session_options so;
+    assay_session_options_default(&so);
+    so.kv_dtype = a.kv_cache_dtype;
+    so.kv_calc_tokens = a.calculate_kv_scales;
+    so.n_ctx = e->max_model_len;
+    so.n_seq = 0;
+    so.n_batch = e->n_batch;
+    so.kv_blocks = 1; /* sized below, once the block size is known */
+    if ((st = assay_session_open(&e->s, e->m, &so))) {
+        assay_engine_close(e);
+        return st;
+    }
+    size_t block_bytes = assay_session_kv_block_bytes(e->s);
+    assay_session_close(e->s);
+    e->s = NULL;
+    int64_t blocks;
+    const char *how;
+    if (a.kv_cache_memory > 0) {
+        blocks = a.kv_cache_memory / (int64_t)block_bytes;
+        how = "--kv-cache-memory";
+    } else {
+        blocks = a.max_num_seqs * assay_blocks_for(e->max_model_len);
+        int64_t cap = (int64_t)(((size_t)4 << 30) / block_bytes);
+        if (blocks > cap) blocks = cap;
+        how = "max-num-seqs x max-model-len, at most 4 GiB";
+    }
+    if (blocks < 1) {
+        assay_engine_close(e);
+        return assay_fail(ASSAY_ERR_ARG, "--kv-cache-memory %lld bytes holds no KV block (one block of %d tokens takes %zu bytes)",
+                          (long long)a.kv_cache_memory, ASSAY_KV_BLOCK, block_bytes);
+    }
+    so.kv_blocks = blocks;
+    if ((st = assay_session_open(&e->s, e->m, &so))) {
+        assay_engine_close(e);
+        return st;
+    }
+    e->bm = assay_block_manager_new(blocks, a.enable_prefix_caching);
+    e->sampler = assay_sampler_new(&(assay_sampler_params){0}, e->n_vocab);
+    int64_t B = e->n_batch, S = a.max_num_seqs;
+    e->tok_ids = assay_xmalloc((size_t)B * sizeof(int32_t));
+    e->pos = assay_xmalloc((size_t)B * sizeof(int32_t));
+    e->seq_of_tok = assay_xmalloc((size_t)B * sizeof(int32_t));
+    e->slot = assay_xmalloc((size_t)B * sizeof(int64_t));
+    e->want = assay_xmalloc((size_t)B);
+    e->cu_seqlens = assay_xmalloc((size_t)(S + 1) * sizeof(int32_t));
+    e->seq_lens = assay_xmalloc((size_t)S * sizeof(int32_t));
+    e->tables = assay_xmalloc((size_t)S * sizeof(int32_t *));
+    /* logits rows: one per scheduled request, more only for prompt logprobs; grown on demand */
+    e->logits_rows = S < B ? S : B;
+    e->logits = assay_xmalloc((size_t)(e->logits_rows * e->n_vocab) * sizeof(float));
+    snprintf(e->desc, sizeof e->desc,
+             "KV pool %lld blocks of %d tokens (%.1f MiB, %s; %lld tokens = %.1f x max-model-len %lld), prefix caching %s",
+             (long long)blocks, ASSAY_KV_BLOCK, (double)blocks * (double)block_bytes / 1048576.0, how,
+             (long long)(blocks * ASSAY_KV_BLOCK), (double)(blocks * ASSAY_KV_BLOCK) / (double)e->max_model_len,
+             (long long)e->max_model_len, a.enable_prefix_caching ? "on" : "off");
+    *out = e;
+    return ASSAY_OK;
+}
+
+void assay_engine_close(assay_engine *e) {
+    if (!e) return;
+    req_list *lists[] = {&e->waiting, &e->running, &e->finished, &e->done};
+    for (int k = 0; k < 4; k++) {
+        for (int64_t i = 0; i < lists[k]->n; i++) {
+            if (e->bm) assay_block_manager_free_table(e->bm, &lists[k]->r[i]->table);
+            request_free(lists[k]->r[i]);
+        }
+        free(lists[k]->r);
+    }
+    free(e->sched.r);
+    assay_block_manager_free(e->bm);
+    assay_sampler_free(e->sampler);
+    assay_session_close(e->s);
+    assay_tokenizer_free(e->tok);
+    assay_model_free(e->m);
+    free(e->tok_ids); free(e->pos); free(e->seq_of_tok); free(e->slot); free(e->want);
+    free(e->cu_seqlens); free(e->seq_lens); free(e->tables); free(e->logits); free(e->outs);
+    free(e);
+}
+
+assay_model *assay_engine_model(assay_engine *e) { return e->m; }
+assay_tokenizer *assay_engine_tokenizer(assay_engine *e) { return e->tok; }
+int64_t assay_engine_max_model_len(const assay_engine *e) { return e->max_model_len; }
+const char *assay_engine_describe(const assay_engine *e) { return e->desc; }
+
+/* ---- requests --------------------------------------------------------------------------------------------- */
+
+assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, int64_t n_prompt,
+                                      const assay_sampling_params *sp_in, int64_t *id) {
+    assay_sampling_params sp;
+    if (sp_in) sp = *sp_in;
+    else assay_sampling_params_default(&sp);
+    if (n_prompt <= 0) return assay_fail(ASSAY_ERR_ARG, "the prompt is empty");
+    if (n_prompt >= e->max_model_len)
+        return assay_fail(ASSAY_ERR_RANGE, "the prompt has %lld tokens; the maximum model length is %lld (prompt + at "
+                          "least one generated token must fit)", (long long)n_prompt, (long long)e->max_model_len);
+    for (int64_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->n_vocab)
+            return assay_fail(ASSAY_ERR_RANGE, "prompt token %lld is %d, outside the vocabulary of %lld", (long long)i,
+                              prompt[i], (long long)e->n_vocab);
+    if (sp.max_tokens <= 0) return assay_fail(ASSAY_ERR_ARG, "max_tokens must be at least 1, got %lld", (long long)sp.max_tokens);
+    if (sp.min_tokens < 0) return assay_fail(ASSAY_ERR_ARG, "min_tokens must not be negative");
+    if (!(sp.temperature >= 0)) return assay_fail(ASSAY_ERR_ARG, "temperature must be >= 0, got %g", sp.temperature);
+    if (!(sp.top_p > 0 && sp.top_p <= 1)) return assay_fail(ASSAY_ERR_ARG, "top_p must be in (0, 1], got %g", sp.top_p);
+    if (sp.top_k < -1) return assay_fail(ASSAY_ERR_ARG, "top_k must be -1 (off) or positive, got %d", sp.top_k);
+    if (!(sp.min_p >= 0 && sp.min_p <= 1)) return assay_fail(ASSAY_ERR_ARG, "min_p must be in [0, 1], got %g", sp.min_p);
+    if (sp.logprobs > MAX_LOGPROBS || sp.prompt_logprobs > MAX_LOGPROBS)
+        return assay_fail(ASSAY_ERR_ARG, "logprobs and prompt_logprobs may ask for at most %d alternatives", MAX_LOGPROBS);
+    for (int i = 0; i < sp.n_stop_token_ids; i++)
+        if (sp.stop_token_ids[i] < 0 || sp.stop_token_ids[i] >= e->n_vocab)
+            return assay_fail(ASSAY_ERR_RANGE, "stop token id %d is outside the vocabulary of %lld", sp.stop_token_ids[i],
+                              (long long)e->n_vocab);
+    for (int i = 0; i < sp.n_stop; i++)
+        if (!sp.stop[i] || !sp.stop[i][0]) return assay_fail(ASSAY_ERR_ARG, "stop strings must not be empty");
+    int64_t most = n_prompt + sp.max_tokens < e->max_model_len ? n_prompt + sp.max_tokens : e->max_model_len;
+    assay_block_counters bc;
+    assay_block_manager_counters(e->bm, &bc);
+    if (assay_blocks_for(n_prompt + 1) > bc.n_blocks)
+        return assay_fail(ASSAY_ERR_RANGE, "the prompt of %lld tokens needs %lld KV blocks; the pool has %lld (raise "
+                          "--kv-cache-memory)", (long long)n_prompt, (long long)assay_blocks_for(n_prompt + 1),
+                          (long long)bc.n_blocks);
+    request *r = assay_xcalloc(1, sizeof *r);
+    r->id = e->next_id++;
+    r->sp = sp;
+    if (sp.n_stop_token_ids > 0) {
+        r->stop_ids = assay_xmalloc((size_t)sp.n_stop_token_ids * sizeof(int32_t));
+        memcpy(r->stop_ids, sp.stop_token_ids, (size_t)sp.n_stop_token_ids * sizeof(int32_t));
+    }
+    r->sp.stop_token_ids = r->stop_ids;
+    if (sp.n_stop > 0) {
+        r->stop = assay_xcalloc((size_t)sp.n_stop, sizeof(char *));
+        for (int i = 0; i < sp.n_stop; i++) r->stop[i] = assay_xstrdup(sp.stop[i]);
+    }
+    r->sp.stop = (const char *const *)r->stop;
+    r->rng = sp.has_seed ? sp.seed : splitmix(&e->rng);
+    r->cap = most;
+    r->tokens = assay_xmalloc((size_t)r->cap * sizeof(int32_t));
+    memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
+    r->n_tokens = r->n_prompt = n_prompt;
+    if (sp.logprobs >= 0) {
+        r->logprobs = assay_xmalloc((size_t)sp.max_tokens * sizeof(float));
+        if (sp.logprobs > 0) r->top = assay_xmalloc((size_t)(sp.max_tokens * sp.logprobs) * sizeof(assay_top_logprob));
+    }
+    if (sp.prompt_logprobs >= 0) {
+        r->prompt_lp = assay_xmalloc((size_t)n_prompt * sizeof(float));
+        r->prompt_lp[0] = NAN;
+        if (sp.prompt_logprobs > 0)
+            r->prompt_top = assay_xcalloc((size_t)(n_prompt * sp.prompt_logprobs), sizeof(assay_top_logprob));
+    }
+    r->stop_token = -1;
+    r->stop_index = -1;
+    list_push(&e->waiting, r);
+    *id = r->id;
+    return ASSAY_OK;
+}
+
+static request *find_live(assay_engine *e, int64_t id, req_list **in, int64_t *at) {
+    req_list *lists[] = {&e->waiting, &e->running};
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; i < lists[k]->n; i++)
+            if (lists[k]->r[i]->id == id) {
+                *in = lists[k];
+                *at = i;
+                return lists[k]->r[i];
+            }
+    return NULL;
+}
+
+/* Takes r out of its list, frees its blocks and queues it for the final report. */
+static void finish(assay_engine *e, request *r, assay_finish_reason why) {
+    r->finish = why;
+    assay_block_manager_free_table(e->bm, &r->table);
+    req_list *lists[] = {&e->waiting, &e->running};
+    for (int k = 0; k < 2; k++) {
+        int64_t i = list_find(lists[k], r);
+        if (i >= 0) list_remove_at(lists[k], i);
+    }
+    list_push(&e->finished, r);
+    e->c.requests_finished++;
+}
+
+assay_status assay_engine_abort(assay_engine *e, int64_t id) {
+    req_list *in;
+    int64_t at;
+    request *r = find_live(e, id, &in, &at);
+    if (!r) return assay_fail(ASSAY_ERR_ARG, "no running or waiting request has id %lld", (long long)id);
+    finish(e, r, ASSAY_FINISH_ABORT);
+    return ASSAY_OK;
+}
+
+int assay_engine_has_unfinished(const assay_engine *e) { return e->waiting.n + e->running.n > 0; }
+int64_t assay_engine_kv_blocks_free(const assay_engine *e) { return assay_block_manager_n_free(e->bm); }
+
+void assay_engine_counters_get(const assay_engine *e, assay_engine_counters *c) {
+    *c = e->c;
+    assay_block_counters bc;
+    assay_block_manager_counters(e->bm, &bc);
+    c->n_running = e->running.n;
+    c->n_waiting = e->waiting.n;
+    c->kv_blocks = bc.n_blocks;
+    c->kv_blocks_free = bc.n_free;
+    /* blocks in use = held by some request (cached free blocks are reusable, so they count as free) */
+    c->kv_usage = bc.n_blocks > 0 ? 1.0 - (double)bc.n_free / (double)bc.n_blocks : 0;
+    c->prefix_cache_queries = bc.prefix_queries;
+    c->prefix_cache_hits = bc.prefix_hits;
+}
+
+/* ---- the scheduler ---------------------------------------------------------------------------------------- */
+
+/* Recompute preemption: blocks back to the pool, to the front of the waiting queue, sampler state kept. */
+static void preempt(assay_engine *e, request *r) {
+    assay_block_manager_free_table(e->bm, &r->table);
+    r->n_computed = 0;
+    r->n_cached = 0;
+    list_remove_at(&e->running, list_find(&e->running, r));
+    list_push_front(&e->waiting, r);
+    e->c.preemptions++;
+}
+
+/* Fills e->sched with this step's requests (each with sched_n tokens) and their blocks; copies: CoW pairs. */
+static void schedule(assay_engine *e) {
+    e->sched.n = 0;
+    int64_t budget = e->n_batch;
+    int preempted = 0;
+    /* running requests first, in arrival order; a request that cannot get its blocks preempts the latest one */
+    for (int64_t i = 0; i < e->running.n && budget > 0; i++) {
+        request *r = e->running.r[i];
+        int64_t n = r->n_tokens - r->n_computed;
+        if (n > budget) n = budget;
+        int ok = 0;
+        while (!ok) {
+            assay_block_copy cp;
+            if (assay_block_manager_append(e->bm, &r->table, r->n_computed + n, &cp) == ASSAY_OK) {
+                if (cp.src >= 0) assay_session_copy_block(e->s, cp.src, cp.dst);
+                ok = 1;
+                break;
+            }
+            request *victim = e->running.r[e->running.n - 1];
+            preempt(e, victim);
+            preempted = 1;
+            if (victim == r) break;
+        }
+        if (!ok) break; /* r itself went back to waiting; it was the last running request */
+        r->sched_n = n;
+        list_push(&e->sched, r);
+        budget -= n;
+    }
+    /* then waiting requests, oldest first, unless this step had to preempt (the pool is short) */
+    while (!preempted && budget > 0 && e->waiting.n > 0 && e->running.n < e->a.max_num_seqs) {
+        request *r = e->waiting.r[0];
+        int64_t cached = 0;
+        int64_t want = r->n_tokens < budget ? r->n_tokens : budget;
+        if (assay_block_manager_allocate_prompt(e->bm, &r->table, r->tokens, r->n_tokens, want, &cached) != ASSAY_OK) break;
+        int64_t n = r->n_tokens - cached;
+        if (n > budget) n = budget;
+        if (assay_block_manager_append(e->bm, &r->table, cached + n, NULL) != ASSAY_OK) {
+            assay_block_manager_free_table(e->bm, &r->table);
+            break;
+        }
+        r->n_computed = cached;
+        r->n_cached = cached;
+        list_remove_at(&e->waiting, 0);
+        list_push(&e->running, r);
+        r->sched_n = n;
+        list_push(&e->sched, r);
+        budget -= n;
+    }
+}
+
+/* ---- the step --------------------------------------------------------------------------------------------- */
+
+/* log-sum-exp of a logits row (in double: logprobs are compared to 1e-5 across batch shapes) */
+static double row_lse(const float *x, int64_t n) {
+    float m = x[0];
+    for (int64_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - m);
+    return m + log(sum);
+}
+
+/* the k largest entries as logprobs, most likely first (ties: lower token id first) */
+static void top_logprobs(const float *x, int64_t n, int k, double lse, assay_top_logprob *out) {
+    int have = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (have == k && x[i] <= x[out[k - 1].token]) continue;
+        int j = have < k ? have++ : k - 1;
+        while (j > 0 && x[out[j - 1].token] < x[i]) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j].token = (int32_t)i;
+    }
+    for (int j = 0; j < have; j++) out[j].logprob = (float)(x[out[j].token] - lse);
+}
+
+static void text_append(request *r, const char *b, size_t len) {
+    if (r->text_len + len + 1 > r->text_cap) {
+        r->text_cap = (r->text_len + len + 1) * 2;
+        r->text = assay_xrealloc(r->text, r->text_cap);
+    }
+    memcpy(r->text + r->text_len, b, len);
+    r->text_len += len;
+    r->text[r->text_len] = 0;
+}
+
+/* A stop string in the text (only where the newest bytes can complete one): cut the text before it. */
+static int stop_string_hit(request *r, size_t new_bytes) {
+    for (int i = 0; i < r->sp.n_stop; i++) {
+        size_t sl = strlen(r->stop[i]);
+        size_t from = r->text_len > new_bytes + sl ? r->text_len - new_bytes - sl + 1 : 0;
+        if (r->text_len < sl) continue;
+        const char *hit = memmem(r->text + from, r->text_len - from, r->stop[i], sl);
+        if (hit) {
+            r->text_len = (size_t)(hit - r->text);
+            r->text[r->text_len] = 0;
+            r->stop_index = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Appends a sampled token and applies the stop conditions in vLLM's order. */
+static void accept_token(assay_engine *e, request *r, int32_t tok) {
+    r->tokens[r->n_tokens++] = tok;
+    int64_t n_gen = r->n_tokens - r->n_prompt;
+    int may_stop = n_gen > r->sp.min_tokens;
+    assay_finish_reason why = ASSAY_FINISH_NONE;
+    int is_stop_id = 0;
+    for (int i = 0; i < r->sp.n_stop_token_ids; i++) is_stop_id |= r->stop_ids[i] == tok;
+    if (may_stop && ((!r->sp.ignore_eos && assay_tokenizer_is_eog(e->tok, tok)) || is_stop_id)) {
+        why = ASSAY_FINISH_STOP;
+        r->stop_token = tok;
+    } else {
+        size_t len = 0;
+        const char *b = assay_tokenizer_token_type(e->tok, tok) == ASSAY_TOKEN_CONTROL ? NULL
+                                                                                    : assay_tokenizer_token_bytes(e->tok, tok, &len);
+        if (b && len) text_append(r, b, len);
+        if (may_stop && r->sp.n_stop > 0 && stop_string_hit(r, len)) why = ASSAY_FINISH_STOP;
+    }
+    if (why == ASSAY_FINISH_NONE && (n_gen >= r->sp.max_tokens || r->n_tokens >= e->max_model_len)) why = ASSAY_FINISH_LENGTH;
+    e->c.generation_tokens++;
+    if (why != ASSAY_FINISH_NONE) finish(e, r, why);
+}
+
+static void grow_logits(assay_engine *e, int64_t rows) {
+    if (rows <= e->logits_rows) return;
+    e->logits_rows = rows;
+    free(e->logits);
+    e->logits = assay_xmalloc((size_t)(rows * e->n_vocab) * sizeof(float));
+}
+
+static void push_output(assay_engine *e, request *r, int new_token) {
+    if (e->n_outs == e->outs_cap) {
+        e->outs_cap = e->outs_cap ? 2 * e->outs_cap : 64;
+        e->outs = assay_xrealloc(e->outs, (size_t)e->outs_cap * sizeof *e->outs);
+    }
+    assay_request_output *o = &e->outs[e->n_outs++];
+    memset(o, 0, sizeof *o);
+    int64_t n_gen = r->n_tokens - r->n_prompt;
+    o->id = r->id;
+    o->n_new = new_token ? 1 : 0;
+    if (new_token) {
+        o->new_tokens = r->tokens + r->n_tokens - 1;
+        if (r->logprobs) o->new_logprobs = r->logprobs + n_gen - 1;
+        if (r->top) {
+            o->new_top = r->top + (n_gen - 1) * r->sp.logprobs;
+            o->n_top = r->sp.logprobs;
+        }
+    }
+    if (r->emit_prompt_lp) {
+        o->prompt_logprobs = r->prompt_lp;
+        o->prompt_top = r->prompt_top;
+        o->n_prompt_top = r->sp.prompt_logprobs > 0 ? r->sp.prompt_logprobs : 0;
+    }
+    o->tokens = r->tokens + r->n_prompt;
+    o->n_generated = n_gen;
+    o->n_prompt = r->n_prompt;
+    o->n_cached = r->n_cached;
+    o->text = r->text ? r->text : "";
+    o->text_len = r->text_len;
+    o->finish = r->finish;
+    o->stop_token = r->stop_token;
+    o->stop_index = r->stop_index;
+}
+
+assay_status assay_engine_step(assay_engine *e, const assay_request_output **outs, int64_t *n_outs) {
+    *outs = NULL;
+    *n_outs = 0;
+    e->n_outs = 0;
+    for (int64_t i = 0; i < e->done.n; i++) request_free(e->done.r[i]);
+    e->done.n = 0;
+    schedule(e);
+    /* the step descriptor: each scheduled request's tokens contiguous, in position order */
+    int64_t nt = 0, n_logits = 0, V = e->n_vocab;
+    for (int64_t i = 0; i < e->sched.n; i++) {
+        request *r = e->sched.r[i];
+        r->news = r->emit_prompt_lp = 0;
+        e->cu_seqlens[i] = (int32_t)nt;
+        for (int64_t j = 0; j < r->sched_n; j++, nt++) {
+            int64_t p = r->n_computed + j;
+            e->tok_ids[nt] = r->tokens[p];
+            e->pos[nt] = (int32_t)p;
+            e->seq_of_tok[nt] = (int32_t)i;
+            e->slot[nt] = (int64_t)r->table.ids[p / ASSAY_KV_BLOCK] * ASSAY_KV_BLOCK + p % ASSAY_KV_BLOCK;
+            int completes = p == r->n_tokens - 1;
+            int prompt_lp = r->prompt_lp && !r->prompt_lp_done && p < r->n_prompt - 1;
+            e->want[nt] = (int8_t)(completes || prompt_lp);
+            n_logits += e->want[nt];
+        }
+        e->seq_lens[i] = (int32_t)(r->n_computed + r->sched_n);
+        e->tables[i] = r->table.ids;
+    }
+    e->cu_seqlens[e->sched.n] = (int32_t)nt;
+    if (nt > 0) {
+        grow_logits(e, n_logits);
+        assay_step step = {.n_tokens = nt, .token = e->tok_ids, .pos = e->pos, .seq_of_tok = e->seq_of_tok,
+                           .slot = e->slot, .want_logits = e->want, .n_logits = n_logits, .n_seqs = e->sched.n,
+                           .cu_seqlens_q = e->cu_seqlens, .seq_lens = e->seq_lens, .block_tables = e->tables};
+        assay_status st = assay_session_run_step(e->s, &step, e->logits);
+        if (st) return st; /* the scheduled requests stay as they were; the caller decides */
+        e->c.steps++;
+    }
+    /* sampling and bookkeeping, request by request, the logits rows in token order */
+    int64_t row = 0;
+    for (int64_t i = 0; i < e->sched.n; i++) {
+        request *r = e->sched.r[i];
+        int32_t next = -1;
+        for (int64_t j = 0; j < r->sched_n; j++) {
+            int64_t t = e->cu_seqlens[i] + j, p = r->n_computed + j;
+            if (!e->want[t]) continue;
+            const float *lg = e->logits + row++ * V;
+            if (p == r->n_tokens - 1) {
+                assay_sampler_params spar = {r->sp.temperature, r->sp.top_k > 0 ? r->sp.top_k : 0, r->sp.top_p, r->sp.min_p, 0};
+                next = assay_sampler_sample_with(e->sampler, &spar, &r->rng, lg);
+                if (r->logprobs) {
+                    double lse = row_lse(lg, V);
+                    int64_t g = r->n_tokens - r->n_prompt;
+                    r->logprobs[g] = (float)(lg[next] - lse);
+                    if (r->top) top_logprobs(lg, V, r->sp.logprobs, lse, r->top + g * r->sp.logprobs);
+                }
+            } else { /* a prompt position: the logprob of the prompt's next token */
+                double lse = row_lse(lg, V);
+                r->prompt_lp[p + 1] = (float)(lg[r->tokens[p + 1]] - lse);
+                if (r->prompt_top) top_logprobs(lg, V, r->sp.prompt_logprobs, lse, r->prompt_top + (p + 1) * r->sp.prompt_logprobs);
+            }
+        }
+        r->n_computed += r->sched_n;
+        assay_block_manager_commit(e->bm, &r->table, r->tokens, r->n_computed);
+        if (r->prompt_lp && !r->prompt_lp_done && r->n_computed >= r->n_prompt) {
+            r->prompt_lp_done = 1;
+            r->emit_prompt_lp = 1;
+            r->news = 1;
+        }
+        if (next >= 0) {
+            if (!r->counted_prompt) {
+                e->c.prompt_tokens += r->n_prompt;
+                r->counted_prompt = 1;
+            }
+            r->news = 2;
+            accept_token(e, r, next);
+        }
+    }
+    for (int64_t i = 0; i < e->sched.n; i++) {
+        request *r = e->sched.r[i];
+        if (r->news) push_output(e, r, r->news == 2);
+    }
+    /* the finished ones: those of this step are reported above; aborted ones (between steps) here */
+    for (int64_t i = 0; i < e->finished.n; i++) {
+        request *r = e->finished.r[i];
+        if (list_find(&e->sched, r) < 0) push_output(e, r, 0);
+        list_push(&e->done, r);
+    }
+    e->finished.n = 0;
+    e->sched.n = 0;
+    *outs = e->outs;
+    *n_outs = e->n_outs;
+    return ASSAY_OK;
+}
