@@ -145,7 +145,14 @@ assay_status assay_backend_check(const char *device);
  * quantization; slow, for checking a quantized model against exact math). */
 assay_status assay_backend_cpu_open(assay_backend **out, int n_threads);
 void assay_backend_close(assay_backend *be);
-/* "avx2" or "scalar" for the CPU backend. */
+/* "scalar", "avx2" or "avx512" for the CPU backend. */
 const char *assay_backend_cpu_kernels(const assay_backend *be);
+/* The CPU backend with a named kernel set, "scalar", "avx2" or "avx512", whatever the environment says (none of the
+ * ASSAY_CPU_* switches apply); NULL or "auto" is assay_backend_cpu_open. ASSAY_ERR_UNSUPPORTED when this CPU or build
+ * lacks the set's instructions, ASSAY_ERR_ARG for an unknown name. */
+assay_status assay_backend_cpu_open_kernels(assay_backend **out, int n_threads, const char *kernels);
+/* Every kernel set's name (NULL-terminated), and whether this CPU and build can run the named one. */
+const char *const *assay_backend_cpu_kernel_sets(void);
+int assay_backend_cpu_kernels_supported(const char *kernels);
 
 #endif

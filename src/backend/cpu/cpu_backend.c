@@ -601,20 +601,42 @@ static const assay_backend_ops cpu_ops = {
     .get_rows = cpu_get_rows,
 };
 
-assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
+/* The kernel sets by name; each runs only where the CPU has its instructions (cpuid, and the OS saving the registers). */
+static const char *const cpu_kernel_sets[] = {"scalar", "avx2", "avx512", NULL};
+
+/* The named set's table when this CPU runs it, else NULL; *needs: what the set requires (NULL: no such set). */
+static const assay_cpu_kernels *cpu_kernels_named(const char *name, const char **needs) {
+    *needs = NULL;
+    if (!name) return NULL;
+    if (strcmp(name, "scalar") == 0) {
+        *needs = "nothing";
+        return assay_cpu_kernels_ref();
+    }
+    if (strcmp(name, "avx2") == 0) {
+        *needs = "AVX2, FMA and F16C";
+        return assay_cpu_has_avx2() ? assay_cpu_kernels_avx2() : NULL;
+    }
+    if (strcmp(name, "avx512") == 0) {
+        *needs = "AVX2, FMA, F16C and AVX-512 F/BW/VL/DQ with VNNI";
+        return assay_cpu_has_avx512() ? assay_cpu_kernels_avx512() : NULL;
+    }
+    return NULL;
+}
+
+const char *const *assay_backend_cpu_kernel_sets(void) { return cpu_kernel_sets; }
+
+int assay_backend_cpu_kernels_supported(const char *kernels) {
+    const char *needs;
+    return cpu_kernels_named(kernels, &needs) != NULL;
+}
+
+static void cpu_open_with(assay_backend **out, int n_threads, const assay_cpu_kernels *k, int exact) {
     assay_kv_convert_init();
     cpu_backend *cb = assay_xcalloc(1, sizeof *cb);
     cb->base.ops = &cpu_ops;
     cb->base.impl = cb;
-    const char *no_simd = getenv("ASSAY_CPU_NO_SIMD"), *exact = getenv("ASSAY_CPU_EXACT");
-    const char *no_avx512 = getenv("ASSAY_CPU_NO_AVX512"); /* AVX2 kernels only (comparisons) */
-    cb->exact = exact && *exact && *exact != '0';
-    cb->k = assay_cpu_kernels_ref();
-    if (!(no_simd && *no_simd && *no_simd != '0') && assay_cpu_has_avx2() && assay_cpu_kernels_avx2()) {
-        cb->k = assay_cpu_kernels_avx2();
-        if (!(no_avx512 && *no_avx512 && *no_avx512 != '0') && assay_cpu_has_avx512() && assay_cpu_kernels_avx512())
-            cb->k = assay_cpu_kernels_avx512();
-    }
+    cb->k = k;
+    cb->exact = exact;
     if (n_threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = nc > 0 ? (int)nc : 1;
@@ -623,6 +645,28 @@ assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
     cb->tp = assay_threadpool_new(n_threads);
     cb->ts = assay_xcalloc((size_t)n_threads, sizeof *cb->ts);
     *out = &cb->base;
+}
+
+assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
+    const char *no_simd = getenv("ASSAY_CPU_NO_SIMD"), *exact = getenv("ASSAY_CPU_EXACT");
+    const char *no_avx512 = getenv("ASSAY_CPU_NO_AVX512"); /* AVX2 kernels only (comparisons) */
+    const assay_cpu_kernels *k = assay_cpu_kernels_ref();
+    if (!(no_simd && *no_simd && *no_simd != '0') && assay_cpu_has_avx2() && assay_cpu_kernels_avx2()) {
+        k = assay_cpu_kernels_avx2();
+        if (!(no_avx512 && *no_avx512 && *no_avx512 != '0') && assay_cpu_has_avx512() && assay_cpu_kernels_avx512())
+            k = assay_cpu_kernels_avx512();
+    }
+    cpu_open_with(out, n_threads, k, exact && *exact && *exact != '0');
+    return ASSAY_OK;
+}
+
+assay_status assay_backend_cpu_open_kernels(assay_backend **out, int n_threads, const char *kernels) {
+    if (!kernels || strcmp(kernels, "auto") == 0) return assay_backend_cpu_open(out, n_threads);
+    const char *needs;
+    const assay_cpu_kernels *k = cpu_kernels_named(kernels, &needs);
+    if (!needs) return assay_fail(ASSAY_ERR_ARG, "unknown CPU kernel set '%s' (scalar, avx2, avx512 or auto)", kernels);
+    if (!k) return assay_fail(ASSAY_ERR_UNSUPPORTED, "CPU kernel set '%s' needs %s, which this CPU lacks", kernels, needs);
+    cpu_open_with(out, n_threads, k, 0);
     return ASSAY_OK;
 }
 
