@@ -54,6 +54,7 @@
  *             round to nearest even of x * fl(1/scale) saturating at the finite max, int8 lrint clamped to +-127;
  *             the scale is the static one or fl(amax / qmax) (1 for an all-zero head); every other slot stays 0.
  *             Against the scalar set: the same bytes (every storage rounding is correctly rounded in every set).
+ *  kv_copy    exact: the destination block's values and scales become the source's, every other byte unchanged.
  *  attention  exact: softmax(softcap(scale q.k)) . v in double over the cache's decoded values (code * scale).
  *             Each score is off by s_j <= (hd + 3) u scale sum |q k| (+ u|s| + 5u|c| with softcap); each weight's
  *             exponent by a_j = s_j + u|c_j - m| + 4u (expf: 1 ulp; the AVX-512 polynomial exp: about 1e-7 = 1.7u
@@ -65,7 +66,7 @@
  * kv_store and attention take a step descriptor (assay_step) of tokens from three sequences of 70, 5 and 37 positions
  * whose blocks are shuffled over 16 physical ones; sequences interleave within a step, positions span several blocks.
  *
- * The element-wise ops, get_rows, kv_store's fp8/int8 encoding and the attention's KV decoding are
+ * The element-wise ops, get_rows, kv_copy_block, kv_store's fp8/int8 encoding and the attention's KV decoding are
  * shared C code today (only matmul, f16 conversion and the attention dot/axpy/tile kernels differ per set); they run
  * for every set anyway so that a set that gains its own kernel is covered.
  */
@@ -984,6 +985,52 @@ static void test_kv_store(void) {
             }
 }
 
+static void test_kv_copy_block(void) {
+    printf("\nkv_copy_block: one physical block copied onto another (values and scales), every KV dtype\n");
+    static const int64_t copies[][2] = {{3, 11}, {0, 15}, {15, 0}}; /* src, dst: the first and last blocks too */
+    const int64_t n_kv = 2, hd = 40;
+    for (int dt = 0; dt < ASSAY_KV_DTYPE_COUNT; dt++) {
+        assay_kv_dtype t = (assay_kv_dtype)dt;
+        kv_cache c = kv_new(t, n_kv, hd, N_PHYS, 0, 0), ref = kv_new(t, n_kv, hd, N_PHYS, 0, 0);
+        size_t slots = kv_slots(&c), blk_slots = (size_t)(n_kv * ASSAY_KV_BLOCK);
+        size_t bytes = slots * hd * assay_kv_dtype_size(t), blk_bytes = blk_slots * hd * assay_kv_dtype_size(t);
+        /* every byte random (scales too, for the scaled types; the others' scales stay 0, as kv_store leaves them) */
+        uint8_t *img[4], *want[4];
+        size_t len[4] = {bytes, bytes, slots * 4, slots * 4}, unit[4] = {blk_bytes, blk_bytes, blk_slots * 4, blk_slots * 4};
+        for (int b = 0; b < 4; b++) {
+            img[b] = xcalloc(len[b], 1);
+            want[b] = xcalloc(len[b], 1);
+            if (b < 2 || kv_scaled(t))
+                for (size_t i = 0; i < len[b]; i++) img[b][i] = (uint8_t)rnd();
+            memcpy(want[b], img[b], len[b]);
+        }
+        for (size_t ci = 0; ci < sizeof copies / sizeof copies[0]; ci++)
+            for (int b = 0; b < 4; b++) memmove(want[b] + copies[ci][1] * unit[b], want[b] + copies[ci][0] * unit[b], unit[b]);
+        char shape[96];
+        snprintf(shape, sizeof shape, "dtype=%s,n_kv=%lld,hd=%lld,copies=3->11,0->15,15->0", assay_kv_dtype_name(t),
+                 (long long)n_kv, (long long)hd);
+        for (int s = 0; s < n_sets; s++) {
+            assay_backend *be = sets[s].be;
+            kv_cache *kc = s == 0 ? &ref : &c;
+            uint8_t *buf[4] = {kc->L.k, kc->L.v, (uint8_t *)kc->L.k_scale, (uint8_t *)kc->L.v_scale};
+            uint8_t *rbuf[4] = {ref.L.k, ref.L.v, (uint8_t *)ref.L.k_scale, (uint8_t *)ref.L.v_scale};
+            for (int b = 0; b < 4; b++) memcpy(buf[b], img[b], len[b]);
+            for (size_t ci = 0; ci < sizeof copies / sizeof copies[0]; ci++)
+                be->ops->kv_copy_block(be, &kc->L, &kc->g, copies[ci][0], copies[ci][1]);
+            errs er = errs_new(1), ex = errs_new(1);
+            for (int b = 0; b < 4; b++)
+                for (size_t i = 0; i < len[b]; i++) {
+                    if (s) errs_add(&er, buf[b][i], rbuf[b][i], 0);
+                    errs_add(&ex, buf[b][i], want[b][i], 0);
+                }
+            report("kv_copy", shape, sets[s].name, s ? &er : NULL, &ex);
+        }
+        for (int b = 0; b < 4; b++) free(img[b]), free(want[b]);
+        kv_free(&c);
+        kv_free(&ref);
+    }
+}
+
 /* ---- attention --------------------------------------------------------------------------------------------------- */
 
 typedef struct attn_case {
@@ -1147,6 +1194,7 @@ int main(int argc, char **argv) {
     test_add_scale();
     test_softmax();
     test_kv_store();
+    test_kv_copy_block();
     test_attention();
     for (int s = 0; s < n_sets; s++) assay_backend_close(sets[s].be);
     clock_gettime(CLOCK_MONOTONIC, &t1);
