@@ -8,14 +8,15 @@
  *   if (assay_bench_model(model, &session_options, &bo, &r) != ASSAY_OK) ... assay_last_error()
  *   r.points[i].batch, .prefill_tps, .decode_tps (medians), .prefill_s / .decode_s (median seconds)
  *
- * Method, per batch size B (one session of B sequences, n_ctx = prompt + gen):
- *   prefill: one forward pass over B prompts of n_prompt tokens (B * n_prompt tokens in one batch, logits for the
- *            last token of each sequence only) -> B * n_prompt / seconds;
- *   decode:  then n_gen steps of one forward pass over B tokens (one per sequence, greedy argmax of each row
- *            included, as generation does) -> B * n_gen / seconds;
- *   the caches are cleared between repeats; a short warm-up pass first pages the mmapped weights in. Prompt
- *   tokens are a fixed sequence spread over the vocabulary (speed does not depend on the text), different per
- *   sequence. Wall-clock time: on a shared machine the spread (min..max) is reported beside the median.
+ * Method, per batch size B, through the serving engine (engine.h) on the given model: B requests of n_prompt tokens
+ * submitted at once, greedy, each generating n_gen + 1 tokens, prefix caching off:
+ *   prefill: the steps until every request has its first token (the prompts go through in chunks of the token
+ *            budget, so.n_batch, default 512; logits of each prompt's last token only) -> B * n_prompt / seconds;
+ *   decode:  the n_gen steps after that, one token per request each (the greedy pick included, as generation
+ *            does) -> B * n_gen / seconds;
+ *   a short warm-up request first pages the mmapped weights in. Prompt tokens are a fixed sequence spread over the
+ *   vocabulary (speed does not depend on the text), different per sequence. Wall-clock time: on a shared machine the
+ *   spread (min..max) is reported beside the median.
  */
 #ifndef ASSAY_BENCH_H
 #define ASSAY_BENCH_H

@@ -123,6 +123,9 @@ typedef struct assay_engine_counters {
 } assay_engine_counters;
 
 assay_status assay_engine_open(assay_engine **out, const assay_engine_args *a);
+/* An engine over a model loaded by the caller (and its tokenizer, or NULL: no text, stop strings or EOS), which stay
+ * the caller's; args->model, device, threads and quantization are ignored (the model has them). */
+assay_status assay_engine_open_model(assay_engine **out, assay_model *m, assay_tokenizer *tok, const assay_engine_args *args);
 void assay_engine_close(assay_engine *e);
 assay_model *assay_engine_model(assay_engine *e);
 assay_tokenizer *assay_engine_tokenizer(assay_engine *e);
@@ -141,6 +144,8 @@ assay_status assay_engine_abort(assay_engine *e, int64_t id);
 /* Schedules and runs one step; *outs: the requests that got a token or finished. */
 assay_status assay_engine_step(assay_engine *e, const assay_request_output **outs, int64_t *n_outs);
 int assay_engine_has_unfinished(const assay_engine *e);
+/* Forgets every cached free block (vLLM's reset_prefix_cache): benchmarks that repeat the same prompts. */
+void assay_engine_reset_prefix_cache(assay_engine *e);
 void assay_engine_counters_get(const assay_engine *e, assay_engine_counters *c);
 /* For tests: the KV blocks free now (every block once no request runs, prefix-cached ones included). */
 int64_t assay_engine_kv_blocks_free(const assay_engine *e);

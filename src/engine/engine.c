@@ -16,6 +16,7 @@
 #include "assay/sampler.h"
 #include "assay/tokenizer.h"
 #include "engine/block_manager.h"
+#include "engine/kv_cache.h"
 
 #define MAX_LOGPROBS 20
 
@@ -55,7 +56,8 @@ typedef struct req_list {
 struct assay_engine {
     assay_engine_args a;
     assay_model *m;
-    assay_tokenizer *tok;
+    assay_tokenizer *tok;     /* NULL when opened on a model without one: no text, no stop strings, no EOS */
+    int owns_model;
     assay_session *s;
     assay_block_manager *bm;
     assay_sampler *sampler;   /* scratch for sampling */
@@ -156,80 +158,47 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-assay_status assay_engine_open(assay_engine **out, const assay_engine_args *args) {
-    *out = NULL;
-    assay_engine_args a = *args;
-    if (!a.model) return assay_fail(ASSAY_ERR_ARG, "no model given");
-    if (!a.device) a.device = "cpu";
-    if (a.max_num_seqs <= 0 || a.max_num_batched_tokens <= 0 || a.max_model_len < 0 || a.kv_cache_memory < 0)
-        return assay_fail(ASSAY_ERR_ARG, "--max-num-seqs and --max-num-batched-tokens must be positive, --max-model-len "
-                                         "and --kv-cache-memory not negative");
-    if (!(a.gpu_memory_utilization > 0 && a.gpu_memory_utilization <= 1))
-        return assay_fail(ASSAY_ERR_ARG, "--gpu-memory-utilization must be in (0, 1], got %g", a.gpu_memory_utilization);
-    assay_engine *e = assay_xcalloc(1, sizeof *e);
-    e->a = a;
-    e->rng = a.seed;
-    assay_model_options mo;
-    assay_model_options_default(&mo);
-    mo.n_threads = a.threads;
-    mo.quantization = a.quantization;
-    mo.device = a.device;
-    assay_status st = assay_model_load(&e->m, a.model, &mo);
-    if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, a.model);
-    if (st) {
-        assay_engine_close(e);
-        return st;
-    }
+/* The engine's half of opening: the checks, the KV pool sized, the buffers; e->m (and e->tok, may be NULL) are set. */
+static assay_status engine_setup(assay_engine *e) {
+    const assay_engine_args *a = &e->a;
     const assay_model_config *c = assay_model_get_config(e->m);
     e->n_vocab = c->n_vocab;
     int64_t train = c->n_ctx_train > 0 ? c->n_ctx_train : 4096;
-    if (a.max_model_len > 0 && c->n_ctx_train > 0 && a.max_model_len > c->n_ctx_train) {
-        assay_engine_close(e);
+    if (a->max_model_len > 0 && c->n_ctx_train > 0 && a->max_model_len > c->n_ctx_train)
         return assay_fail(ASSAY_ERR_ARG, "--max-model-len %lld is longer than the model's context of %lld tokens",
-                          (long long)a.max_model_len, (long long)c->n_ctx_train);
-    }
-    e->max_model_len = a.max_model_len > 0 ? a.max_model_len : (train < 4096 ? train : 4096);
-    e->n_batch = a.max_num_batched_tokens;
-    /* the KV pool: the bytes asked for, or room for every sequence at full length, capped */
+                          (long long)a->max_model_len, (long long)c->n_ctx_train);
+    e->max_model_len = a->max_model_len > 0 ? a->max_model_len : (train < 4096 ? train : 4096);
+    e->n_batch = a->max_num_batched_tokens;
     assay_session_options so;
     assay_session_options_default(&so);
-    so.kv_dtype = a.kv_cache_dtype;
-    so.kv_calc_tokens = a.calculate_kv_scales;
+    so.kv_dtype = a->kv_cache_dtype;
+    so.kv_calc_tokens = a->calculate_kv_scales;
     so.n_ctx = e->max_model_len;
     so.n_seq = 0;
     so.n_batch = e->n_batch;
-    so.kv_blocks = 1; /* sized below, once the block size is known */
-    if ((st = assay_session_open(&e->s, e->m, &so))) {
-        assay_engine_close(e);
-        return st;
-    }
-    size_t block_bytes = assay_session_kv_block_bytes(e->s);
-    assay_session_close(e->s);
-    e->s = NULL;
+    /* the KV pool: the bytes asked for, or room for every sequence at full length, capped */
+    assay_kv_geom g = {a->kv_cache_dtype, c->n_head_kv, c->head_dim};
+    size_t block_bytes = assay_kv_cache_block_bytes(&g, c->n_layer);
     int64_t blocks;
     const char *how;
-    if (a.kv_cache_memory > 0) {
-        blocks = a.kv_cache_memory / (int64_t)block_bytes;
+    if (a->kv_cache_memory > 0) {
+        blocks = a->kv_cache_memory / (int64_t)block_bytes;
         how = "--kv-cache-memory";
     } else {
-        blocks = a.max_num_seqs * assay_blocks_for(e->max_model_len);
+        blocks = a->max_num_seqs * assay_blocks_for(e->max_model_len);
         int64_t cap = (int64_t)(((size_t)4 << 30) / block_bytes);
         if (blocks > cap) blocks = cap;
         how = "max-num-seqs x max-model-len, at most 4 GiB";
     }
-    if (blocks < 1) {
-        assay_engine_close(e);
-        return assay_fail(ASSAY_ERR_ARG, "--kv-cache-memory %lld bytes holds no KV block (one block of %d tokens takes %zu bytes)",
-                          (long long)a.kv_cache_memory, ASSAY_KV_BLOCK, block_bytes);
-    }
+    if (blocks < 1)
+        return assay_fail(ASSAY_ERR_ARG, "--kv-cache-memory %lld bytes holds no KV block (one block of %d tokens takes %zu "
+                          "bytes)", (long long)a->kv_cache_memory, ASSAY_KV_BLOCK, block_bytes);
     so.kv_blocks = blocks;
-    if ((st = assay_session_open(&e->s, e->m, &so))) {
-        assay_engine_close(e);
-        return st;
-    }
-    e->bm = assay_block_manager_new(blocks, a.enable_prefix_caching);
+    assay_status st = assay_session_open(&e->s, e->m, &so);
+    if (st) return st;
+    e->bm = assay_block_manager_new(blocks, a->enable_prefix_caching);
     e->sampler = assay_sampler_new(&(assay_sampler_params){0}, e->n_vocab);
-    int64_t B = e->n_batch, S = a.max_num_seqs;
+    int64_t B = e->n_batch, S = a->max_num_seqs;
     e->tok_ids = assay_xmalloc((size_t)B * sizeof(int32_t));
     e->pos = assay_xmalloc((size_t)B * sizeof(int32_t));
     e->seq_of_tok = assay_xmalloc((size_t)B * sizeof(int32_t));
@@ -242,10 +211,63 @@ assay_status assay_engine_open(assay_engine **out, const assay_engine_args *args
     e->logits_rows = S < B ? S : B;
     e->logits = assay_xmalloc((size_t)(e->logits_rows * e->n_vocab) * sizeof(float));
     snprintf(e->desc, sizeof e->desc,
-             "KV pool %lld blocks of %d tokens (%.1f MiB, %s; %lld tokens = %.1f x max-model-len %lld), prefix caching %s",
-             (long long)blocks, ASSAY_KV_BLOCK, (double)blocks * (double)block_bytes / 1048576.0, how,
+             "KV pool %lld blocks of %d tokens (%.1f MiB, %s; %lld tokens = %.1f x max-model-len %lld), prefix caching "
+             "%s; %s", (long long)blocks, ASSAY_KV_BLOCK, (double)blocks * (double)block_bytes / 1048576.0, how,
              (long long)(blocks * ASSAY_KV_BLOCK), (double)(blocks * ASSAY_KV_BLOCK) / (double)e->max_model_len,
-             (long long)e->max_model_len, a.enable_prefix_caching ? "on" : "off");
+             (long long)e->max_model_len, a->enable_prefix_caching ? "on" : "off", assay_session_kv_scales_desc(e->s));
+    return ASSAY_OK;
+}
+
+static assay_status check_args(const assay_engine_args *a) {
+    if (a->max_num_seqs <= 0 || a->max_num_batched_tokens <= 0 || a->max_model_len < 0 || a->kv_cache_memory < 0)
+        return assay_fail(ASSAY_ERR_ARG, "--max-num-seqs and --max-num-batched-tokens must be positive, --max-model-len "
+                                         "and --kv-cache-memory not negative");
+    if (!(a->gpu_memory_utilization > 0 && a->gpu_memory_utilization <= 1))
+        return assay_fail(ASSAY_ERR_ARG, "--gpu-memory-utilization must be in (0, 1], got %g", a->gpu_memory_utilization);
+    if ((int)a->kv_cache_dtype < 0 || a->kv_cache_dtype >= ASSAY_KV_DTYPE_COUNT)
+        return assay_fail(ASSAY_ERR_ARG, "bad KV cache dtype");
+    return ASSAY_OK;
+}
+
+assay_status assay_engine_open(assay_engine **out, const assay_engine_args *args) {
+    *out = NULL;
+    if (!args->model) return assay_fail(ASSAY_ERR_ARG, "no model given");
+    assay_status st = check_args(args);
+    if (st) return st;
+    assay_engine *e = assay_xcalloc(1, sizeof *e);
+    e->a = *args;
+    if (!e->a.device) e->a.device = "cpu";
+    e->rng = args->seed;
+    e->owns_model = 1;
+    assay_model_options mo;
+    assay_model_options_default(&mo);
+    mo.n_threads = e->a.threads;
+    mo.quantization = e->a.quantization;
+    mo.device = e->a.device;
+    st = assay_model_load(&e->m, e->a.model, &mo);
+    if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, e->a.model);
+    if (st == ASSAY_OK) st = engine_setup(e);
+    if (st) {
+        assay_engine_close(e);
+        return st;
+    }
+    *out = e;
+    return ASSAY_OK;
+}
+
+assay_status assay_engine_open_model(assay_engine **out, assay_model *m, assay_tokenizer *tok, const assay_engine_args *args) {
+    *out = NULL;
+    assay_status st = check_args(args);
+    if (st) return st;
+    assay_engine *e = assay_xcalloc(1, sizeof *e);
+    e->a = *args;
+    e->rng = args->seed;
+    e->m = m;
+    e->tok = tok;
+    if ((st = engine_setup(e))) {
+        assay_engine_close(e);
+        return st;
+    }
     *out = e;
     return ASSAY_OK;
 }
@@ -264,8 +286,10 @@ void assay_engine_close(assay_engine *e) {
     assay_block_manager_free(e->bm);
     assay_sampler_free(e->sampler);
     assay_session_close(e->s);
-    assay_tokenizer_free(e->tok);
-    assay_model_free(e->m);
+    if (e->owns_model) {
+        assay_tokenizer_free(e->tok);
+        assay_model_free(e->m);
+    }
     free(e->tok_ids); free(e->pos); free(e->seq_of_tok); free(e->slot); free(e->want);
     free(e->cu_seqlens); free(e->seq_lens); free(e->tables); free(e->logits); free(e->outs);
     free(e);
@@ -305,6 +329,7 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
                               (long long)e->n_vocab);
     for (int i = 0; i < sp.n_stop; i++)
         if (!sp.stop[i] || !sp.stop[i][0]) return assay_fail(ASSAY_ERR_ARG, "stop strings must not be empty");
+    if (sp.n_stop > 0 && !e->tok) return assay_fail(ASSAY_ERR_ARG, "stop strings need the model's tokenizer");
     int64_t most = n_prompt + sp.max_tokens < e->max_model_len ? n_prompt + sp.max_tokens : e->max_model_len;
     assay_block_counters bc;
     assay_block_manager_counters(e->bm, &bc);
@@ -382,6 +407,7 @@ assay_status assay_engine_abort(assay_engine *e, int64_t id) {
 }
 
 int assay_engine_has_unfinished(const assay_engine *e) { return e->waiting.n + e->running.n > 0; }
+void assay_engine_reset_prefix_cache(assay_engine *e) { assay_block_manager_reset_prefix_cache(e->bm); }
 int64_t assay_engine_kv_blocks_free(const assay_engine *e) { return assay_block_manager_n_free(e->bm); }
 
 void assay_engine_counters_get(const assay_engine *e, assay_engine_counters *c) {
@@ -521,13 +547,14 @@ static void accept_token(assay_engine *e, request *r, int32_t tok) {
     assay_finish_reason why = ASSAY_FINISH_NONE;
     int is_stop_id = 0;
     for (int i = 0; i < r->sp.n_stop_token_ids; i++) is_stop_id |= r->stop_ids[i] == tok;
-    if (may_stop && ((!r->sp.ignore_eos && assay_tokenizer_is_eog(e->tok, tok)) || is_stop_id)) {
+    if (may_stop && ((!r->sp.ignore_eos && e->tok && assay_tokenizer_is_eog(e->tok, tok)) || is_stop_id)) {
         why = ASSAY_FINISH_STOP;
         r->stop_token = tok;
     } else {
         size_t len = 0;
-        const char *b = assay_tokenizer_token_type(e->tok, tok) == ASSAY_TOKEN_CONTROL ? NULL
-                                                                                    : assay_tokenizer_token_bytes(e->tok, tok, &len);
+        const char *b = !e->tok || assay_tokenizer_token_type(e->tok, tok) == ASSAY_TOKEN_CONTROL
+                            ? NULL
+                            : assay_tokenizer_token_bytes(e->tok, tok, &len);
         if (b && len) text_append(r, b, len);
         if (may_stop && r->sp.n_stop > 0 && stop_string_hit(r, len)) why = ASSAY_FINISH_STOP;
     }

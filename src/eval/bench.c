@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "assay/bench.h"
+#include "assay/engine.h"
 #include "assay/progress.h"
 
 void assay_bench_options_default(assay_bench_options *o) {
@@ -42,62 +43,62 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* One batch size: reps x (prefill of B prompts, then n_gen decode steps of B tokens). */
+/* Steps the engine until every request has its first token (prefill) or until all finished (decode). */
+static assay_status run_until(assay_engine *e, int64_t id0, int B, int64_t *got_first, int all_done) {
+    for (;;) {
+        if (all_done ? !assay_engine_has_unfinished(e) : *got_first == B) return ASSAY_OK;
+        const assay_request_output *o;
+        int64_t n;
+        assay_status st = assay_engine_step(e, &o, &n);
+        if (st) return st;
+        for (int64_t i = 0; i < n; i++)
+            if (o[i].n_new > 0 && o[i].n_generated == 1 && o[i].id >= id0) ++*got_first;
+    }
+}
+
+/* One batch size: reps x (B requests of n_prompt tokens submitted at once, each generating n_gen + 1 tokens). */
 static assay_status bench_point(assay_model *m, const assay_session_options *base_so, int B, const assay_bench_options *o,
                                 assay_bench_point *pt) {
     const int64_t V = assay_model_get_config(m)->n_vocab, P = o->n_prompt, G = o->n_gen;
-    assay_session_options so = *base_so;
-    so.n_seq = B;
-    so.n_ctx = P + G + 1;
-    if (so.n_batch < 512) so.n_batch = 512;
-    assay_session *s = NULL;
-    assay_status st = assay_session_open(&s, m, &so);
-    if (st != ASSAY_OK) return assay_fail_context(st, "bench: a session of %d sequences x %lld positions", B, (long long)so.n_ctx);
+    assay_engine_args a;
+    assay_engine_args_default(&a);
+    a.kv_cache_dtype = base_so->kv_dtype;
+    a.calculate_kv_scales = base_so->kv_calc_tokens;
+    a.max_model_len = P + G + 1;
+    a.max_num_seqs = B;
+    a.max_num_batched_tokens = base_so->n_batch > 0 ? base_so->n_batch : 512;
+    a.enable_prefix_caching = 0; /* every repeat computes its prompts */
+    assay_engine *e = NULL;
+    assay_status st = assay_engine_open_model(&e, m, NULL, &a);
+    if (st != ASSAY_OK) return assay_fail_context(st, "bench: an engine of %d sequences x %lld positions", B, (long long)a.max_model_len);
     int64_t nt = (int64_t)B * P;
-    int32_t *tok = assay_xmalloc(sizeof(int32_t) * (size_t)nt), *pos = assay_xmalloc(sizeof(int32_t) * (size_t)nt);
-    int32_t *seq = assay_xmalloc(sizeof(int32_t) * (size_t)nt);
-    int8_t *want = assay_xcalloc((size_t)nt, 1);
-    float *logits = assay_xmalloc(sizeof(float) * (size_t)(B * V));
-    int32_t *next = assay_xmalloc(sizeof(int32_t) * (size_t)B), *npos = assay_xmalloc(sizeof(int32_t) * (size_t)B);
-    int32_t *nseq = assay_xmalloc(sizeof(int32_t) * (size_t)B);
-    int8_t *nwant = assay_xmalloc((size_t)B);
+    int32_t *tok = assay_xmalloc(sizeof(int32_t) * (size_t)nt);
     for (int b = 0; b < B; b++)
-        for (int64_t i = 0; i < P; i++) {
-            int64_t k = (int64_t)b * P + i;
-            tok[k] = (int32_t)(1 + (i * 7919 + (int64_t)b * 104729) % (V - 1));
-            pos[k] = (int32_t)i;
-            seq[k] = b;
-            want[k] = i == P - 1;
-        }
+        for (int64_t i = 0; i < P; i++) tok[(int64_t)b * P + i] = (int32_t)(1 + (i * 7919 + (int64_t)b * 104729) % (V - 1));
+    assay_sampling_params sp;
+    assay_sampling_params_default(&sp);
+    sp.temperature = 0; /* greedy: the argmax of each row, as the decode of a generation does */
+    sp.ignore_eos = 1;
     double *pre = assay_xmalloc(sizeof(double) * (size_t)o->reps), *dec = assay_xmalloc(sizeof(double) * (size_t)o->reps);
-    /* warm-up: page the weights in, size the session's buffers */
-    {
-        int64_t w = P < 16 ? P : 16;
-        assay_batch wb = {w, tok, pos, seq, NULL};
-        st = assay_session_forward(s, &wb, logits);
-        assay_session_seq_clear(s, 0);
-    }
+    int64_t id = 0, first = 0;
+    /* warm-up: page the weights in, size the buffers */
+    sp.max_tokens = 1;
+    st = assay_engine_add_request(e, tok, P < 16 ? P : 16, &sp, &id);
+    if (st == ASSAY_OK) st = run_until(e, id, 1, &first, 1);
+    /* n_gen + 1 tokens: the prefill's step samples the first, then n_gen decode steps of B tokens */
+    sp.max_tokens = G + 1;
     for (int r = 0; r < o->reps && st == ASSAY_OK; r++) {
-        double t0 = assay_now_seconds();
-        assay_batch pb = {nt, tok, pos, seq, want};
-        st = assay_session_forward(s, &pb, logits);
-        double t1 = assay_now_seconds();
-        for (int64_t g = 0; g < G && st == ASSAY_OK; g++) {
-            for (int b = 0; b < B; b++) { /* greedy pick of each sequence's row, as generation does */
-                const float *row = logits + (int64_t)b * V;
-                int32_t best = 0;
-                for (int64_t v = 1; v < V; v++)
-                    if (row[v] > row[best]) best = (int32_t)v;
-                next[b] = best;
-                npos[b] = (int32_t)(P + g);
-                nseq[b] = b;
-                nwant[b] = 1;
-            }
-            assay_batch db = {B, next, npos, nseq, nwant};
-            st = assay_session_forward(s, &db, logits);
+        int64_t id0 = -1;
+        for (int b = 0; b < B && st == ASSAY_OK; b++) {
+            st = assay_engine_add_request(e, tok + (int64_t)b * P, P, &sp, &id);
+            if (b == 0) id0 = id;
         }
+        first = 0;
+        double t0 = assay_now_seconds();
+        if (st == ASSAY_OK) st = run_until(e, id0, B, &first, 0);
+        double t1 = assay_now_seconds();
+        if (st == ASSAY_OK) st = run_until(e, id0, B, &first, 1);
         double t2 = assay_now_seconds();
-        for (int b = 0; b < B; b++) assay_session_seq_clear(s, b);
         pre[r] = t1 - t0;
         dec[r] = t2 - t1;
     }
@@ -112,9 +113,8 @@ static assay_status bench_point(assay_model *m, const assay_session_options *bas
         pt->decode_tps_max = (double)(B * G) / dec[0];
         pt->decode_tps_min = (double)(B * G) / dec[o->reps - 1];
     }
-    free(pre), free(dec), free(tok), free(pos), free(seq), free(want), free(logits);
-    free(next), free(npos), free(nseq), free(nwant);
-    assay_session_close(s);
+    free(pre), free(dec), free(tok);
+    assay_engine_close(e);
     return st;
 }
 
