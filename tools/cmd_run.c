@@ -1,5 +1,5 @@
 /* cmd_run.c — `assay run MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--chat]
- * [--threads N] [--kv-cache-dtype T] [--quantization fp8] [--ctx-size N] [--ignore-eos]`.
+ * [--ctx-size N] [--ignore-eos] [engine flags]`: one request through the serving engine (engine.h).
  * Prints the prompt and then each generated token's bytes to stdout as they come; prompt and generation speed
  * go to stderr. --temp 0 is greedy decoding. --chat renders the prompt as a user turn with the model's chat template
  * (chat_template.h) and does not echo it. */
@@ -8,13 +8,14 @@
 #include <string.h>
 
 #include "assay/chat_template.h"
+#include "assay/engine.h"
 #include "assay/model.h"
 #include "assay/progress.h"
-#include "assay/sampler.h"
 #include "assay/strbuf.h"
 #include "assay/tokenizer.h"
 #include "cli.h"
 #include "commands.h"
+#include "engine_cli.h"
 
 /* The prompt as one user turn in the model's chat template, with the generation prompt opened. */
 static assay_status chat_render(const assay_model *m, const assay_tokenizer *tok, const char *prompt, assay_strbuf *out,
@@ -50,70 +51,58 @@ static void emit(const assay_tokenizer *tok, int32_t id, int after_bos_spm) {
 }
 
 int assay_cmd_run(int argc, char **argv) {
-    const char *prompt = NULL, *kv_name = "f16";
-    int64_t n_predict = 128, top_k = 40, seed = 0, threads = 0, n_ctx = 0;
+    const char *prompt = NULL;
+    int64_t n_predict = 128, top_k = 40, n_ctx = 0;
     double temp = 0.8, top_p = 0.95, min_p = 0.05;
-    int chat = 0, ignore_eos = 0, calc_kv = 0;
-    int64_t kv_scale_tokens = 1024;
-    const char *quant = NULL;
+    int chat = 0, ignore_eos = 0;
+    engine_cli ec;
+    engine_cli_init(&ec);
+    ec.max_num_seqs = 1;
     const cli_option opts[] = {
         {"-p", "--prompt", CLI_STRING, &prompt, "TEXT", "the prompt (\"\" : start from BOS alone)"},
         {"-n", "--n-predict", CLI_INT, &n_predict, "N", "tokens to generate (default 128)"},
         {NULL, "--temp", CLI_FLOAT, &temp, "T", "temperature; 0 = greedy (default 0.8)"},
         {NULL, "--top-k", CLI_INT, &top_k, "K", "keep the K most likely tokens; 0 = off (default 40)"},
-        {NULL, "--top-p", CLI_FLOAT, &top_p, "P", "nucleus: smallest set reaching probability P; 1 = off (default 0.95)"},
-        {NULL, "--min-p", CLI_FLOAT, &min_p, "P", "drop tokens below P x the top probability; 0 = off (default 0.05)"},
-        {NULL, "--seed", CLI_INT, &seed, "S", "random seed: same seed, same text (default 0)"},
+        {NULL, "--top-p", CLI_FLOAT, &top_p, "P", "nucleus: smallest set reaching probability P, in (0, 1]; 1 = off (default 0.95)"},
+        {NULL, "--min-p", CLI_FLOAT, &min_p, "P", "drop tokens below P x the top probability, in [0, 1]; 0 = off (default 0.05)"},
         {NULL, "--chat", CLI_FLAG, &chat, NULL, "wrap the prompt as a user turn of the model's chat format"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "CPU threads (default: all cores)"},
-        {NULL, "--kv-cache-dtype", CLI_STRING, &kv_name, "T", "f16 (default), bf16, f32, fp8_e4m3, fp8_e5m2, int8"},
-        {NULL, "--calculate-kv-scales", CLI_FLAG, &calc_kv, NULL,
-         "8-bit KV: per-layer k/v scales from the running max of the first --kv-scale-tokens tokens"},
-        {NULL, "--kv-scale-tokens", CLI_INT, &kv_scale_tokens, "N", "tokens --calculate-kv-scales observes (default 1024)"},
-        {"-q", "--quantization", CLI_STRING, &quant, "SCHEME", "quantize the weights at load: fp8 (E4M3, vLLM's online fp8)"},
-        {"-c", "--ctx-size", CLI_INT, &n_ctx, "N", "context length (default: prompt + n-predict)"},
+        {"-c", "--ctx-size", CLI_INT, &n_ctx, "N", "context length (default: prompt + n-predict; same as --max-model-len)"},
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "keep generating after an end-of-generation token"},
+        ENGINE_CLI_OPTIONS(ec),
         {0}};
     const cli_spec spec = {"run", "MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--chat]",
                            "generate text, streaming, with tok/s at the end", opts, 1, 1};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
-    if (!prompt) {
+    assay_engine_args ea;
+    if (!prompt) rc = cli_usage_error(&spec, "-p TEXT is required");
+    else if (n_predict < 1) rc = cli_usage_error(&spec, "-n must be at least 1, got %lld", (long long)n_predict);
+    else if (top_k < 0 || temp < 0 || n_ctx < 0)
+        rc = cli_usage_error(&spec, "--top-k, --temp and --ctx-size must not be negative");
+    else if (!(top_p > 0 && top_p <= 1)) rc = cli_usage_error(&spec, "--top-p must be in (0, 1], got %g", top_p);
+    else if (!(min_p >= 0 && min_p <= 1)) rc = cli_usage_error(&spec, "--min-p must be in [0, 1], got %g", min_p);
+    else rc = engine_cli_args(&ec, &spec, args.positional[0], &ea);
+    if (rc != CLI_CONTINUE) {
         cli_args_free(&args);
-        return cli_usage_error(&spec, "-p TEXT is required");
+        return rc;
     }
-    if (n_predict < 0 || top_k < 0 || temp < 0 || threads < 0 || n_ctx < 0 || kv_scale_tokens < 1) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "-n, --top-k, --temp, --threads and --ctx-size must not be negative, "
-                                      "--kv-scale-tokens must be positive");
-    }
-    assay_kv_dtype kv_dtype;
-    if (assay_kv_dtype_from_name(kv_name, &kv_dtype) != ASSAY_OK) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "%s", assay_last_error());
-    }
-    if (quant && assay_model_quantization_check(quant) != ASSAY_OK) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--quantization: %s", assay_last_error());
-    }
+    if (n_ctx > 0) ea.max_model_len = n_ctx;
     const char *path = args.positional[0];
     assay_model *m = NULL;
     assay_tokenizer *tok = NULL;
-    assay_session *s = NULL;
-    assay_sampler *sm = NULL;
+    assay_engine *e = NULL;
     assay_tokens ids = {0};
     assay_strbuf text = {0};
-    float *logits = NULL;
     int exit_code = CLI_EXIT_ERROR;
     assay_model_options mo;
     assay_model_options_default(&mo);
-    mo.n_threads = (int)threads;
-    mo.quantization = quant;
+    mo.n_threads = ea.threads;
+    mo.quantization = ea.quantization;
+    mo.device = ea.device;
     double t_load = assay_now_seconds();
     if (assay_model_load(&m, path, &mo) != ASSAY_OK || assay_tokenizer_load(&tok, path) != ASSAY_OK) goto done;
     t_load = assay_now_seconds() - t_load;
-    const assay_model_config *c = assay_model_get_config(m);
     const char *p = prompt;
     int writes_bos = 0;
     if (chat) {
@@ -130,68 +119,66 @@ int assay_cmd_run(int argc, char **argv) {
         }
         assay_tokens_push(&ids, bos);
     }
-    int64_t n_prompt = ids.n;
-    assay_session_options so;
-    assay_session_options_default(&so);
-    so.kv_dtype = kv_dtype;
-    so.kv_calc_tokens = calc_kv ? kv_scale_tokens : 0;
-    so.n_ctx = n_ctx > 0 ? n_ctx : n_prompt + n_predict;
-    if (so.n_ctx < n_prompt + n_predict) {
-        assay_fail(ASSAY_ERR_RANGE, "prompt (%lld tokens) + %lld new tokens exceed the context of %lld", (long long)n_prompt,
-                   (long long)n_predict, (long long)so.n_ctx);
+    int64_t n_prompt = ids.n, train = assay_model_get_config(m)->n_ctx_train;
+    if (ea.max_model_len <= 0) {
+        ea.max_model_len = n_prompt + n_predict;
+        if (train > 0 && ea.max_model_len > train) {
+            assay_fail(ASSAY_ERR_RANGE, "prompt (%lld tokens) + -n %lld = %lld tokens exceed the model's context of %lld",
+                       (long long)n_prompt, (long long)n_predict, (long long)(n_prompt + n_predict), (long long)train);
+            goto done;
+        }
+    } else if (n_prompt + n_predict > ea.max_model_len) {
+        assay_fail(ASSAY_ERR_RANGE, "prompt (%lld tokens) + -n %lld exceed the context of %lld", (long long)n_prompt,
+                   (long long)n_predict, (long long)ea.max_model_len);
         goto done;
     }
-    if (assay_session_open(&s, m, &so) != ASSAY_OK) goto done;
-    fprintf(stderr, "assay run: %s\n", assay_session_kv_scales_desc(s));
-    assay_sampler_params sp = {(float)temp, (int)top_k, (float)top_p, (float)min_p, (uint64_t)seed};
-    sm = assay_sampler_new(&sp, c->n_vocab);
-    logits = assay_xmalloc((size_t)c->n_vocab * sizeof(float));
+    if (assay_engine_open_model(&e, m, tok, &ea) != ASSAY_OK) goto done;
+    if (assay_kv_dtype_scaled(ea.kv_cache_dtype)) fprintf(stderr, "assay run: %s\n", assay_engine_describe(e));
+    assay_sampling_params sp;
+    assay_sampling_params_default(&sp);
+    sp.temperature = (float)temp;
+    sp.top_k = (int)top_k;
+    sp.top_p = (float)top_p;
+    sp.min_p = (float)min_p;
+    sp.has_seed = 1;
+    sp.seed = ea.seed;
+    sp.max_tokens = n_predict;
+    sp.ignore_eos = ignore_eos;
+    int64_t id;
+    if (assay_engine_add_request(e, ids.ids, n_prompt, &sp, &id) != ASSAY_OK) goto done;
     int spm = assay_tokenizer_get_kind(tok) == ASSAY_TOKENIZER_SPM;
     if (!chat)
         for (int64_t i = 0; i < n_prompt; i++) emit(tok, ids.ids[i], spm && i > 0 && ids.ids[i - 1] == assay_tokenizer_bos(tok));
-
-    int32_t *pos = assay_xmalloc((size_t)(n_prompt + 1) * sizeof(int32_t));
-    for (int64_t i = 0; i < n_prompt; i++) pos[i] = (int32_t)i;
-    double t0 = assay_now_seconds();
-    assay_batch b = {n_prompt, ids.ids, pos, NULL, NULL};
-    assay_status st = assay_session_forward(s, &b, logits);
-    free(pos);
-    if (st) goto done;
-    double t_prompt = assay_now_seconds() - t0;
+    /* the step that finishes the prompt samples the first token; the steps after it are the generation */
     int64_t n_gen = 0;
     int32_t prev = ids.ids[n_prompt - 1];
-    t0 = assay_now_seconds();
-    for (; n_gen < n_predict; n_gen++) {
-        int32_t next = assay_sampler_sample(sm, logits);
-        if (!ignore_eos && assay_tokenizer_is_eog(tok, next)) break;
-        emit(tok, next, spm && !chat && prev == assay_tokenizer_bos(tok));
-        prev = next;
-        if (n_gen + 1 == n_predict) {
-            n_gen++;
-            break;
-        }
-        int32_t ps = (int32_t)(n_prompt + n_gen);
-        assay_batch bd = {1, &next, &ps, NULL, NULL};
-        if ((st = assay_session_forward(s, &bd, logits))) goto done;
+    double t0 = assay_now_seconds(), t_prompt = 0;
+    while (assay_engine_has_unfinished(e)) {
+        const assay_request_output *o;
+        int64_t n_out;
+        if (assay_engine_step(e, &o, &n_out) != ASSAY_OK) goto done;
+        for (int64_t i = 0; i < n_out; i++)
+            for (int64_t j = 0; j < o[i].n_new; j++) {
+                int32_t next = o[i].new_tokens[j];
+                if (n_gen++ == 0) t_prompt = assay_now_seconds() - t0;
+                /* the end-of-generation token that stopped it is not printed */
+                if (o[i].finish == ASSAY_FINISH_STOP && next == o[i].stop_token) n_gen--;
+                else emit(tok, next, spm && !chat && prev == assay_tokenizer_bos(tok));
+                prev = next;
+            }
     }
-    double t_gen = assay_now_seconds() - t0;
+    double t_gen = assay_now_seconds() - t0 - t_prompt;
     printf("\n");
     fflush(stdout);
     fprintf(stderr, "assay run: load %.2f s; prompt %lld tokens in %.3f s (%.1f tok/s); generation %lld tokens in %.3f s "
                     "(%.1f tok/s); %s kernels, KV %s\n",
             t_load, (long long)n_prompt, t_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), (long long)n_gen, t_gen,
-            n_gen > 1 ? (n_gen - 1) / (t_gen > 0 ? t_gen : 1e-9) : 0.0, assay_model_kernels(m), assay_kv_dtype_name(kv_dtype));
-    if (calc_kv) {
-        char line[4096];
-        assay_session_kv_scales_format(s, line, sizeof line);
-        fprintf(stderr, "assay run: KV calculated %s\n", line);
-    }
+            n_gen > 1 ? (n_gen - 1) / (t_gen > 0 ? t_gen : 1e-9) : 0.0, assay_model_kernels(m),
+            assay_kv_dtype_name(ea.kv_cache_dtype));
     exit_code = CLI_EXIT_OK;
 done:
     if (exit_code != CLI_EXIT_OK) cli_report_error("run");
-    free(logits);
-    assay_sampler_free(sm);
-    assay_session_close(s);
+    assay_engine_close(e);
     assay_tokens_free(&ids);
     assay_strbuf_free(&text);
     assay_tokenizer_free(tok);
