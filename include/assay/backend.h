@@ -1,16 +1,22 @@
-/* backend.h — the small table of ops a forward pass needs; CPU implements it now, CUDA later.
+/* backend.h — the device-shaped table of ops a forward pass runs on; CPU implements it, CUDA is next.
  *
  *   assay_backend *be;
- *   assay_backend_cpu_open(&be, n_threads);                 // picks AVX2/FMA/F16C kernels when the CPU has them
+ *   assay_backend_open(&be, "cpu", n_threads);              // the device comes from --device, never from model code
  *   const assay_backend_ops *op = be->ops;
- *   op->matmul(be, y, &w, x, n_tok);                        // y[n_tok][w.n_out] = x[n_tok][w.n_in] . W^T
- *   op->rmsnorm(be, x, x, gamma, n_embd, n_tok, 1e-5f);
+ *   op->prepare_weight(be, &w);                             // once at load: the backend packs it its own way
+ *   void *x = op->alloc(be, n_tok * n_in * assay_backend_act_size(be)), *y = ...;
+ *   op->upload(be, x, host_x, bytes);
+ *   op->linear(be, y, &w, &act_quant, x, n_tok, bias);      // y[n_tok][w.n_out] = quant(x)[n_tok][w.n_in] . W^T + bias
+ *   op->download(be, host_y, y, bytes); op->synchronize(be);
  *   assay_backend_close(be);
  *
  * Model code (src/model) calls only these ops, so there is no `#ifdef CUDA` in it (DESIGN.md principle 3).
- * Pointers passed to ops are memory the backend can address: host memory for the CPU backend, memory from
- * ops->alloc for a device backend. Activations are float32, row-major [rows][cols] with cols contiguous.
- * Weights keep their stored type (any assay_type with a kernel) and are used straight from their blocks.
+ * Memory: buffers passed to ops come from ops->alloc (device memory on a GPU); upload/download/copy move bytes
+ * in order on the backend's stream, synchronize waits for all of it. Activations are row-major [rows][cols] of the
+ * backend's activation type (be->act_type: f32 on the CPU; a GPU backend may choose bf16); the float* in the op
+ * signatures below are "activations of act_type" (the CPU's f32 is the only one defined yet). Weights keep their
+ * stored type (any assay_type the backend has a kernel for) until prepare_weight repacks them. Calibration hooks
+ * that read activations on the host need an f32 backend.
  */
 #ifndef ASSAY_BACKEND_H
 #define ASSAY_BACKEND_H
@@ -19,6 +25,7 @@
 #include <stdint.h>
 
 #include "assay/status.h"
+#include "assay/act_quant.h"
 #include "assay/kv_type.h"
 #include "assay/weight_type.h"
 
@@ -30,8 +37,9 @@ typedef struct assay_weight {
     size_t row_bytes;
     const char *name; /* canonical tensor name, for the calibration hook and messages */
     /* NULL, or [n_in]: the weight's input columns are stored in another order (act-order GPTQ packed by groups) and
-     * column c multiplies x[perm[c]]; the model gathers x before calling matmul, backends never see it */
+     * column c multiplies x[perm[c]]; the backend's linear op gathers x in that order (matmul never sees it) */
     const int32_t *perm;
+    void *prepared; /* the backend's own packing (prepare_weight), or NULL: data as stored */
 } assay_weight;
 
 /* Paged KV storage of one layer, allocated by the KV pool (engine/kv_cache.h) through ops->alloc. Blocks hold
@@ -98,7 +106,21 @@ typedef struct assay_backend_ops {
     void (*close)(assay_backend *be);
     void *(*alloc)(assay_backend *be, size_t bytes); /* zeroed; NULL when out of memory */
     void (*free)(assay_backend *be, void *p);
+    /* host -> backend, backend -> host, backend -> backend; queued in order on the backend's stream */
+    void (*upload)(assay_backend *be, void *dst, const void *src, size_t bytes);
+    void (*download)(assay_backend *be, void *dst, const void *src, size_t bytes);
+    void (*copy)(assay_backend *be, void *dst, const void *src, size_t bytes);
+    void (*synchronize)(assay_backend *be); /* every queued op and copy has finished */
+    /* Once per weight at load: the backend may pack it (w->prepared) for its kernels; the weight's host data stays
+     * valid. Error: a type the backend has no kernel for (the message names the weight). */
+    assay_status (*prepare_weight)(assay_backend *be, assay_weight *w);
 
+    /* One linear layer: y[t][o] = sum_i W[o][i] * q(x)[t][perm(i)] + bias[o], where q is the input treatment
+     * `act` (none, fp8 per-tensor static, fp8 per-token, fp8 1 x group, int8 per-token: act_quant.h), applied the
+     * way the backend's kernel applies it (the CPU emulates it exactly with act_quant.h's reference). x is not
+     * modified; bias may be NULL; y may not alias x. */
+    void (*linear)(assay_backend *be, float *y, const assay_weight *w, const assay_act_quant *act, const float *x,
+                   int64_t n_tok, const float *bias);
     /* y[t][o] = sum_i W[o][i] * x[t][i]  (x: [n_tok][n_in], y: [n_tok][n_out]); any weight type with a kernel. */
     void (*matmul)(assay_backend *be, float *y, const assay_weight *w, const float *x, int64_t n_tok);
     /* y[r] = x[r] / rms(x[r]) * gamma, rows of n; y may equal x. */
@@ -126,12 +148,27 @@ typedef struct assay_backend_ops {
     void (*softmax)(assay_backend *be, float *x, int64_t n, int64_t n_rows, float softcap);
     /* y[t] = dequantized row ids[t] of W (embedding lookup). */
     void (*get_rows)(assay_backend *be, float *y, const assay_weight *w, const int32_t *ids, int64_t n);
+    /* dst[r] = src[rows[r]] for n_rows activation rows of `width` (the rows that need logits). */
+    void (*gather_rows)(assay_backend *be, float *dst, const float *src, const int32_t *rows, int64_t n_rows, int64_t width);
+    /* x[i] = cap * tanh(x[i] / cap) (a final logit softcap). */
+    void (*tanh_cap)(assay_backend *be, float *x, int64_t n, float cap);
+    /* max |x[i]| over n values, returned to the host (synchronizes): KV-scale calibration. */
+    float (*absmax)(assay_backend *be, const float *x, int64_t n);
+
+    /* Fused ops a backend may provide (NULL: the model runs the unfused ops). */
+    /* x += h, then y = rmsnorm(x) * gamma: the residual add and the next layer's norm in one pass. */
+    void (*add_rmsnorm)(assay_backend *be, float *y, float *x, const float *h, const float *gamma, int64_t n,
+                        int64_t n_rows, float eps);
 } assay_backend_ops;
 
 struct assay_backend {
     const assay_backend_ops *ops;
     void *impl;
+    assay_type act_type; /* the activations' element type: ASSAY_TYPE_F32 on the CPU */
 };
+
+/* Bytes of one activation element. */
+size_t assay_backend_act_size(const assay_backend *be);
 
 /* The backend for a device name ("cpu", "cuda"), as --device gives it: an unknown name or a device this build or
  * machine cannot run is an error with a one-line message, never a crash. */

@@ -39,3 +39,9 @@ assay_status assay_backend_open(assay_backend **out, const char *device, int n_t
         if (strcmp(backends[i].name, device) == 0) return backends[i].open(out, n_threads);
     return ASSAY_ERR_ARG;
 }
+
+size_t assay_backend_act_size(const assay_backend *be) { return assay_type_row_bytes(be->act_type, 1); }
+
+void assay_backend_close(assay_backend *be) {
+    if (be) be->ops->close(be);
+}

@@ -84,12 +84,6 @@ int assay_kv_cache_calc_frozen(const assay_kv_cache *kv) {
     return 1;
 }
 
-static float rows_amax(const float *x, int64_t n) {
-    float m = 0;
-    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
-    return m;
-}
-
 void assay_kv_cache_observe(assay_kv_cache *kv, int64_t layer, const float *k, const float *v, int64_t n_tok) {
     assay_kv_scale_calc *c = &kv->calc;
     if (c->target <= 0 || c->seen[layer] >= c->target) return; /* off, or frozen: the static scale stays */
@@ -105,8 +99,8 @@ void assay_kv_cache_observe(assay_kv_cache *kv, int64_t layer, const float *k, c
     if (take > n_tok) take = n_tok;
     /* only the first `take` rows calibrate; the rest of the batch (past the target) is written with the frozen
      * scale like any later token */
-    c->k_amax[layer] = fmaxf(c->k_amax[layer], rows_amax(k, take * kvd));
-    c->v_amax[layer] = fmaxf(c->v_amax[layer], rows_amax(v, take * kvd));
+    c->k_amax[layer] = fmaxf(c->k_amax[layer], kv->be->ops->absmax(kv->be, k, take * kvd));
+    c->v_amax[layer] = fmaxf(c->v_amax[layer], kv->be->ops->absmax(kv->be, v, take * kvd));
     c->seen[layer] += take;
     float qmax = assay_kv_dtype_qmax(kv->geom.dtype);
     /* an all-zero start (nothing seen yet above 0) keeps dynamic slots rather than a zero scale */

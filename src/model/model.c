@@ -46,8 +46,6 @@ struct assay_model {
     int n_ckpt_packed, n_ckpt_f32, n_perm; /* of those: kept packed, dequantized to f32, with permuted inputs */
     assay_type ckpt_packed_type;
     char ckpt_f32_note[240];  /* the first reason a packable linear was dequantized to f32 */
-    int64_t act_max_scales;   /* most activation scales per row any linear needs; >0: sessions need the scratch */
-    int act_quant;            /* some linear quantizes its input */
     int64_t n_kv_scales; /* layers with both KV-cache scales in the checkpoint */
 };
 
@@ -65,6 +63,7 @@ struct assay_session {
     /* scratch, [n_batch][...] */
     float *x, *h, *q, *k, *v, *att, *gate, *up, *act;
     float *rows; /* [n_batch][n_embd]: hidden states of the tokens whose logits are wanted */
+    int32_t *row_idx; /* [n_batch] host: which tokens those are */
     int8_t *mask; /* [n_batch] rows that want logits */
     assay_calib_fn calib;
     void *calib_user;
@@ -73,10 +72,6 @@ struct assay_session {
     char kv_desc[256];
     const char *kv_kind;
     int64_t layer_limit; /* > 0: calibration passes stop after this many layers (no logits) */
-    /* activation fake-quant: [n_batch][max n_in] codes and dequantized values, [n_batch][act_max_scales] scales */
-    uint8_t *aq;
-    float *ax, *as;
-    float *px; /* [n_batch][max n_in]: inputs gathered in a permuted weight's column order */
 };
 
 void assay_model_options_default(assay_model_options *o) {
@@ -393,15 +388,6 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
             n_quant += 7;
             t_quant += assay_now_seconds() - t0;
         }
-        {
-            const assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
-            const assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            for (int i = 0; i < 7; i++) {
-                int64_t ns = assay_act_quant_scales_per_row(acts[i], lin[i]->n_in);
-                if (ns > m->act_max_scales) m->act_max_scales = ns;
-                if (acts[i]->kind != ASSAY_ACT_QUANT_NONE) m->act_quant = 1;
-            }
-        }
         if ((st = load_kv_scales(m, l, L))) goto fail;
         L->sliding = c->sliding_window > 0 && c->sliding_window_pattern > 0 && (l + 1) % c->sliding_window_pattern != 0;
         m->weight_bytes += weight_bytes(&L->wq) + weight_bytes(&L->wk) + weight_bytes(&L->wv) + weight_bytes(&L->wo) +
@@ -411,13 +397,16 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     m->inv_freq = own(m, rope_freqs(c, c->rope_theta, hd));
     m->inv_freq_local = own(m, rope_freqs(c, c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta, hd));
     if ((st = assay_backend_open(&m->be, opt->device, opt->n_threads))) goto fail;
+    /* every matmul weight once, packed the backend's way */
+    for (int64_t l = 0; l < c->n_layer && st == ASSAY_OK; l++) {
+        model_layer *L = &m->layers[l];
+        assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7 && st == ASSAY_OK; i++) st = m->be->ops->prepare_weight(m->be, lin[i]);
+    }
+    if (st == ASSAY_OK) st = m->be->ops->prepare_weight(m->be, &m->output);
+    if (st) goto fail;
     /* a note like vLLM's load log: what on-the-fly quantization cost */
     if (m->fp8) fprintf(stderr, "quantized %d linear layers to fp8 in %.2f s\n", n_quant, t_quant);
-    if (m->output_act.kind != ASSAY_ACT_QUANT_NONE) {
-        m->act_quant = 1;
-        int64_t ns = assay_act_quant_scales_per_row(&m->output_act, E);
-        if (ns > m->act_max_scales) m->act_max_scales = ns;
-    }
     if (m->ck.loader) {
         char how[96];
         assay_act_quant_describe(c->n_layer > 0 ? &m->layers[0].aq : &m->output_act, how, sizeof how);
@@ -506,7 +495,7 @@ assay_status assay_model_set_weight_f32(assay_model *m, const char *name, const 
     wt->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, wt->n_in);
     wt->data = own(m, f);
     wt->perm = NULL;
-    return ASSAY_OK;
+    return m->be->ops->prepare_weight(m->be, wt);
 }
 
 /* ---- sessions --------------------------------------------------------------------------------------------- */
@@ -604,25 +593,18 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
         s->seq_of_tok = assay_xmalloc((size_t)B * sizeof *s->seq_of_tok);
         s->slot = assay_xmalloc((size_t)B * sizeof *s->slot);
     }
-    s->x = assay_xmalloc((size_t)(B * E) * 4);
-    s->h = assay_xmalloc((size_t)(B * E) * 4);
-    s->rows = assay_xmalloc((size_t)(B * E) * 4);
-    s->q = assay_xmalloc((size_t)(B * qd) * 4);
-    s->att = assay_xmalloc((size_t)(B * qd) * 4);
-    s->k = assay_xmalloc((size_t)(B * kvd) * 4);
-    s->v = assay_xmalloc((size_t)(B * kvd) * 4);
-    s->gate = assay_xmalloc((size_t)(B * c->n_ff) * 4);
-    s->up = assay_xmalloc((size_t)(B * c->n_ff) * 4);
-    s->act = assay_xmalloc((size_t)(B * c->n_ff) * 4);
+    /* activations live in backend memory, of the backend's activation type */
+    assay_backend *be = m->be;
+    size_t as = assay_backend_act_size(be);
+    float **bufs[] = {&s->x, &s->h, &s->rows, &s->q, &s->att, &s->k, &s->v, &s->gate, &s->up, &s->act};
+    int64_t widths[] = {E, E, E, qd, qd, kvd, kvd, c->n_ff, c->n_ff, c->n_ff};
+    for (int i = 0; i < 10; i++)
+        if (!(*bufs[i] = be->ops->alloc(be, (size_t)(B * widths[i]) * as))) {
+            assay_session_close(s);
+            return assay_fail(ASSAY_ERR_NOMEM, "session: no memory for activations of %lld tokens", (long long)B);
+        }
     s->mask = assay_xmalloc((size_t)B);
-    int64_t max_in = E > qd ? E : qd;
-    if (c->n_ff > max_in) max_in = c->n_ff;
-    if (m->n_perm) s->px = assay_xmalloc((size_t)(B * max_in) * 4);
-    if (m->act_quant) {
-        s->aq = assay_xmalloc((size_t)(B * max_in));
-        s->ax = assay_xmalloc((size_t)(B * max_in) * 4);
-        s->as = assay_xmalloc((size_t)(B * (m->act_max_scales > 0 ? m->act_max_scales : 1)) * 4);
-    }
+    s->row_idx = assay_xmalloc((size_t)B * sizeof(int32_t));
     *out = s;
     return ASSAY_OK;
 }
@@ -632,10 +614,13 @@ void assay_session_close(assay_session *s) {
     for (int i = 0; s->tables && i < s->o.n_seq; i++) assay_block_manager_free_table(s->bm, &s->tables[i]);
     assay_block_manager_free(s->bm);
     free(s->tables); free(s->table_ids); free(s->seq_lens); free(s->seq_of_tok); free(s->slot);
-    assay_kv_cache_free(&s->kv);
-    free(s->x); free(s->h); free(s->rows); free(s->q); free(s->att); free(s->k); free(s->v);
-    free(s->gate); free(s->up); free(s->act); free(s->mask);
-    free(s->aq); free(s->ax); free(s->as); free(s->px);
+    if (s->kv.layers) assay_kv_cache_free(&s->kv);
+    assay_backend *be = s->m->be;
+    float *bufs[] = {s->x, s->h, s->rows, s->q, s->att, s->k, s->v, s->gate, s->up, s->act};
+    for (int i = 0; i < 10; i++)
+        if (bufs[i]) be->ops->free(be, bufs[i]);
+    free(s->mask);
+    free(s->row_idx);
     free(s);
 }
 
@@ -666,23 +651,7 @@ static void linear(assay_session *s, float *y, const assay_weight *w, const assa
                    int64_t n, const float *bias) {
     assay_backend *be = s->m->be;
     if (s->calib) s->calib(s->calib_user, w->name, x, n, w->n_in);
-    if (act->kind != ASSAY_ACT_QUANT_NONE) {
-        /* the matmul reads the fake-quantized input (model.h), written to scratch so that x (shared by q/k/v and
-         * gate/up, whose quantization may differ) stays the unquantized input */
-        assay_act_quant_apply(act, x, n, w->n_in, s->ax, s->aq, s->as);
-        x = s->ax;
-    }
-    if (w->perm) { /* act-order weights packed by groups: feed each column its input */
-        for (int64_t t = 0; t < n; t++) {
-            const float *xt = x + t * w->n_in;
-            float *pt = s->px + t * w->n_in;
-            for (int64_t c = 0; c < w->n_in; c++) pt[c] = xt[w->perm[c]];
-        }
-        x = s->px;
-    }
-    be->ops->matmul(be, y, w, x, n);
-    if (bias)
-        for (int64_t t = 0; t < n; t++) be->ops->add(be, y + t * w->n_out, y + t * w->n_out, bias, w->n_out);
+    be->ops->linear(be, y, w, act, x, n, bias);
 }
 
 /* One step (at most n_batch tokens) as its descriptor says; the rows that want logits go to `logits` in order. */
@@ -727,8 +696,11 @@ assay_status assay_session_run_step(assay_session *s, const assay_step *step, fl
         op->attention(be, s->att, s->q, &ap, &s->kv.layers[l], &s->kv.geom, step);
         linear(s, h, &L->wo, &L->ao, s->att, n, NULL);
         if (L->post_attn_norm) op->rmsnorm(be, h, h, L->post_attn_norm, E, n, eps);
-        op->add(be, x, x, h, n * E);
-        op->rmsnorm(be, h, x, L->ffn_norm, E, n, eps);
+        if (op->add_rmsnorm) op->add_rmsnorm(be, h, x, h, L->ffn_norm, E, n, eps); /* x += h; h = norm(x) */
+        else {
+            op->add(be, x, x, h, n * E);
+            op->rmsnorm(be, h, x, L->ffn_norm, E, n, eps);
+        }
         linear(s, s->gate, &L->w_gate, &L->a_gate, h, n, NULL);
         linear(s, s->up, &L->w_up, &L->a_up, h, n, NULL);
         if (c->activation == ASSAY_ACT_GELU_TANH) op->geglu(be, s->act, s->gate, s->up, F, n, F);
@@ -741,15 +713,13 @@ assay_status assay_session_run_step(assay_session *s, const assay_step *step, fl
     /* only the rows that asked for logits go through the final norm and the (large) output matrix */
     int64_t r = 0;
     for (int64_t t = 0; t < n; t++)
-        if (want[t]) memcpy(s->rows + r++ * E, x + t * E, (size_t)E * 4);
+        if (want[t]) s->row_idx[r++] = (int32_t)t;
     if (r == 0) return ASSAY_OK;
+    op->gather_rows(be, s->rows, x, s->row_idx, r, E);
     op->rmsnorm(be, s->rows, s->rows, m->output_norm, E, r, eps);
     float *out = logits;
     linear(s, out, &m->output, &m->output_act, s->rows, r, NULL);
-    if (c->final_logit_softcap > 0) {
-        float cap = (float)c->final_logit_softcap;
-        for (int64_t i = 0; i < r * c->n_vocab; i++) out[i] = cap * tanhf(out[i] / cap);
-    }
+    if (c->final_logit_softcap > 0) op->tanh_cap(be, out, r * c->n_vocab, (float)c->final_logit_softcap);
     return ASSAY_OK;
 }
 

@@ -34,6 +34,10 @@ typedef struct cpu_backend {
     int64_t *tiles; /* attention: first token of each query tile, and the end */
     int64_t tiles_cap;
     int exact; /* ASSAY_CPU_EXACT=1: weights dequantized to f32 rows, f32 activations (the spec; slow) */
+    /* linear's scratch: the fake-quantized input (values, codes, scales) and the permuted input; grown on demand */
+    float *lin_x, *lin_scales, *lin_perm;
+    uint8_t *lin_codes;
+    size_t lin_x_cap, lin_scales_cap, lin_perm_cap, lin_x_cap_codes;
 } cpu_backend;
 
 static cpu_backend *cpu_of(assay_backend *be) { return (cpu_backend *)be; }
@@ -84,6 +88,26 @@ static void *ensure_act(cpu_backend *cb, size_t bytes) {
 
 static void *cpu_alloc(assay_backend *be, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
 static void cpu_free(assay_backend *be, void *p) { free(p); }
+/* host memory is the CPU backend's memory: copies are plain, and nothing is ever in flight */
+static void cpu_copy(assay_backend *be, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+static void cpu_synchronize(assay_backend *be) {}
+
+static assay_status cpu_prepare_weight(assay_backend *be, assay_weight *w) {
+    cpu_backend *cb = cpu_of(be);
+    if ((int)w->type < 0 || w->type >= ASSAY_TYPE_COUNT || !cb->k->type[w->type].vec_dot)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the CPU backend has no kernel for type %s", w->name ? w->name : "weight",
+                          assay_type_name(w->type));
+    w->prepared = NULL; /* the CPU kernels read the stored blocks directly */
+    return ASSAY_OK;
+}
+
+/* grows a scratch buffer to at least n elements of `size` bytes */
+static void *grow(void *p, size_t *cap, size_t n, size_t size) {
+    if (*cap >= n) return p;
+    free(p);
+    *cap = n;
+    return assay_xmalloc(n * size);
+}
 
 /* ---- matmul ----------------------------------------------------------------------------------------------- */
 
@@ -256,6 +280,37 @@ static void cpu_matmul(assay_backend *be, float *y, const assay_weight *w, const
     assay_threadpool_run(cb->tp, matmul_task, &j, (w->n_out + rows - 1) / rows);
 }
 
+/* The input treatment is emulated exactly (act_quant.h's reference: the matmul reads code * scale), written to
+ * scratch so that x, shared by q/k/v and by gate/up whose treatments may differ, stays the unquantized input. */
+static void cpu_linear(assay_backend *be, float *y, const assay_weight *w, const assay_act_quant *act, const float *x,
+                       int64_t n_tok, const float *bias) {
+    cpu_backend *cb = cpu_of(be);
+    size_t n = (size_t)(n_tok * w->n_in);
+    if (act && act->kind != ASSAY_ACT_QUANT_NONE) {
+        cb->lin_x = grow(cb->lin_x, &cb->lin_x_cap, n, sizeof(float));
+        size_t ns = (size_t)(n_tok * assay_act_quant_scales_per_row(act, w->n_in));
+        cb->lin_scales = grow(cb->lin_scales, &cb->lin_scales_cap, ns ? ns : 1, sizeof(float));
+        cb->lin_codes = grow(cb->lin_codes, &cb->lin_x_cap_codes, n, 1);
+        assay_act_quant_apply(act, x, n_tok, w->n_in, cb->lin_x, cb->lin_codes, cb->lin_scales);
+        x = cb->lin_x;
+    }
+    if (w->perm) { /* act-order weights packed by groups: each column gets its input */
+        cb->lin_perm = grow(cb->lin_perm, &cb->lin_perm_cap, n, sizeof(float));
+        for (int64_t t = 0; t < n_tok; t++) {
+            const float *xt = x + t * w->n_in;
+            float *pt = cb->lin_perm + t * w->n_in;
+            for (int64_t c = 0; c < w->n_in; c++) pt[c] = xt[w->perm[c]];
+        }
+        x = cb->lin_perm;
+    }
+    cpu_matmul(be, y, w, x, n_tok);
+    if (bias)
+        for (int64_t t = 0; t < n_tok; t++) {
+            float *yt = y + t * w->n_out;
+            for (int64_t o = 0; o < w->n_out; o++) yt[o] += bias[o];
+        }
+}
+
 /* ---- element-wise ----------------------------------------------------------------------------------------- */
 
 static void cpu_rmsnorm(assay_backend *be, float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows,
@@ -310,6 +365,27 @@ static void cpu_geglu(assay_backend *be, float *out, const float *gate, const fl
 
 static void cpu_add(assay_backend *be, float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void cpu_add_rmsnorm(assay_backend *be, float *y, float *x, const float *h, const float *gamma, int64_t n,
+                            int64_t n_rows, float eps) {
+    cpu_add(be, x, x, h, n * n_rows);
+    cpu_rmsnorm(be, y, x, gamma, n, n_rows, eps);
+}
+
+static void cpu_gather_rows(assay_backend *be, float *dst, const float *src, const int32_t *rows, int64_t n_rows,
+                            int64_t width) {
+    for (int64_t r = 0; r < n_rows; r++) memcpy(dst + r * width, src + (int64_t)rows[r] * width, (size_t)width * sizeof(float));
+}
+
+static void cpu_tanh_cap(assay_backend *be, float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
+static float cpu_absmax(assay_backend *be, const float *x, int64_t n) {
+    float m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    return m;
 }
 
 static void cpu_scale(assay_backend *be, float *y, float s, int64_t n) {
@@ -587,12 +663,22 @@ static const assay_backend_ops cpu_ops = {
     .close = cpu_close,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .synchronize = cpu_synchronize,
+    .prepare_weight = cpu_prepare_weight,
+    .linear = cpu_linear,
     .matmul = cpu_matmul,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
     .kv_copy_block = cpu_kv_copy_block,
+    .gather_rows = cpu_gather_rows,
+    .tanh_cap = cpu_tanh_cap,
+    .absmax = cpu_absmax,
+    .add_rmsnorm = cpu_add_rmsnorm,
     .swiglu = cpu_swiglu,
     .geglu = cpu_geglu,
     .add = cpu_add,
@@ -635,6 +721,7 @@ static void cpu_open_with(assay_backend **out, int n_threads, const assay_cpu_ke
     cpu_backend *cb = assay_xcalloc(1, sizeof *cb);
     cb->base.ops = &cpu_ops;
     cb->base.impl = cb;
+    cb->base.act_type = ASSAY_TYPE_F32;
     cb->k = k;
     cb->exact = exact;
     if (n_threads <= 0) {
@@ -677,11 +764,9 @@ static void cpu_close(assay_backend *be) {
     free(cb->ts);
     free(cb->act);
     free(cb->tiles);
+    free(cb->lin_x); free(cb->lin_scales); free(cb->lin_perm); free(cb->lin_codes);
     free(cb);
 }
 
-void assay_backend_close(assay_backend *be) {
-    if (be) be->ops->close(be);
-}
 
 const char *assay_backend_cpu_kernels(const assay_backend *be) { return ((const cpu_backend *)be)->k->name; }
