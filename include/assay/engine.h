@@ -72,6 +72,13 @@ typedef struct assay_sampling_params {
     int n_stop;
     int logprobs;             /* -1: none (default); n >= 0: each generated token's logprob and the top n (<= 20) */
     int prompt_logprobs;      /* -1: none (default); n >= 0: each prompt token's logprob and the top n (<= 20) */
+    /* In-process scoring (eval, perplexity), beyond vLLM's parameters: */
+    int64_t prompt_logprobs_from; /* first prompt position whose logprob (and logits) is wanted (default 1); the
+                                   * prefix cache may serve the positions before it */
+    float *prompt_logits;     /* NULL, or [n_prompt - from][n_vocab]: receives the raw logits that predict prompt
+                               * tokens from.. as they are computed (complete when the prompt logprobs come out) */
+    int prompt_only;          /* 1: compute the prompt, generate nothing (finish "length"; max_tokens is ignored and
+                               * the prompt may fill max_model_len) */
 } assay_sampling_params;
 
 void assay_sampling_params_default(assay_sampling_params *p);
@@ -98,7 +105,8 @@ typedef struct assay_request_output {
     const float *new_logprobs;      /* [n_new] when logprobs >= 0, else NULL */
     const assay_top_logprob *new_top; /* [n_new][n_top]: the top alternatives, most likely first */
     int n_top;
-    /* prompt logprobs, once, in the step that finishes the prompt: [n_prompt]; entry 0 (no context) is NaN */
+    /* prompt logprobs, once, in the step that finishes the prompt: [n_prompt]; entries before prompt_logprobs_from
+     * (entry 0 always: no context) are NaN */
     const float *prompt_logprobs;
     const assay_top_logprob *prompt_top; /* [n_prompt][n_prompt_top] (row 0 unused) */
     int n_prompt_top;

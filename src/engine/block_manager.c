@@ -177,14 +177,15 @@ void assay_block_manager_free(assay_block_manager *bm) {
 }
 
 assay_status assay_block_manager_allocate_prompt(assay_block_manager *bm, assay_block_table *t, const int32_t *prompt,
-                                                 int64_t n_prompt, int64_t n_alloc, int64_t *n_cached) {
+                                                 int64_t n_prompt, int64_t n_alloc, int64_t max_cached, int64_t *n_cached) {
     ASSAY_ASSERT(t->n == 0 && n_prompt > 0 && n_alloc > 0 && n_alloc <= n_prompt);
     *n_cached = 0;
     /* the longest run of cached full blocks, stopping short of the prompt's last token */
     int64_t n_hit = 0, n_revive = 0;
     uint64_t h = ROOT_HASH;
     int32_t hits_small[64], *hits = hits_small;
-    int64_t max_lookup = bm->prefix_caching ? (n_prompt - 1) / ASSAY_KV_BLOCK : 0;
+    int64_t limit = max_cached < n_prompt - 1 ? max_cached : n_prompt - 1;
+    int64_t max_lookup = bm->prefix_caching && limit > 0 ? limit / ASSAY_KV_BLOCK : 0;
     if (max_lookup > 64) hits = assay_xmalloc((size_t)max_lookup * sizeof(int32_t));
     for (int64_t i = 0; i < max_lookup; i++) {
         uint64_t hi = chain_hash(h, prompt + i * ASSAY_KV_BLOCK);

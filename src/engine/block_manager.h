@@ -5,7 +5,7 @@
  *   assay_block_manager *bm = assay_block_manager_new(n_blocks, 1);        // 1: prefix caching on
  *   assay_block_table t = {0};
  *   int64_t cached;                                                       // prompt tokens whose KV is reused
- *   if (assay_block_manager_allocate_prompt(bm, &t, prompt, n_prompt, n_prompt, &cached) != ASSAY_OK) ...;  // full: wait
+ *   if (assay_block_manager_allocate_prompt(bm, &t, prompt, n_prompt, n_prompt, n_prompt, &cached) != ASSAY_OK) ...;  // full: wait
  *   ... run the model on prompt[cached..] ...
  *   assay_block_manager_commit(bm, &t, prompt, n_prompt);                 // full computed blocks become shareable
  *   assay_block_manager_append(bm, &t, n_prompt + 1, &copy);              // room for one more token
@@ -58,11 +58,12 @@ void assay_block_manager_free(assay_block_manager *bm);
 static inline int64_t assay_blocks_for(int64_t n_tokens) { return (n_tokens + ASSAY_KV_BLOCK - 1) / ASSAY_KV_BLOCK; }
 
 /* Gives an empty table the blocks for the first `n_alloc` tokens of a prompt of n_prompt tokens: the longest
- * cached prefix of full blocks (at most n_prompt - 1 tokens), then fresh blocks. *n_cached: tokens whose KV is
- * already in the cache. Counts one query of n_prompt tokens. ASSAY_ERR_NOMEM (no message set, the table left
- * empty) when the free blocks do not suffice: the caller waits or preempts. */
+ * cached prefix of full blocks (at most min(n_prompt - 1, max_cached) tokens: a caller that needs the logits of
+ * earlier positions lowers max_cached), then fresh blocks. *n_cached: tokens whose KV is already in the cache.
+ * Counts one query of n_prompt tokens. ASSAY_ERR_NOMEM (no message set, the table left empty) when the free blocks
+ * do not suffice: the caller waits or preempts. */
 assay_status assay_block_manager_allocate_prompt(assay_block_manager *bm, assay_block_table *t, const int32_t *prompt,
-                                                 int64_t n_prompt, int64_t n_alloc, int64_t *n_cached);
+                                                 int64_t n_prompt, int64_t n_alloc, int64_t max_cached, int64_t *n_cached);
 /* Makes room for tokens up to n_tokens (total) in a table: fresh blocks at the end; when the current last block
  * is shared and partially filled and must receive tokens, it is replaced by a private copy and *copy (when not
  * NULL) says which block to copy (src = dst = -1 when nothing to copy). ASSAY_ERR_NOMEM (no message, nothing

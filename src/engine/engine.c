@@ -19,6 +19,9 @@
 #include "engine/kv_cache.h"
 
 #define MAX_LOGPROBS 20
+/* a request that wants prompt logprobs computes at most this many prompt tokens per step, so the logits rows of a
+ * step stay PROMPT_LP_CHUNK x n_vocab floats whatever the prompt */
+#define PROMPT_LP_CHUNK 256
 
 typedef struct request {
     int64_t id;
@@ -100,6 +103,7 @@ void assay_sampling_params_default(assay_sampling_params *p) {
     p->max_tokens = 16;
     p->logprobs = -1;
     p->prompt_logprobs = -1;
+    p->prompt_logprobs_from = 1;
 }
 
 const char *assay_finish_reason_name(assay_finish_reason r) {
@@ -308,7 +312,14 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
     if (sp_in) sp = *sp_in;
     else assay_sampling_params_default(&sp);
     if (n_prompt <= 0) return assay_fail(ASSAY_ERR_ARG, "the prompt is empty");
-    if (n_prompt >= e->max_model_len)
+    if (sp.prompt_only) {
+        /* the last token is only a target: positions 0 .. n_prompt - 2 are computed */
+        sp.max_tokens = 1; /* unused; keeps the buffers' arithmetic simple */
+        if (n_prompt < 2) return assay_fail(ASSAY_ERR_ARG, "scoring needs a prompt of at least 2 tokens");
+        if (n_prompt - 1 > e->max_model_len)
+            return assay_fail(ASSAY_ERR_RANGE, "scoring %lld tokens runs %lld positions; the maximum model length is %lld",
+                              (long long)n_prompt, (long long)(n_prompt - 1), (long long)e->max_model_len);
+    } else if (n_prompt >= e->max_model_len)
         return assay_fail(ASSAY_ERR_RANGE, "the prompt has %lld tokens; the maximum model length is %lld (prompt + at "
                           "least one generated token must fit)", (long long)n_prompt, (long long)e->max_model_len);
     for (int64_t i = 0; i < n_prompt; i++)
@@ -321,6 +332,10 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
     if (!(sp.top_p > 0 && sp.top_p <= 1)) return assay_fail(ASSAY_ERR_ARG, "top_p must be in (0, 1], got %g", sp.top_p);
     if (sp.top_k < -1) return assay_fail(ASSAY_ERR_ARG, "top_k must be -1 (off) or positive, got %d", sp.top_k);
     if (!(sp.min_p >= 0 && sp.min_p <= 1)) return assay_fail(ASSAY_ERR_ARG, "min_p must be in [0, 1], got %g", sp.min_p);
+    if ((sp.prompt_logprobs >= 0 || sp.prompt_logits) && !(sp.prompt_logprobs_from >= 1 && sp.prompt_logprobs_from <= n_prompt))
+        return assay_fail(ASSAY_ERR_ARG, "prompt_logprobs_from must be in [1, %lld], got %lld", (long long)n_prompt,
+                          (long long)sp.prompt_logprobs_from);
+    if (sp.prompt_logits && sp.prompt_logprobs < 0) sp.prompt_logprobs = 0;
     if (sp.logprobs > MAX_LOGPROBS || sp.prompt_logprobs > MAX_LOGPROBS)
         return assay_fail(ASSAY_ERR_ARG, "logprobs and prompt_logprobs may ask for at most %d alternatives", MAX_LOGPROBS);
     for (int i = 0; i < sp.n_stop_token_ids; i++)
@@ -331,6 +346,7 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
         if (!sp.stop[i] || !sp.stop[i][0]) return assay_fail(ASSAY_ERR_ARG, "stop strings must not be empty");
     if (sp.n_stop > 0 && !e->tok) return assay_fail(ASSAY_ERR_ARG, "stop strings need the model's tokenizer");
     int64_t most = n_prompt + sp.max_tokens < e->max_model_len ? n_prompt + sp.max_tokens : e->max_model_len;
+    if (most < n_prompt + 1) most = n_prompt + 1;
     assay_block_counters bc;
     assay_block_manager_counters(e->bm, &bc);
     if (assay_blocks_for(n_prompt + 1) > bc.n_blocks)
@@ -355,13 +371,14 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
     r->tokens = assay_xmalloc((size_t)r->cap * sizeof(int32_t));
     memcpy(r->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
     r->n_tokens = r->n_prompt = n_prompt;
+    if (sp.prompt_only) r->n_tokens = n_prompt - 1; /* what gets computed */
     if (sp.logprobs >= 0) {
         r->logprobs = assay_xmalloc((size_t)sp.max_tokens * sizeof(float));
         if (sp.logprobs > 0) r->top = assay_xmalloc((size_t)(sp.max_tokens * sp.logprobs) * sizeof(assay_top_logprob));
     }
     if (sp.prompt_logprobs >= 0) {
         r->prompt_lp = assay_xmalloc((size_t)n_prompt * sizeof(float));
-        r->prompt_lp[0] = NAN;
+        for (int64_t i = 0; i < sp.prompt_logprobs_from; i++) r->prompt_lp[i] = NAN;
         if (sp.prompt_logprobs > 0)
             r->prompt_top = assay_xcalloc((size_t)(n_prompt * sp.prompt_logprobs), sizeof(assay_top_logprob));
     }
@@ -426,6 +443,12 @@ void assay_engine_counters_get(const assay_engine *e, assay_engine_counters *c) 
 
 /* ---- the scheduler ---------------------------------------------------------------------------------------- */
 
+/* the prompt positions a request computes: all but a scoring request's last (a target only) */
+static int64_t prompt_end(const request *r) { return r->sp.prompt_only ? r->n_prompt - 1 : r->n_prompt; }
+
+/* the request still needs logits rows of prompt positions */
+static int wants_prompt_rows(const request *r) { return r->prompt_lp && !r->prompt_lp_done; }
+
 /* Recompute preemption: blocks back to the pool, to the front of the waiting queue, sampler state kept. */
 static void preempt(assay_engine *e, request *r) {
     assay_block_manager_free_table(e->bm, &r->table);
@@ -446,6 +469,7 @@ static void schedule(assay_engine *e) {
         request *r = e->running.r[i];
         int64_t n = r->n_tokens - r->n_computed;
         if (n > budget) n = budget;
+        if (wants_prompt_rows(r) && n > PROMPT_LP_CHUNK) n = PROMPT_LP_CHUNK;
         int ok = 0;
         while (!ok) {
             assay_block_copy cp;
@@ -469,9 +493,13 @@ static void schedule(assay_engine *e) {
         request *r = e->waiting.r[0];
         int64_t cached = 0;
         int64_t want = r->n_tokens < budget ? r->n_tokens : budget;
-        if (assay_block_manager_allocate_prompt(e->bm, &r->table, r->tokens, r->n_tokens, want, &cached) != ASSAY_OK) break;
+        /* positions whose logits the request needs cannot come from the cache */
+        int64_t max_cached = wants_prompt_rows(r) ? r->sp.prompt_logprobs_from - 1 : r->n_tokens;
+        if (assay_block_manager_allocate_prompt(e->bm, &r->table, r->tokens, r->n_tokens, want, max_cached, &cached) != ASSAY_OK)
+            break;
         int64_t n = r->n_tokens - cached;
         if (n > budget) n = budget;
+        if (wants_prompt_rows(r) && n > PROMPT_LP_CHUNK) n = PROMPT_LP_CHUNK;
         if (assay_block_manager_append(e->bm, &r->table, cached + n, NULL) != ASSAY_OK) {
             assay_block_manager_free_table(e->bm, &r->table);
             break;
@@ -577,7 +605,7 @@ static void push_output(assay_engine *e, request *r, int new_token) {
     }
     assay_request_output *o = &e->outs[e->n_outs++];
     memset(o, 0, sizeof *o);
-    int64_t n_gen = r->n_tokens - r->n_prompt;
+    int64_t n_gen = r->n_tokens > r->n_prompt ? r->n_tokens - r->n_prompt : 0;
     o->id = r->id;
     o->n_new = new_token ? 1 : 0;
     if (new_token) {
@@ -623,8 +651,8 @@ assay_status assay_engine_step(assay_engine *e, const assay_request_output **out
             e->pos[nt] = (int32_t)p;
             e->seq_of_tok[nt] = (int32_t)i;
             e->slot[nt] = (int64_t)r->table.ids[p / ASSAY_KV_BLOCK] * ASSAY_KV_BLOCK + p % ASSAY_KV_BLOCK;
-            int completes = p == r->n_tokens - 1;
-            int prompt_lp = r->prompt_lp && !r->prompt_lp_done && p < r->n_prompt - 1;
+            int completes = p == r->n_tokens - 1 && !r->sp.prompt_only;
+            int prompt_lp = wants_prompt_rows(r) && p >= r->sp.prompt_logprobs_from - 1 && p < r->n_prompt - 1;
             e->want[nt] = (int8_t)(completes || prompt_lp);
             n_logits += e->want[nt];
         }
@@ -650,7 +678,7 @@ assay_status assay_engine_step(assay_engine *e, const assay_request_output **out
             int64_t t = e->cu_seqlens[i] + j, p = r->n_computed + j;
             if (!e->want[t]) continue;
             const float *lg = e->logits + row++ * V;
-            if (p == r->n_tokens - 1) {
+            if (p == r->n_tokens - 1 && !r->sp.prompt_only) {
                 assay_sampler_params spar = {r->sp.temperature, r->sp.top_k > 0 ? r->sp.top_k : 0, r->sp.top_p, r->sp.min_p, 0};
                 next = assay_sampler_sample_with(e->sampler, &spar, &r->rng, lg);
                 if (r->logprobs) {
@@ -662,15 +690,22 @@ assay_status assay_engine_step(assay_engine *e, const assay_request_output **out
             } else { /* a prompt position: the logprob of the prompt's next token */
                 double lse = row_lse(lg, V);
                 r->prompt_lp[p + 1] = (float)(lg[r->tokens[p + 1]] - lse);
+                if (r->sp.prompt_logits)
+                    memcpy(r->sp.prompt_logits + (p + 1 - r->sp.prompt_logprobs_from) * V, lg, (size_t)V * sizeof(float));
                 if (r->prompt_top) top_logprobs(lg, V, r->sp.prompt_logprobs, lse, r->prompt_top + (p + 1) * r->sp.prompt_logprobs);
             }
         }
         r->n_computed += r->sched_n;
         assay_block_manager_commit(e->bm, &r->table, r->tokens, r->n_computed);
-        if (r->prompt_lp && !r->prompt_lp_done && r->n_computed >= r->n_prompt) {
+        if (r->prompt_lp && !r->prompt_lp_done && r->n_computed >= prompt_end(r)) {
             r->prompt_lp_done = 1;
             r->emit_prompt_lp = 1;
             r->news = 1;
+        }
+        if (r->sp.prompt_only && r->n_computed >= prompt_end(r)) {
+            r->news = 1;
+            e->c.prompt_tokens += r->n_prompt;
+            finish(e, r, ASSAY_FINISH_LENGTH);
         }
         if (next >= 0) {
             if (!r->counted_prompt) {

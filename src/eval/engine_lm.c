@@ -1,32 +1,42 @@
-/* engine_lm.c — the CPU engine (model.h) and the model's tokenizer (tokenizer.h) behind the assay_lm table, and
- * the engine-flag text used by eval and decide.
+/* engine_lm.c — the serving engine (engine.h) on a model and its tokenizer behind the assay_lm table, and the
+ * engine-flag text used by eval and decide.
  *
- * score() runs one sequence from position 0 in chunks of at most CHUNK tokens, asking the engine for logits only
- * at the positions that predict scored tokens, so memory stays CHUNK x n_vocab floats whatever the window.
- * generate() is plain greedy decoding on the session's KV cache. Everything is float32 log-softmax, the same
- * quantity lm-eval takes from torch.log_softmax. */
+ * score() is one scoring request (prompt_only, prompt logprobs from the first scored token, top-1 for the greedy
+ * flag, the raw logits rows when asked): the engine computes the prompt in chunks and serves the positions before
+ * the first scored token from its prefix cache when an earlier request had the same prefix (lm-eval's multiple
+ * choice tasks score several endings after one context). generate() is one greedy request. Log-probabilities are
+ * float32 log-softmax of the logits (accumulated in double), the quantity lm-eval takes from torch.log_softmax. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "assay/engine.h"
 #include "assay/eval.h"
 #include "assay/model.h"
 #include "assay/tokenizer.h"
-
-enum { CHUNK = 256 };
 
 typedef struct engine_lm {
     assay_lm lm;
     assay_model *model;
     assay_tokenizer *tok;
-    assay_session *session;
+    assay_engine *engine;
     int64_t n_ctx;
-    assay_session_options so; /* as opened (KV-cache type), for assay_eval_lm_engine */
-    float *rows;      /* [CHUNK][n_vocab] logits of one forward chunk */
-    int32_t *pos;     /* [CHUNK] */
-    int8_t *want;     /* [CHUNK] */
+    assay_session_options so; /* the KV-cache type it runs with, for assay_eval_lm_engine (the bench) */
     char name[256];
 } engine_lm;
+
+/* Runs the engine until request `id` finishes; `on_out` sees each of its outputs (nonzero: abort it). */
+static assay_status run_request(engine_lm *e, int64_t id, int (*on_out)(void *, const assay_request_output *), void *user) {
+    while (assay_engine_has_unfinished(e->engine)) {
+        const assay_request_output *o;
+        int64_t n;
+        assay_status st = assay_engine_step(e->engine, &o, &n);
+        if (st != ASSAY_OK) return st;
+        for (int64_t i = 0; i < n; i++)
+            if (o[i].id == id && on_out && on_out(user, &o[i]) && !o[i].finish) assay_engine_abort(e->engine, id);
+    }
+    return ASSAY_OK;
+}
 
 static assay_status e_tokenize(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, int64_t *n) {
     engine_lm *e = ctx;
@@ -55,90 +65,82 @@ static assay_status e_detokenize(void *ctx, const int32_t *ids, int64_t n, char 
     return ASSAY_OK;
 }
 
-/* log p(target) and whether target is the argmax, from one row of logits (double accumulation). */
-static float row_logprob(const float *row, int64_t V, int32_t target, uint8_t *greedy) {
-    float mx = row[0];
-    int64_t arg = 0;
-    for (int64_t v = 1; v < V; v++)
-        if (row[v] > mx) mx = row[v], arg = v;
-    double s = 0;
-    for (int64_t v = 0; v < V; v++) s += exp((double)(row[v] - mx));
-    *greedy = arg == target;
-    return (float)((double)(row[target] - mx) - log(s));
+typedef struct score_ctx {
+    engine_lm *e;
+    const int32_t *tokens;
+    int64_t n, first;
+    float *logprob;
+    uint8_t *greedy;
+    int done;
+} score_ctx;
+
+static int score_out(void *user, const assay_request_output *o) {
+    score_ctx *c = user;
+    if (!o->prompt_logprobs) return 0;
+    for (int64_t t = c->first; t < c->n; t++) {
+        c->logprob[t - c->first] = o->prompt_logprobs[t];
+        c->greedy[t - c->first] = o->prompt_top[t].token == c->tokens[t];
+    }
+    c->done = 1;
+    return 0;
 }
 
 static assay_status e_score(void *ctx, const int32_t *tokens, int64_t n, int64_t first, float *logprob, uint8_t *greedy,
                             float *logits) {
     engine_lm *e = ctx;
-    int64_t V = e->lm.n_vocab;
     if (n - 1 > e->n_ctx)
-        return assay_fail(ASSAY_ERR_RANGE, "%lld tokens exceed the session's context of %lld", (long long)(n - 1), (long long)e->n_ctx);
+        return assay_fail(ASSAY_ERR_RANGE, "%lld tokens exceed the context of %lld", (long long)(n - 1), (long long)e->n_ctx);
     ASSAY_ASSERT(first >= 1 && first <= n);
-    assay_session_seq_clear(e->session, 0);
-    /* input positions 0..n-2; the row at input position p predicts tokens[p + 1] */
-    for (int64_t start = 0; start < n - 1; start += CHUNK) {
-        int64_t len = n - 1 - start < CHUNK ? n - 1 - start : CHUNK;
-        int any = 0;
-        for (int64_t i = 0; i < len; i++) {
-            e->pos[i] = (int32_t)(start + i);
-            e->want[i] = start + i + 1 >= first;
-            any |= e->want[i];
-        }
-        if (!any) e->want[len - 1] = 1; /* the engine returns at least the last row; ignored */
-        assay_batch b = {len, tokens + start, e->pos, NULL, e->want};
-        assay_status st = assay_session_forward(e->session, &b, e->rows);
-        if (st != ASSAY_OK) return st;
-        int64_t r = 0;
-        for (int64_t i = 0; i < len; i++) {
-            if (!e->want[i]) continue;
-            int64_t t = start + i + 1; /* the predicted token's index */
-            const float *row = e->rows + r * V;
-            r++;
-            if (t < first) continue;
-            logprob[t - first] = row_logprob(row, V, tokens[t], &greedy[t - first]);
-            if (logits) memcpy(logits + (t - first) * V, row, sizeof(float) * (size_t)V);
-        }
-    }
-    return ASSAY_OK;
+    if (first == n) return ASSAY_OK; /* nothing to score */
+    assay_sampling_params sp;
+    assay_sampling_params_default(&sp);
+    sp.prompt_only = 1;
+    sp.prompt_logprobs = 1; /* the top-1 alternative says whether the token was the argmax */
+    sp.prompt_logprobs_from = first;
+    sp.prompt_logits = logits;
+    int64_t id;
+    assay_status st = assay_engine_add_request(e->engine, tokens, n, &sp, &id);
+    score_ctx c = {e, tokens, n, first, logprob, greedy, 0};
+    if (st == ASSAY_OK) st = run_request(e, id, score_out, &c);
+    if (st == ASSAY_OK && !c.done) st = assay_fail(ASSAY_ERR_RANGE, "scoring request %lld ended without its logprobs", (long long)id);
+    return st;
+}
+
+typedef struct gen_ctx {
+    assay_lm_token_fn on_token;
+    void *user;
+} gen_ctx;
+
+static int gen_out(void *user, const assay_request_output *o) {
+    gen_ctx *g = user;
+    for (int64_t j = 0; j < o->n_new; j++)
+        if (g->on_token(g->user, o->new_tokens[j])) return 1;
+    return 0;
 }
 
 static assay_status e_generate(void *ctx, const int32_t *prompt, int64_t n, int64_t max_new, assay_lm_token_fn on_token,
                                void *user) {
     engine_lm *e = ctx;
-    int64_t V = e->lm.n_vocab;
     if (n < 1) return assay_fail(ASSAY_ERR_ARG, "generation needs a prompt of at least one token");
-    if (n > e->n_ctx) return assay_fail(ASSAY_ERR_RANGE, "a prompt of %lld tokens exceeds the context of %lld", (long long)n, (long long)e->n_ctx);
-    assay_session_seq_clear(e->session, 0);
-    for (int64_t start = 0; start < n; start += CHUNK) {
-        int64_t len = n - start < CHUNK ? n - start : CHUNK;
-        for (int64_t i = 0; i < len; i++) e->pos[i] = (int32_t)(start + i);
-        assay_batch b = {len, prompt + start, e->pos, NULL, NULL}; /* logits of the last token only */
-        assay_status st = assay_session_forward(e->session, &b, e->rows);
-        if (st != ASSAY_OK) return st;
-    }
-    int64_t p = n;
-    for (int64_t k = 0; k < max_new; k++) {
-        int32_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (e->rows[v] > e->rows[best]) best = (int32_t)v;
-        if (on_token(user, best) || assay_tokenizer_is_eog(e->tok, best) || p >= e->n_ctx) break;
-        int32_t pos = (int32_t)p++;
-        assay_batch b = {1, &best, &pos, NULL, NULL};
-        assay_status st = assay_session_forward(e->session, &b, e->rows);
-        if (st != ASSAY_OK) return st;
-    }
-    return ASSAY_OK;
+    if (n >= e->n_ctx) return assay_fail(ASSAY_ERR_RANGE, "a prompt of %lld tokens leaves no room in the context of %lld", (long long)n, (long long)e->n_ctx);
+    if (max_new < 1) return ASSAY_OK;
+    assay_sampling_params sp;
+    assay_sampling_params_default(&sp);
+    sp.temperature = 0;
+    sp.max_tokens = max_new; /* the request also ends at EOS (on_token sees it) or at the context's end */
+    int64_t id;
+    assay_status st = assay_engine_add_request(e->engine, prompt, n, &sp, &id);
+    gen_ctx g = {on_token, user};
+    if (st == ASSAY_OK) st = run_request(e, id, gen_out, &g);
+    return st;
 }
 
 void assay_eval_lm_close(assay_lm *lm) {
     if (!lm) return;
     engine_lm *e = (engine_lm *)lm;
-    if (e->session) assay_session_close(e->session);
+    assay_engine_close(e->engine);
     if (e->tok) assay_tokenizer_free(e->tok);
     if (e->model) assay_model_free(e->model);
-    free(e->rows);
-    free(e->pos);
-    free(e->want);
     free(e);
 }
 
@@ -174,21 +176,24 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *fla
     if (!flags->max_model_len && max_len > 4096) max_len = 4096;
     so.n_ctx = max_len;
     if (flags->calculate_kv_scales) so.kv_calc_tokens = flags->kv_scale_tokens > 0 ? flags->kv_scale_tokens : 1024;
-    st = assay_session_open(&e->session, e->model, &so);
+    /* one request at a time (the assay_lm calls are sequential); prefix caching shares the contexts of scored
+     * continuations */
+    assay_engine_args ea;
+    assay_engine_args_default(&ea);
+    ea.kv_cache_dtype = so.kv_dtype;
+    ea.calculate_kv_scales = so.kv_calc_tokens;
+    ea.max_model_len = max_len;
+    ea.max_num_batched_tokens = 512;
+    /* the pool holds two full-length requests, so the cached blocks of the previous request survive the next one */
+    ea.max_num_seqs = 2;
+    st = assay_engine_open_model(&e->engine, e->model, e->tok, &ea);
     if (st != ASSAY_OK) {
         assay_eval_lm_close(&e->lm);
-        return assay_fail_context(st, "%s: opening a session of %lld positions", model, (long long)max_len);
+        return assay_fail_context(st, "%s: an engine of %lld positions", model, (long long)max_len);
     }
-    e->n_ctx = assay_session_n_ctx(e->session);
+    e->n_ctx = max_len;
     e->so = so;
     int64_t V = c->n_vocab;
-    e->rows = malloc(sizeof(float) * (size_t)(CHUNK * V));
-    e->pos = assay_xmalloc(sizeof(int32_t) * CHUNK);
-    e->want = assay_xmalloc(CHUNK);
-    if (!e->rows) {
-        assay_eval_lm_close(&e->lm);
-        return assay_fail(ASSAY_ERR_NOMEM, "%s: no memory for %d rows of %lld logits", model, CHUNK, (long long)V);
-    }
     const char *base = strrchr(model, '/');
     snprintf(e->name, sizeof e->name, "%s", base && base[1] ? base + 1 : model);
     int32_t bos = assay_tokenizer_bos(e->tok), eos = assay_tokenizer_eos(e->tok);

@@ -21,10 +21,10 @@ static void test_prefix_hits(void) {
     fill(p, 10 * B, 1000);
     assay_block_table a = {0}, b = {0}, c = {0};
     int64_t cached;
-    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 5 * B + 3, 5 * B + 3, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 5 * B + 3, 5 * B + 3, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == 0 && a.n == 6);
     /* nothing is shared before the blocks are computed */
-    CHECK(assay_block_manager_allocate_prompt(bm, &b, p, 5 * B + 3, 5 * B + 3, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &b, p, 5 * B + 3, 5 * B + 3, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == 0);
     assay_block_manager_free_table(bm, &b);
     assay_block_manager_commit(bm, &a, p, 5 * B + 3);
@@ -33,7 +33,7 @@ static void test_prefix_hits(void) {
     int32_t q[8 * B];
     memcpy(q, p, sizeof q);
     q[5 * B + 1] = -7;
-    CHECK(assay_block_manager_allocate_prompt(bm, &b, q, 8 * B, 8 * B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &b, q, 8 * B, 8 * B, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == 5 * B);
     for (int i = 0; i < 5; i++) CHECK(b.ids[i] == a.ids[i] && assay_block_manager_ref_count(bm, a.ids[i]) == 2);
     CHECK(b.ids[5] != a.ids[5]);
@@ -41,25 +41,29 @@ static void test_prefix_hits(void) {
     int32_t r[6 * B];
     memcpy(r, p, sizeof r);
     r[2 * B + 4] = -1;
-    CHECK(assay_block_manager_allocate_prompt(bm, &c, r, 6 * B, 6 * B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &c, r, 6 * B, 6 * B, 1 << 30, &cached) == ASSAY_OK);
+    CHECK(cached == 2 * B);
+    assay_block_manager_free_table(bm, &c);
+    /* a caller that needs the logits from position 2 B + 5 on: only 2 blocks may come from the cache */
+    CHECK(assay_block_manager_allocate_prompt(bm, &c, p, 6 * B, 6 * B, 2 * B + 4, &cached) == ASSAY_OK);
     CHECK(cached == 2 * B);
     assay_block_manager_free_table(bm, &c);
     /* a prompt of exactly 5 cached blocks: its last token is recomputed, so 4 blocks hit */
-    CHECK(assay_block_manager_allocate_prompt(bm, &c, p, 5 * B, 5 * B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &c, p, 5 * B, 5 * B, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == 4 * B && c.n == 5 && c.ids[4] != a.ids[4]);
     assay_block_manager_free_table(bm, &c);
     assay_block_counters k;
     assay_block_manager_counters(bm, &k);
-    CHECK(k.prefix_hits == 11 * B);
+    CHECK(k.prefix_hits == 13 * B);
     assay_block_manager_free_table(bm, &a);
     assay_block_manager_free_table(bm, &b);
     CHECK(assay_block_manager_n_free(bm) == 64);
     /* freed blocks stay findable until reused */
-    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 6 * B, 6 * B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 6 * B, 6 * B, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == 5 * B);
     assay_block_manager_free_table(bm, &a);
     assay_block_manager_reset_prefix_cache(bm);
-    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 6 * B, 6 * B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 6 * B, 6 * B, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == 0);
     assay_block_manager_free_table(bm, &a);
     assay_block_manager_free(bm);
@@ -72,17 +76,17 @@ static void test_eviction_and_nomem(void) {
     fill(q, 8 * B, 5000);
     assay_block_table a = {0}, b = {0};
     int64_t cached;
-    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 4 * B, 4 * B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 4 * B, 4 * B, 1 << 30, &cached) == ASSAY_OK);
     assay_block_manager_commit(bm, &a, p, 4 * B);
     assay_block_manager_free_table(bm, &a);
     /* 8 blocks wanted, 8 free (4 of them cached): all taken, the cache forgets p */
-    CHECK(assay_block_manager_allocate_prompt(bm, &b, q, 8 * B, 8 * B, &cached) == ASSAY_OK && cached == 0);
+    CHECK(assay_block_manager_allocate_prompt(bm, &b, q, 8 * B, 8 * B, 1 << 30, &cached) == ASSAY_OK && cached == 0);
     CHECK(assay_block_manager_n_free(bm) == 0);
     /* no room: NOMEM, the table stays empty */
-    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 2, 2, &cached) == ASSAY_ERR_NOMEM && a.n == 0);
+    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 2, 2, 1 << 30, &cached) == ASSAY_ERR_NOMEM && a.n == 0);
     CHECK(assay_block_manager_append(bm, &b, 8 * B + 1, NULL) == ASSAY_ERR_NOMEM && b.n == 8 && b.n_tokens == 8 * B);
     assay_block_manager_free_table(bm, &b);
-    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 4 * B, 4 * B, &cached) == ASSAY_OK && cached == 0);
+    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 4 * B, 4 * B, 1 << 30, &cached) == ASSAY_OK && cached == 0);
     assay_block_manager_free_table(bm, &a);
     /* least recently freed first, and a table's tail before its head: free x, then y (3 blocks each, 2 full and
      * cached) with 2 blocks never used; a 4-block prompt takes the 2 unused blocks, then x's tail and x's second
@@ -93,16 +97,16 @@ static void test_eviction_and_nomem(void) {
     fill(px, 2 * B + 1, 100);
     fill(py, 2 * B + 1, 300);
     fill(pz, 4 * B, 700);
-    CHECK(assay_block_manager_allocate_prompt(bm2, &x, px, 2 * B + 1, 2 * B + 1, &cached) == ASSAY_OK);
-    CHECK(assay_block_manager_allocate_prompt(bm2, &y, py, 2 * B + 1, 2 * B + 1, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm2, &x, px, 2 * B + 1, 2 * B + 1, 1 << 30, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm2, &y, py, 2 * B + 1, 2 * B + 1, 1 << 30, &cached) == ASSAY_OK);
     assay_block_manager_commit(bm2, &x, px, 2 * B + 1);
     assay_block_manager_commit(bm2, &y, py, 2 * B + 1);
     assay_block_manager_free_table(bm2, &x);
     assay_block_manager_free_table(bm2, &y);
-    CHECK(assay_block_manager_allocate_prompt(bm2, &z, pz, 4 * B, 4 * B, &cached) == ASSAY_OK);
-    CHECK(assay_block_manager_allocate_prompt(bm2, &y, py, 2 * B + 1, B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm2, &z, pz, 4 * B, 4 * B, 1 << 30, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm2, &y, py, 2 * B + 1, B, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == 2 * B && y.n == 2);
-    CHECK(assay_block_manager_allocate_prompt(bm2, &x, px, 2 * B + 1, B, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm2, &x, px, 2 * B + 1, B, 1 << 30, &cached) == ASSAY_OK);
     CHECK(cached == B && x.n == 1);
     assay_block_manager_free_table(bm2, &z);
     assay_block_manager_free_table(bm2, &x);
@@ -117,7 +121,7 @@ static void test_fork_cow(void) {
     fill(p, 2 * B + 5, 9);
     assay_block_table a = {0}, b = {0};
     int64_t cached;
-    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 2 * B + 5, 2 * B + 5, &cached) == ASSAY_OK);
+    CHECK(assay_block_manager_allocate_prompt(bm, &a, p, 2 * B + 5, 2 * B + 5, 1 << 30, &cached) == ASSAY_OK);
     assay_block_manager_fork(bm, &a, &b);
     CHECK(assay_block_manager_ref_count(bm, a.ids[2]) == 2);
     CHECK(assay_block_manager_append_cost(bm, &b, 2 * B + 6) == 1);
@@ -160,7 +164,7 @@ static void test_random(void) {
             int64_t n = 1 + rnd(6 * B);
             memcpy(toks[i], prefixes[rnd(3)], sizeof toks[i]);
             if (rnd(2)) toks[i][rnd((uint32_t)n)] = -(int32_t)it;
-            if (assay_block_manager_allocate_prompt(bm, &t[i], toks[i], n, n, &cached) == ASSAY_OK) {
+            if (assay_block_manager_allocate_prompt(bm, &t[i], toks[i], n, n, 1 << 30, &cached) == ASSAY_OK) {
                 CHECK(cached < n && cached % B == 0);
                 if (rnd(2)) assay_block_manager_commit(bm, &t[i], toks[i], n);
             }
