@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assay/engine.h"
 #include "assay/file.h"
 #include "assay/logits_file.h"
 #include "assay/model.h"
@@ -31,6 +32,7 @@
 #include "assay/tokenizer.h"
 #include "cli.h"
 #include "commands.h"
+#include "engine_cli.h"
 
 static void log_softmax(const float *x, double *lp, int64_t n) {
     float mx = x[0];
@@ -55,11 +57,12 @@ static float percentile(const float *sorted, int64_t n, double p) { /* linear in
 }
 
 int assay_cmd_perplexity(int argc, char **argv) {
-    const char *file = NULL, *kv_name = "f16", *save = NULL, *base = NULL;
-    int64_t n_ctx = 512, threads = 0, max_chunks = 0;
-    int score_all = 0, json = 0, calc_kv = 0;
-    int64_t kv_scale_tokens = 1024;
-    const char *quant = NULL;
+    const char *file = NULL, *save = NULL, *base = NULL;
+    int64_t n_ctx = 512, max_chunks = 0;
+    int score_all = 0, json = 0;
+    engine_cli ec;
+    engine_cli_init(&ec);
+    ec.max_num_seqs = 1;
     const cli_option opts[] = {
         {"-f", "--file", CLI_STRING, &file, "FILE", "text to score"},
         {"-c", "--ctx", CLI_INT, &n_ctx, "N", "tokens per chunk (default 512)"},
@@ -68,12 +71,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
         {NULL, "--save-logits", CLI_STRING, &save, "OUT", "store this model's log-probabilities as a KLD baseline"},
         {NULL, "--kl-divergence-base", CLI_STRING, &base, "BASE", "compare with a baseline saved by --save-logits"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object with every statistic"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "CPU threads (default: all cores)"},
-        {NULL, "--kv-cache-dtype", CLI_STRING, &kv_name, "T", "f16 (default), bf16, f32, fp8_e4m3, fp8_e5m2, int8"},
-        {NULL, "--calculate-kv-scales", CLI_FLAG, &calc_kv, NULL,
-         "8-bit KV: per-layer k/v scales from the running max of the first --kv-scale-tokens tokens"},
-        {NULL, "--kv-scale-tokens", CLI_INT, &kv_scale_tokens, "N", "tokens --calculate-kv-scales observes (default 1024)"},
-        {"-q", "--quantization", CLI_STRING, &quant, "SCHEME", "quantize the weights at load: fp8 (E4M3, vLLM's online fp8)"},
+        ENGINE_CLI_OPTIONS(ec),
         {0}};
     const cli_spec spec = {"perplexity", "MODEL -f FILE [--ctx N] [--score-all] [--save-logits OUT | --kl-divergence-base BASE]",
                            "perplexity with uncertainty, KL divergence against saved baseline logits", opts, 1, 1};
@@ -81,27 +79,27 @@ int assay_cmd_perplexity(int argc, char **argv) {
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
     if (!file) return cli_args_free(&args), cli_usage_error(&spec, "-f FILE is required");
-    if (n_ctx < 4 || threads < 0 || max_chunks < 0) return cli_args_free(&args), cli_usage_error(&spec, "--ctx must be >= 4");
-    if (kv_scale_tokens < 1) return cli_args_free(&args), cli_usage_error(&spec, "--kv-scale-tokens must be positive");
+    if (n_ctx < 4 || max_chunks < 0) return cli_args_free(&args), cli_usage_error(&spec, "--ctx must be >= 4");
     if (save && base) return cli_args_free(&args), cli_usage_error(&spec, "--save-logits and --kl-divergence-base exclude each other");
-    assay_kv_dtype kv_dtype;
-    if (assay_kv_dtype_from_name(kv_name, &kv_dtype) != ASSAY_OK)
-        return cli_args_free(&args), cli_usage_error(&spec, "%s", assay_last_error());
-    if (quant && assay_model_quantization_check(quant) != ASSAY_OK)
-        return cli_args_free(&args), cli_usage_error(&spec, "--quantization: %s", assay_last_error());
+    assay_engine_args ea;
+    if ((rc = engine_cli_args(&ec, &spec, args.positional[0], &ea)) != CLI_CONTINUE) return cli_args_free(&args), rc;
+    /* one chunk per request, at most n_ctx positions each */
+    ea.max_model_len = n_ctx;
+    ea.max_num_batched_tokens = n_ctx;
+    const assay_kv_dtype kv_dtype = ea.kv_cache_dtype;
+    const int calc_kv = ea.calculate_kv_scales > 0;
 
     const char *path = args.positional[0];
     int exit_code = CLI_EXIT_ERROR;
     assay_model *m = NULL;
     assay_tokenizer *tok = NULL;
-    assay_session *s = NULL;
+    assay_engine *e = NULL;
+    assay_session *s = NULL; /* the engine's model runner, for its KV-scale reports */
     assay_tokens ids = {0};
     char *text = NULL;
     size_t text_len = 0;
     float *logits = NULL, *klds = NULL;
     double *lp = NULL, *lpb = NULL;
-    int32_t *pos = NULL;
-    int8_t *want = NULL;
     uint8_t *row = NULL;
     assay_output_file out = {0};
     assay_logits_file bm = {0};
@@ -109,8 +107,9 @@ int assay_cmd_perplexity(int argc, char **argv) {
 
     assay_model_options mo;
     assay_model_options_default(&mo);
-    mo.n_threads = (int)threads;
-    mo.quantization = quant;
+    mo.n_threads = ea.threads;
+    mo.quantization = ea.quantization;
+    mo.device = ea.device;
     if (assay_read_file(file, &text, &text_len) != ASSAY_OK) goto done;
     if (assay_model_load(&m, path, &mo) != ASSAY_OK || assay_tokenizer_load(&tok, path) != ASSAY_OK) goto done;
     const int64_t V = assay_model_get_config(m)->n_vocab;
@@ -131,18 +130,11 @@ int assay_cmd_perplexity(int argc, char **argv) {
     int64_t n_scored = 0;
     for (int64_t c = 0; c < n_chunks; c++) n_scored += CHUNK_LAST(CHUNK_LEN(c)) - first;
 
-    assay_session_options so;
-    assay_session_options_default(&so);
-    so.kv_dtype = kv_dtype;
-    so.n_ctx = n_ctx;
-    so.n_batch = n_ctx;
-    so.kv_calc_tokens = calc_kv ? kv_scale_tokens : 0;
-    if (assay_session_open(&s, m, &so) != ASSAY_OK) goto done;
-    fprintf(stderr, "assay perplexity: %s\n", assay_session_kv_scales_desc(s));
+    if (assay_engine_open_model(&e, m, tok, &ea) != ASSAY_OK) goto done;
+    s = assay_engine_runner(e);
+    if (assay_kv_dtype_scaled(kv_dtype)) fprintf(stderr, "assay perplexity: %s\n", assay_session_kv_scales_desc(s));
     logits = assay_xmalloc((size_t)(n_ctx * V) * sizeof(float));
     lp = assay_xmalloc((size_t)V * sizeof(double));
-    pos = assay_xmalloc((size_t)n_ctx * sizeof(int32_t));
-    want = assay_xmalloc((size_t)n_ctx);
     row = assay_xmalloc(assay_logits_row_bytes(V));
     assay_logits_header hdr = {{'A', 'S', 'K', 'L'}, ASSAY_LOGITS_VERSION, (uint32_t)V, (uint32_t)n_ctx, (uint32_t)score_all, 0, (uint64_t)T,
                      (uint64_t)n_scored};
@@ -186,14 +178,20 @@ int assay_cmd_perplexity(int argc, char **argv) {
         int64_t start = c * n_ctx, len = CHUNK_LEN(c), last = CHUNK_LAST(len);
         int32_t *tk = ids.ids + start, saved = tk[0];
         if (add_bos) tk[0] = assay_tokenizer_bos(tok); /* llama.cpp: every chunk starts from BOS */
-        for (int64_t i = 0; i < len; i++) {
-            pos[i] = (int32_t)i;
-            want[i] = i >= first && i < last;
-        }
-        assay_batch b = {len, tk, pos, NULL, want};
-        assay_status st = assay_session_forward(s, &b, logits);
+        /* one scoring request: tokens 0..last, the rows of positions first..last-1 (predicting tokens first+1..last) */
+        assay_sampling_params sp;
+        assay_sampling_params_default(&sp);
+        sp.prompt_only = 1;
+        sp.prompt_logprobs_from = first + 1;
+        sp.prompt_logits = logits;
+        int64_t id;
+        assay_status st = assay_engine_add_request(e, tk, last + 1, &sp, &id);
         tk[0] = saved;
-        assay_session_seq_clear(s, 0);
+        while (st == ASSAY_OK && assay_engine_has_unfinished(e)) {
+            const assay_request_output *o;
+            int64_t n_out;
+            st = assay_engine_step(e, &o, &n_out);
+        }
         if (st) goto done;
         for (int64_t i = first; i < last; i++) {
             const float *lg = logits + (i - first) * V;
@@ -314,8 +312,8 @@ done:
     if (exit_code != CLI_EXIT_OK) cli_report_error("perplexity");
     if (out_open) assay_output_file_abort(&out);
     if (bm_open) assay_logits_file_close(&bm);
-    free(logits); free(lp); free(lpb); free(klds); free(pos); free(want); free(row); free(text);
-    assay_session_close(s);
+    free(logits); free(lp); free(lpb); free(klds); free(row); free(text);
+    assay_engine_close(e);
     assay_tokens_free(&ids);
     assay_tokenizer_free(tok);
     assay_model_free(m);

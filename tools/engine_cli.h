@@ -26,7 +26,7 @@ void engine_cli_init(engine_cli *ec);
 
 #define ENGINE_CLI_OPTIONS(ec)                                                                                         \
     {NULL, "--device", CLI_STRING, &(ec).device, "DEV", "engine: cpu (default) or cuda"},                              \
-    {NULL, "--quantization", CLI_STRING, &(ec).quantization, "SCHEME",                                                 \
+    {"-q", "--quantization", CLI_STRING, &(ec).quantization, "SCHEME",                                                 \
      "engine: quantize the weights at load: fp8 (E4M3, vLLM's online fp8)"},                                           \
     {NULL, "--kv-cache-dtype", CLI_STRING, &(ec).kv_cache_dtype, "T",                                                  \
      "engine: auto (= f16, default), f16, bf16, f32, fp8 (= fp8_e4m3), fp8_e5m2, int8"},                               \

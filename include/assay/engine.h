@@ -138,6 +138,8 @@ void assay_engine_close(assay_engine *e);
 assay_model *assay_engine_model(assay_engine *e);
 assay_tokenizer *assay_engine_tokenizer(assay_engine *e);
 int64_t assay_engine_max_model_len(const assay_engine *e);
+/* The model runner (model.h's session the engine steps), for its KV-scale reports. */
+struct assay_session *assay_engine_runner(assay_engine *e);
 /* One line saying how the KV pool was sized and where its scales come from, for a log. */
 const char *assay_engine_describe(const assay_engine *e);
 

@@ -302,6 +302,7 @@ void assay_engine_close(assay_engine *e) {
 assay_model *assay_engine_model(assay_engine *e) { return e->m; }
 assay_tokenizer *assay_engine_tokenizer(assay_engine *e) { return e->tok; }
 int64_t assay_engine_max_model_len(const assay_engine *e) { return e->max_model_len; }
+assay_session *assay_engine_runner(assay_engine *e) { return e->s; }
 const char *assay_engine_describe(const assay_engine *e) { return e->desc; }
 
 /* ---- requests --------------------------------------------------------------------------------------------- */
@@ -349,9 +350,10 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
     if (most < n_prompt + 1) most = n_prompt + 1;
     assay_block_counters bc;
     assay_block_manager_counters(e->bm, &bc);
-    if (assay_blocks_for(n_prompt + 1) > bc.n_blocks)
+    int64_t computed = sp.prompt_only ? n_prompt - 1 : n_prompt; /* positions whose KV the prompt writes */
+    if (assay_blocks_for(computed) > bc.n_blocks)
         return assay_fail(ASSAY_ERR_RANGE, "the prompt of %lld tokens needs %lld KV blocks; the pool has %lld (raise "
-                          "--kv-cache-memory)", (long long)n_prompt, (long long)assay_blocks_for(n_prompt + 1),
+                          "--kv-cache-memory)", (long long)n_prompt, (long long)assay_blocks_for(computed),
                           (long long)bc.n_blocks);
     request *r = assay_xcalloc(1, sizeof *r);
     r->id = e->next_id++;
