@@ -4,25 +4,26 @@
 #include <string.h>
 
 #include "assay/bench.h"
+#include "assay/engine.h"
 #include "assay/eval.h"
 #include "assay/model.h"
 #include "cli.h"
+#include "engine_cli.h"
 #include "commands.h"
 
 int assay_cmd_bench(int argc, char **argv) {
-    const char *batches = "1,4", *device = NULL, *quant = NULL, *kv = NULL;
-    int64_t prompt = 256, gen = 32, reps = 3, threads = 0;
+    const char *batches = "1,4";
+    int64_t prompt = 256, gen = 32, reps = 3;
     int json = 0;
+    engine_cli ec;
+    engine_cli_init(&ec);
     const cli_option opts[] = {
         {"-b", "--batch", CLI_STRING, &batches, "LIST", "sequences per batch, comma-separated (default 1,4)"},
         {"-p", "--prompt", CLI_INT, &prompt, "N", "prompt tokens per sequence (default 256)"},
         {"-n", "--gen", CLI_INT, &gen, "N", "generated tokens per sequence (default 32)"},
         {"-r", "--reps", CLI_INT, &reps, "N", "repeats; the median is reported (default 3)"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object"},
-        {NULL, "--device", CLI_STRING, &device, "DEV", "engine: cpu"},
-        {NULL, "--quantization", CLI_STRING, &quant, "SCHEME", "engine: on-the-fly weight quantization (fp8)"},
-        {NULL, "--kv-cache-dtype", CLI_STRING, &kv, "DTYPE", "engine: KV cache type (auto, fp8, ...)"},
-        {NULL, "--threads", CLI_INT, &threads, "N", "engine: CPU threads"},
+        ENGINE_CLI_OPTIONS(ec),
         {0}};
     const cli_spec spec = {"bench", "MODEL [--batch LIST] [--prompt N] [--gen N] [--reps N] [engine flags] [--json]",
                            "prompt (prefill) and generation (decode) tokens/s at several batch sizes, median of repeats",
@@ -35,7 +36,7 @@ int assay_cmd_bench(int argc, char **argv) {
     bo.n_prompt = prompt;
     bo.n_gen = gen;
     bo.reps = (int)reps;
-    if (prompt < 1 || gen < 1 || reps < 1 || threads < 0) {
+    if (prompt < 1 || gen < 1 || reps < 1) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--prompt, --gen and --reps must be >= 1");
     }
@@ -43,15 +44,15 @@ int assay_cmd_bench(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--batch: %s", assay_last_error());
     }
-    if (quant && assay_model_quantization_check(quant) != ASSAY_OK) {
+    assay_engine_args ea;
+    if ((rc = engine_cli_args(&ec, &spec, args.positional[0], &ea)) != CLI_CONTINUE) {
         cli_args_free(&args);
-        return cli_usage_error(&spec, "--quantization: %s", assay_last_error());
+        return rc;
     }
     const char *model = args.positional[0];
-    assay_engine_flags flags = {device, quant, kv, threads, 0, 0, 0};
     assay_lm *lm = NULL;
     assay_bench_result r;
-    assay_status st = assay_eval_lm_open(model, &flags, &lm);
+    assay_status st = assay_eval_lm_open(model, &ea, &lm);
     if (st == ASSAY_OK) {
         assay_model *m = NULL;
         assay_session_options so;
@@ -61,7 +62,7 @@ int assay_cmd_bench(int argc, char **argv) {
     if (st == ASSAY_OK) {
         if (json) {
             assay_strbuf b = {0}, f = {0};
-            assay_engine_flags_format(&flags, &f);
+            assay_engine_args_format(&ea, &f);
             assay_strbuf_puts(&b, "{\"model\": ");
             assay_strbuf_json_string(&b, model, strlen(model));
             assay_strbuf_puts(&b, ", \"engine\": ");

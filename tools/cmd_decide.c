@@ -15,6 +15,7 @@
 #include "assay/file.h"
 #include "assay/sha256.h"
 #include "cli.h"
+#include "engine_cli.h"
 #include "commands.h"
 
 static assay_status write_file(const char *dir, const char *name, const assay_strbuf *b) {
@@ -32,7 +33,7 @@ static assay_status write_file(const char *dir, const char *name, const assay_st
 
 typedef struct config_run {
     const char *label, *model, *flags_text;
-    assay_engine_flags flags;
+    assay_engine_args args;
     char *flags_storage;
     assay_lm *lm;
     assay_eval_results *res;
@@ -84,7 +85,7 @@ static assay_status run_config(config_run *c, const char *tasks, const assay_eva
     assay_strbuf_printf(&margs, "pretrained=%s", c->model);
     if (c->flags_text && *c->flags_text) assay_strbuf_printf(&margs, ",engine=%s", c->flags_text);
     c->res->model_args = margs.data;
-    c->res->device = assay_xstrdup(c->flags.device ? c->flags.device : "cpu");
+    c->res->device = assay_xstrdup(c->args.device);
     c->bytes = path_bytes(c->model);
     return ASSAY_OK;
 }
@@ -145,15 +146,17 @@ int assay_cmd_decide(int argc, char **argv) {
     const char *model = args.positional[0];
     config_run base = {.label = "baseline", .model = model, .flags_text = base_flags ? base_flags : ""};
     config_run cand = {.label = "candidate", .model = cand_model ? cand_model : model, .flags_text = cand_flags ? cand_flags : ""};
-    assay_status st = assay_engine_flags_parse(base.flags_text, &base.flags, &base.flags_storage);
-    if (st == ASSAY_OK) st = assay_engine_flags_parse(cand.flags_text, &cand.flags, &cand.flags_storage);
-    if (st != ASSAY_OK) {
+    rc = engine_cli_parse_text(base.flags_text, "decide --baseline", base.model, &base.args, &base.flags_storage);
+    if (rc == CLI_CONTINUE)
+        rc = engine_cli_parse_text(cand.flags_text, "decide --candidate", cand.model, &cand.args, &cand.flags_storage);
+    if (rc != CLI_CONTINUE) {
         free(base.flags_storage);
         free(cand.flags_storage);
         cli_args_free(&args);
-        return cli_usage_error(&spec, "%s", assay_last_error());
+        return rc;
     }
-    if (threads > 0) base.flags.threads = cand.flags.threads = threads;
+    assay_status st = ASSAY_OK;
+    if (threads > 0) base.args.threads = cand.args.threads = (int)threads;
     if (strcmp(base.model, cand.model) == 0 && strcmp(base.flags_text, cand.flags_text) == 0)
         fprintf(stderr, "assay decide: note: the candidate is configured like the baseline; expect 'no difference'\n");
     assay_eval_options o;
@@ -165,8 +168,8 @@ int assay_cmd_decide(int argc, char **argv) {
     if (!o.data_dir) st = assay_fail(ASSAY_ERR_ARG, "no task data: set ASSAY_SHARED (the folder holding data/) or pass --data-dir");
     if (st == ASSAY_OK && mkdir(out_dir, 0777) != 0 && !assay_path_is_dir(out_dir))
         st = assay_fail(ASSAY_ERR_IO, "%s: cannot create the report directory", out_dir);
-    if (st == ASSAY_OK) st = assay_eval_lm_open(base.model, &base.flags, &base.lm);
-    if (st == ASSAY_OK) st = assay_eval_lm_open(cand.model, &cand.flags, &cand.lm);
+    if (st == ASSAY_OK) st = assay_eval_lm_open(base.model, &base.args, &base.lm);
+    if (st == ASSAY_OK) st = assay_eval_lm_open(cand.model, &cand.args, &cand.lm);
     if (st == ASSAY_OK) st = run_config(&base, tasks, &o, 0, NULL, &bo);
     if (st == ASSAY_OK) st = run_config(&cand, tasks, &o, kld_windows, no_kld ? NULL : base.lm, &bo);
     assay_strbuf jb = {0}, jc = {0}, md = {0}, html = {0};

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assay/engine.h"
 #include "assay/eval.h"
 #include "assay/file.h"
 #include "assay/logits_file.h"
@@ -12,6 +13,7 @@
 #include "assay/sha256.h"
 #include "assay/strbuf.h"
 #include "cli.h"
+#include "engine_cli.h"
 #include "commands.h"
 
 static void dump_doc(assay_strbuf *b, const assay_task_docs *t, const assay_eval_doc *d) {
@@ -106,9 +108,10 @@ void assay_eval_print_table(const assay_eval_results *r, FILE *fp) {
 
 int assay_cmd_eval(int argc, char **argv) {
     const char *tasks = NULL, *output = NULL, *data_dir = NULL, *text = NULL, *dump = NULL, *kld_base = NULL;
-    const char *device = NULL, *quant = NULL, *kv = NULL;
-    int64_t fewshot = -1, limit = 0, ctx = 512, max_gen = 256, seed = 1234, threads = 0, max_len = 0, kv_tokens = 0;
-    int force = 0, quiet = 0, calc_kv = 0;
+    int64_t fewshot = -1, limit = 0, ctx = 512, max_gen = 256, seed = 1234;
+    int force = 0, quiet = 0;
+    engine_cli ec;
+    engine_cli_init(&ec);
     const cli_option opts[] = {
         {NULL, "--tasks", CLI_STRING, &tasks, "LIST", "comma-separated: wikitext, heldout, kld, hellaswag, arc_challenge, piqa, mmlu, mmlu_<subject>, gsm8k"},
         {NULL, "--num-fewshot", CLI_INT, &fewshot, "K", "few-shot examples (default: each task's own: 0; mmlu 5; gsm8k 5)"},
@@ -122,14 +125,8 @@ int assay_cmd_eval(int argc, char **argv) {
         {NULL, "--fewshot-seed", CLI_INT, &seed, "N", "seed of the few-shot sampler (default 1234, as lm-eval)"},
         {NULL, "--kld-base", CLI_STRING, &kld_base, "MODEL|FILE", "baseline of the kld task: a model, or logits saved by `assay perplexity --score-all --save-logits` (same --text and --ctx)"},
         {NULL, "--dump-requests", CLI_STRING, &dump, "FILE", "write the tasks' prompts as JSON lines and exit (no model needed)"},
-        {NULL, "--device", CLI_STRING, &device, "DEV", "engine: cpu or cuda"},
-        {NULL, "--quantization", CLI_STRING, &quant, "SCHEME", "engine: on-the-fly weight quantization (fp8, ...)"},
-        {NULL, "--kv-cache-dtype", CLI_STRING, &kv, "DTYPE", "engine: KV cache type (auto, fp8, ...)"},
-        {NULL, "--calculate-kv-scales", CLI_FLAG, &calc_kv, NULL, "engine: 8-bit KV scales from the first --kv-scale-tokens real tokens"},
-        {NULL, "--kv-scale-tokens", CLI_INT, &kv_tokens, "N", "engine: tokens --calculate-kv-scales observes (default 1024)"},
-        {NULL, "--threads", CLI_INT, &threads, "N", "engine: CPU threads"},
-        {NULL, "--max-model-len", CLI_INT, &max_len, "N", "engine: context length = the eval's max_length"},
         {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
+        ENGINE_CLI_OPTIONS(ec),
         {0}};
     const cli_spec spec = {"eval", "[MODEL] --tasks LIST [options]",
                            "lm-evaluation-harness tasks on a model; results JSON in lm-eval's shape with per-sample records",
@@ -141,9 +138,10 @@ int assay_cmd_eval(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--tasks is required");
     }
-    if (quant && assay_model_quantization_check(quant) != ASSAY_OK) {
+    assay_engine_args ea;
+    if ((rc = engine_cli_args(&ec, &spec, NULL, &ea)) != CLI_CONTINUE) {
         cli_args_free(&args);
-        return cli_usage_error(&spec, "--quantization: %s", assay_last_error());
+        return rc;
     }
     if (limit < 0 || ctx < 1 || max_gen < 1 || fewshot < -1 || seed < 0 || seed > 0xffffffffLL) {
         cli_args_free(&args);
@@ -178,18 +176,22 @@ int assay_cmd_eval(int argc, char **argv) {
         return CLI_EXIT_ERROR;
     }
     const char *model = args.positional[0];
-    assay_engine_flags flags = {device, quant, kv, threads, max_len, calc_kv, kv_tokens};
     assay_lm *lm = NULL, *base = NULL;
     assay_logits_file base_file = {0};
     int have_base_file = 0;
     assay_eval_results *res = NULL;
-    assay_status st = assay_eval_lm_open(model, &flags, &lm);
+    assay_status st = assay_eval_lm_open(model, &ea, &lm);
     if (st == ASSAY_OK && kld_base && is_logits_file(kld_base)) {
         st = assay_logits_file_open(&base_file, kld_base);
         have_base_file = st == ASSAY_OK;
         o.kld_base_file = have_base_file ? &base_file : NULL;
     } else if (st == ASSAY_OK && kld_base) {
-        assay_engine_flags bf = {device, NULL, NULL, threads, max_len, 0, 0};
+        /* the baseline model as stored: same device, threads and length, no quantization, the default KV cache */
+        assay_engine_args bf;
+        assay_engine_args_default(&bf);
+        bf.device = ea.device;
+        bf.threads = ea.threads;
+        bf.max_model_len = ea.max_model_len;
         st = assay_eval_lm_open(kld_base, &bf, &base);
         o.kld_base = base;
     }
@@ -200,11 +202,11 @@ int assay_cmd_eval(int argc, char **argv) {
         assay_strbuf margs = {0};
         assay_strbuf_printf(&margs, "pretrained=%s", model);
         assay_strbuf fl = {0};
-        assay_engine_flags_format(&flags, &fl);
+        assay_engine_args_format(&ea, &fl);
         if (fl.len) assay_strbuf_printf(&margs, ",engine=%s", fl.data);
         assay_strbuf_free(&fl);
         res->model_args = margs.data;
-        res->device = assay_xstrdup(device ? device : "cpu");
+        res->device = assay_xstrdup(ea.device);
         assay_eval_print_table(res, stdout);
         if (output) {
             assay_strbuf js = {0};

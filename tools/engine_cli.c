@@ -80,3 +80,26 @@ int engine_cli_args(const engine_cli *ec, const cli_spec *spec, const char *mode
     a->seed = (uint64_t)ec->seed;
     return CLI_CONTINUE;
 }
+
+int engine_cli_parse_text(const char *text, const char *what, const char *model, assay_engine_args *a, char **storage) {
+    engine_cli ec;
+    engine_cli_init(&ec);
+    const cli_option opts[] = {ENGINE_CLI_OPTIONS(ec), {0}};
+    const cli_spec spec = {what, "'ENGINE FLAGS'", "engine flags", opts, 0, 0};
+    char *s = assay_xstrdup(text ? text : "");
+    *storage = s;
+    int argc = 1;
+    char *argv[128];
+    argv[0] = (char *)what;
+    char *save = NULL;
+    for (char *tok = strtok_r(s, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+        if (argc == 127) return cli_usage_error(&spec, "too many engine flags");
+        argv[argc++] = tok;
+    }
+    argv[argc] = NULL;
+    cli_args args;
+    int rc = cli_parse(&spec, argc, argv, &args);
+    if (rc != CLI_CONTINUE) return rc == CLI_EXIT_OK ? CLI_EXIT_USAGE : rc; /* --help inside a flag string is no run */
+    cli_args_free(&args);
+    return engine_cli_args(&ec, &spec, model, a);
+}

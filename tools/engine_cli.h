@@ -51,5 +51,8 @@ void engine_cli_init(engine_cli *ec);
 /* Checks the flags and fills *a (model = `model`); prints a usage error and returns CLI_EXIT_USAGE on a bad value,
  * else CLI_CONTINUE. */
 int engine_cli_args(const engine_cli *ec, const cli_spec *spec, const char *model, assay_engine_args *a);
+/* The same flags given as one string ("--quantization fp8 --kv-cache-dtype fp8": decide's --candidate), parsed with
+ * the same table; usage errors name `what`. *storage holds the strings *a points to: free it after. */
+int engine_cli_parse_text(const char *text, const char *what, const char *model, assay_engine_args *a, char **storage);
 
 #endif

@@ -55,6 +55,10 @@ typedef struct assay_engine_args {
 } assay_engine_args;
 
 void assay_engine_args_default(assay_engine_args *a);
+struct assay_strbuf;
+/* The flags that differ from the defaults, as a command line would give them ("--kv-cache-dtype fp8 --threads 1"),
+ * for results' model_args and reports; the model is not included. */
+void assay_engine_args_format(const assay_engine_args *a, struct assay_strbuf *out);
 
 typedef struct assay_sampling_params {
     float temperature;        /* 0: greedy (default 1) */

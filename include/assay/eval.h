@@ -198,30 +198,17 @@ void assay_eval_results_free(assay_eval_results *r);
 
 /* ---- the engine behind assay_lm ------------------------------------------------------------------------------ */
 
-/* Engine flags shared with run/serve/bench (vLLM's names). NULL / 0 fields mean the engine's default. */
-typedef struct assay_engine_flags {
-    const char *device;         /* --device cpu|cuda */
-    const char *quantization;   /* --quantization fp8|... (on the fly) */
-    const char *kv_cache_dtype; /* --kv-cache-dtype auto|fp8|... */
-    int64_t threads;            /* --threads */
-    int64_t max_model_len;      /* --max-model-len: the eval's max_length (default: the model's positions) */
-    int calculate_kv_scales;    /* --calculate-kv-scales (a switch): k/v scales from real traffic (model.h) */
-    int64_t kv_scale_tokens;    /* --kv-scale-tokens N: tokens it observes (default 1024) */
-} assay_engine_flags;
-
-/* Opens MODEL (GGUF file or HF directory) with the engine and wraps it as an assay_lm. Returns
- * ASSAY_ERR_UNSUPPORTED with an explanation while the engine is not part of the build. */
-assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *flags, assay_lm **out);
+/* Opens MODEL (GGUF file or HF directory) on the serving engine (engine.h) with the engine flags `args` (its
+ * model field is ignored) and wraps it as an assay_lm. max_model_len 0: the model's positions, at most 4096 (lm-eval's
+ * max_length). */
+struct assay_engine_args;
+assay_status assay_eval_lm_open(const char *model, const struct assay_engine_args *args, assay_lm **out);
 void assay_eval_lm_close(assay_lm *lm);
 /* The engine behind an assay_lm from assay_eval_lm_open: its model and the session options it runs with (KV-cache
  * type), so a throughput bench (bench.h) measures the same configuration. */
 struct assay_model;
 struct assay_session_options;
 void assay_eval_lm_engine(const assay_lm *lm, struct assay_model **model, struct assay_session_options *so);
-/* "--quantization fp8 --kv-cache-dtype fp8" -> flags (strings point into a copy owned by *storage). */
-assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *flags, char **storage);
-/* The flags back as text, for results' model_args. */
-void assay_engine_flags_format(const assay_engine_flags *flags, assay_strbuf *out);
 
 /* ---- pieces exposed for tests ------------------------------------------------------------------------------ */
 

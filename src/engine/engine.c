@@ -14,6 +14,7 @@
 
 #include "assay/model.h"
 #include "assay/sampler.h"
+#include "assay/strbuf.h"
 #include "assay/tokenizer.h"
 #include "engine/block_manager.h"
 #include "engine/kv_cache.h"
@@ -93,6 +94,33 @@ void assay_engine_args_default(assay_engine_args *a) {
     a->max_num_batched_tokens = 2048;
     a->enable_prefix_caching = 1;
     a->gpu_memory_utilization = 0.9;
+}
+
+void assay_engine_args_format(const assay_engine_args *a, assay_strbuf *out) {
+    assay_engine_args d;
+    assay_engine_args_default(&d);
+    const char *sep = "";
+#define FLAG(...) (assay_strbuf_printf(out, "%s", sep), assay_strbuf_printf(out, __VA_ARGS__), sep = " ")
+    if (a->device && strcmp(a->device, "cpu") != 0) FLAG("--device %s", a->device);
+    if (a->quantization) FLAG("--quantization %s", a->quantization);
+    /* vLLM's name: fp8 is e4m3 */
+    if (a->kv_cache_dtype != d.kv_cache_dtype)
+        FLAG("--kv-cache-dtype %s", a->kv_cache_dtype == ASSAY_KV_FP8_E4M3 ? "fp8" : assay_kv_dtype_name(a->kv_cache_dtype));
+    if (a->calculate_kv_scales > 0) {
+        FLAG("--calculate-kv-scales");
+        if (a->calculate_kv_scales != 1024) FLAG("--kv-scale-tokens %lld", (long long)a->calculate_kv_scales);
+    }
+    if (a->threads > 0) FLAG("--threads %d", a->threads);
+    if (a->max_model_len > 0) FLAG("--max-model-len %lld", (long long)a->max_model_len);
+    if (a->max_num_seqs != d.max_num_seqs) FLAG("--max-num-seqs %lld", (long long)a->max_num_seqs);
+    if (a->max_num_batched_tokens != d.max_num_batched_tokens)
+        FLAG("--max-num-batched-tokens %lld", (long long)a->max_num_batched_tokens);
+    if (a->kv_cache_memory > 0) FLAG("--kv-cache-memory %lld", (long long)a->kv_cache_memory);
+    if (!a->enable_prefix_caching) FLAG("--no-enable-prefix-caching");
+    if (a->gpu_memory_utilization != d.gpu_memory_utilization) FLAG("--gpu-memory-utilization %g", a->gpu_memory_utilization);
+    if (a->seed) FLAG("--seed %llu", (unsigned long long)a->seed);
+#undef FLAG
+    if (!out->data) assay_strbuf_puts(out, "");
 }
 
 void assay_sampling_params_default(assay_sampling_params *p) {

@@ -144,26 +144,18 @@ void assay_eval_lm_close(assay_lm *lm) {
     free(e);
 }
 
-assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *flags, assay_lm **out) {
+assay_status assay_eval_lm_open(const char *model, const assay_engine_args *args, assay_lm **out) {
     *out = NULL;
-    if (flags->device && strcmp(flags->device, "cpu") != 0)
-        return assay_fail(ASSAY_ERR_UNSUPPORTED, "--device %s: the eval runs on the CPU engine only in this build", flags->device);
-    if (flags->quantization) {
-        assay_status st = assay_model_quantization_check(flags->quantization);
-        if (st != ASSAY_OK) return assay_fail_context(st, "--quantization");
-    }
     assay_session_options so;
     assay_session_options_default(&so);
-    if (flags->kv_cache_dtype && strcmp(flags->kv_cache_dtype, "auto") != 0) {
-        const char *name = strcmp(flags->kv_cache_dtype, "fp8") == 0 ? "fp8_e4m3" : flags->kv_cache_dtype;
-        assay_status st = assay_kv_dtype_from_name(name, &so.kv_dtype);
-        if (st != ASSAY_OK) return assay_fail_context(st, "--kv-cache-dtype");
-    }
+    so.kv_dtype = args->kv_cache_dtype;
+    so.kv_calc_tokens = args->calculate_kv_scales;
     engine_lm *e = assay_xcalloc(1, sizeof *e);
     assay_model_options mo;
     assay_model_options_default(&mo);
-    if (flags->threads > 0) mo.n_threads = (int)flags->threads;
-    mo.quantization = flags->quantization; /* on-the-fly, as vLLM's --quantization (model.h) */
+    mo.n_threads = args->threads;
+    mo.quantization = args->quantization; /* on-the-fly, as vLLM's --quantization (model.h) */
+    mo.device = args->device;
     assay_status st = assay_model_load(&e->model, model, &mo);
     if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, model);
     if (st != ASSAY_OK) {
@@ -172,16 +164,12 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_flags *fla
     }
     const assay_model_config *c = assay_model_get_config(e->model);
     /* lm-eval's HF max_length is the model's max positions; the engine's sessions hold at most 4096 */
-    int64_t max_len = flags->max_model_len > 0 ? flags->max_model_len : (c->n_ctx_train > 0 ? c->n_ctx_train : 2048);
-    if (!flags->max_model_len && max_len > 4096) max_len = 4096;
+    int64_t max_len = args->max_model_len > 0 ? args->max_model_len : (c->n_ctx_train > 0 ? c->n_ctx_train : 2048);
+    if (!args->max_model_len && max_len > 4096) max_len = 4096;
     so.n_ctx = max_len;
-    if (flags->calculate_kv_scales) so.kv_calc_tokens = flags->kv_scale_tokens > 0 ? flags->kv_scale_tokens : 1024;
     /* one request at a time (the assay_lm calls are sequential); prefix caching shares the contexts of scored
      * continuations */
-    assay_engine_args ea;
-    assay_engine_args_default(&ea);
-    ea.kv_cache_dtype = so.kv_dtype;
-    ea.calculate_kv_scales = so.kv_calc_tokens;
+    assay_engine_args ea = *args;
     ea.max_model_len = max_len;
     ea.max_num_batched_tokens = 512;
     /* the pool holds two full-length requests, so the cached blocks of the previous request survive the next one */
@@ -206,58 +194,4 @@ void assay_eval_lm_engine(const assay_lm *lm, assay_model **model, assay_session
     const engine_lm *e = (const engine_lm *)lm;
     *model = e->model;
     *so = e->so;
-}
-
-assay_status assay_engine_flags_parse(const char *text, assay_engine_flags *f, char **storage) {
-    memset(f, 0, sizeof *f);
-    char *s = assay_xstrdup(text ? text : "");
-    *storage = s;
-    char *save = NULL;
-    for (char *tok = strtok_r(s, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-        char *val = strchr(tok, '=');
-        if (val) *val++ = 0;
-        else if (strcmp(tok, "--calculate-kv-scales") == 0) val = "1"; /* a switch, as in vLLM */
-        else val = strtok_r(NULL, " \t", &save);
-        if (!val) return assay_fail(ASSAY_ERR_ARG, "engine flag %s needs a value", tok);
-        char *end = NULL;
-        if (strcmp(tok, "--device") == 0) f->device = val;
-        else if (strcmp(tok, "--quantization") == 0 || strcmp(tok, "-q") == 0) {
-            f->quantization = val;
-            assay_status st = assay_model_quantization_check(val); /* a usage error before any model loads */
-            if (st != ASSAY_OK) return st;
-        }
-        else if (strcmp(tok, "--kv-cache-dtype") == 0) f->kv_cache_dtype = val;
-        else if (strcmp(tok, "--calculate-kv-scales") == 0) {
-            if (strcmp(val, "1") && strcmp(val, "true")) return assay_fail(ASSAY_ERR_ARG, "--calculate-kv-scales is a switch");
-            f->calculate_kv_scales = 1;
-        } else if (strcmp(tok, "--kv-scale-tokens") == 0) {
-            f->kv_scale_tokens = strtoll(val, &end, 10);
-            if (!*val || *end || f->kv_scale_tokens < 1)
-                return assay_fail(ASSAY_ERR_ARG, "--kv-scale-tokens wants a positive integer, got '%s'", val);
-        }
-        else if (strcmp(tok, "--threads") == 0 || strcmp(tok, "-t") == 0) {
-            f->threads = strtoll(val, &end, 10);
-            if (!*val || *end || f->threads < 1) return assay_fail(ASSAY_ERR_ARG, "--threads wants a positive integer, got '%s'", val);
-        } else if (strcmp(tok, "--max-model-len") == 0) {
-            f->max_model_len = strtoll(val, &end, 10);
-            if (!*val || *end || f->max_model_len < 2) return assay_fail(ASSAY_ERR_ARG, "--max-model-len wants an integer >= 2, got '%s'", val);
-        } else
-            return assay_fail(ASSAY_ERR_ARG,
-                              "unknown engine flag '%s' (known: --device, --quantization, --kv-cache-dtype, "
-                              "--calculate-kv-scales, --kv-scale-tokens, --threads, --max-model-len)",
-                              tok);
-    }
-    return ASSAY_OK;
-}
-
-void assay_engine_flags_format(const assay_engine_flags *f, assay_strbuf *out) {
-    const char *sep = "";
-    if (f->device) assay_strbuf_printf(out, "%s--device %s", sep, f->device), sep = " ";
-    if (f->quantization) assay_strbuf_printf(out, "%s--quantization %s", sep, f->quantization), sep = " ";
-    if (f->kv_cache_dtype) assay_strbuf_printf(out, "%s--kv-cache-dtype %s", sep, f->kv_cache_dtype), sep = " ";
-    if (f->calculate_kv_scales) assay_strbuf_printf(out, "%s--calculate-kv-scales", sep), sep = " ";
-    if (f->kv_scale_tokens) assay_strbuf_printf(out, "%s--kv-scale-tokens %lld", sep, (long long)f->kv_scale_tokens), sep = " ";
-    if (f->threads) assay_strbuf_printf(out, "%s--threads %lld", sep, (long long)f->threads), sep = " ";
-    if (f->max_model_len) assay_strbuf_printf(out, "%s--max-model-len %lld", sep, (long long)f->max_model_len), sep = " ";
-    if (!out->data) assay_strbuf_puts(out, "");
 }
