@@ -1180,6 +1180,101 @@ static void test_attention(void) {
             }
 }
 
+/* ---- the device-shaped ops: buffers, linear, the ops that replaced host loops --------------------------------- */
+
+/* linear = the input treatment (act_quant.h's reference), the act-order gather, the set's own matmul and the bias,
+ * composed by hand: the CPU backend must give exactly that. Buffers round-trip through upload/download/copy;
+ * gather_rows and absmax are exact; add_rmsnorm equals add then rmsnorm; tanh_cap is within 3 ulp of
+ * cap * tanh(x / cap) in double (libm's tanhf within 2 ulp, the division and product one rounding each). */
+static void test_device_ops(void) {
+    printf("\nbuffers, linear (act quant + perm + matmul + bias), gather_rows, tanh_cap, absmax, add_rmsnorm\n");
+    const int64_t n_in = 96, n_out = 37, n_tok = 5;
+    float *w = xcalloc(n_in * n_out, 4), *x = xcalloc(n_tok * n_in, 4), *bias = xcalloc(n_out, 4);
+    int32_t *perm = xcalloc(n_in, 4);
+    for (int64_t i = 0; i < n_in * n_out; i++) w[i] = frand();
+    for (int64_t i = 0; i < n_tok * n_in; i++) x[i] = arand();
+    for (int64_t i = 0; i < n_out; i++) bias[i] = frand();
+    for (int64_t i = 0; i < n_in; i++) perm[i] = (int32_t)((i * 37 + 5) % n_in); /* 37 is prime to 96: a permutation */
+    const assay_act_quant treatments[] = {{ASSAY_ACT_QUANT_NONE, 0, 0, 0},
+                                          {ASSAY_ACT_QUANT_FP8_TOKEN, 0, 0, 0},
+                                          {ASSAY_ACT_QUANT_FP8_GROUP, 0, 32, 0},
+                                          {ASSAY_ACT_QUANT_FP8_STATIC, 0, 0, 0.01f},
+                                          {ASSAY_ACT_QUANT_INT8_TOKEN, 0, 0, 0}};
+    const char *tnames[] = {"none", "fp8-token", "fp8-group32", "fp8-static", "int8-token"};
+    float *y = xcalloc(n_tok * n_out, 4), *y2 = xcalloc(n_tok * n_out, 4), *xq = xcalloc(n_tok * n_in, 4);
+    float *xp = xcalloc(n_tok * n_in, 4), *scales = xcalloc(n_tok * 8, 4);
+    uint8_t *codes = xcalloc(n_tok * n_in, 1);
+    for (int s = 0; s < n_sets; s++) {
+        assay_backend *be = sets[s].be;
+        for (int ti = 0; ti < 5; ti++)
+            for (int use_perm = 0; use_perm < 2; use_perm++) {
+                assay_weight wt = {ASSAY_TYPE_F32, w, n_in, n_out, (size_t)n_in * 4, "w", use_perm ? perm : NULL, NULL};
+                CHECK_OK(be->ops->prepare_weight(be, &wt));
+                be->ops->linear(be, y, &wt, &treatments[ti], x, n_tok, bias);
+                assay_act_quant_apply(&treatments[ti], x, n_tok, n_in, xq, codes, scales);
+                for (int64_t t = 0; t < n_tok; t++)
+                    for (int64_t c = 0; c < n_in; c++) xp[t * n_in + c] = xq[t * n_in + (use_perm ? perm[c] : c)];
+                assay_weight plain = wt;
+                plain.perm = NULL;
+                be->ops->matmul(be, y2, &plain, xp, n_tok);
+                errs ex = errs_new(1);
+                for (int64_t t = 0; t < n_tok; t++)
+                    for (int64_t o = 0; o < n_out; o++) errs_add(&ex, y[t * n_out + o], y2[t * n_out + o] + bias[o], 0);
+                char shape[64];
+                snprintf(shape, sizeof shape, "f32 %lldx%lld n_tok=%lld %s%s", (long long)n_out, (long long)n_in,
+                         (long long)n_tok, tnames[ti], use_perm ? " perm" : "");
+                report("linear", shape, sets[s].name, NULL, &ex);
+            }
+        /* buffers: upload, copy, download */
+        float *d1 = be->ops->alloc(be, n_tok * n_in * 4), *d2 = be->ops->alloc(be, n_tok * n_in * 4);
+        be->ops->upload(be, d1, x, n_tok * n_in * 4);
+        be->ops->copy(be, d2, d1, n_tok * n_in * 4);
+        be->ops->download(be, xq, d2, n_tok * n_in * 4);
+        be->ops->synchronize(be);
+        errs eb = errs_new(1);
+        for (int64_t i = 0; i < n_tok * n_in; i++) errs_add(&eb, xq[i], x[i], 0);
+        report("buffers", "upload, copy, download", sets[s].name, NULL, &eb);
+        /* gather_rows and absmax */
+        int32_t rows[3] = {4, 0, 4};
+        be->ops->gather_rows(be, d1, d2, rows, 3, n_in);
+        errs eg = errs_new(1), ea = errs_new(1);
+        for (int r = 0; r < 3; r++)
+            for (int64_t c = 0; c < n_in; c++) errs_add(&eg, d1[r * n_in + c], x[rows[r] * n_in + c], 0);
+        report("gather", "3 of 5 rows (one twice)", sets[s].name, NULL, &eg);
+        float am = 0;
+        for (int64_t i = 0; i < n_tok * n_in; i++) am = fmaxf(am, fabsf(x[i]));
+        errs_add(&ea, be->ops->absmax(be, d2, n_tok * n_in), am, 0);
+        report("absmax", "480 values", sets[s].name, NULL, &ea);
+        /* tanh_cap */
+        errs et = errs_new(0);
+        for (int64_t i = 0; i < n_tok * n_in; i++) d1[i] = x[i] * 40;
+        be->ops->tanh_cap(be, d1, n_tok * n_in, 30.0f);
+        for (int64_t i = 0; i < n_tok * n_in; i++) {
+            double want = 30.0 * tanh((double)x[i] * 40 / 30.0);
+            errs_add(&et, d1[i], want, 3 * ldexp(fabs(want), -23) + 1e-30);
+        }
+        report("tanh_cap", "480 values, cap 30", sets[s].name, NULL, &et);
+        /* add_rmsnorm against add then rmsnorm of the same set */
+        if (be->ops->add_rmsnorm) {
+            const int64_t n = 67, nr = 3;
+            float *xa = xcalloc(n * nr, 4), *xb = xcalloc(n * nr, 4), *h = xcalloc(n * nr, 4), *g = xcalloc(n, 4);
+            float *ya = xcalloc(n * nr, 4), *yb = xcalloc(n * nr, 4);
+            for (int64_t i = 0; i < n * nr; i++) xa[i] = xb[i] = arand(), h[i] = arand();
+            for (int64_t i = 0; i < n; i++) g[i] = frand() + 1.5f;
+            be->ops->add_rmsnorm(be, ya, xa, h, g, n, nr, 1e-5f);
+            be->ops->add(be, xb, xb, h, n * nr);
+            be->ops->rmsnorm(be, yb, xb, g, n, nr, 1e-5f);
+            errs er = errs_new(1);
+            for (int64_t i = 0; i < n * nr; i++) errs_add(&er, ya[i], yb[i], 0), errs_add(&er, xa[i], xb[i], 0);
+            report("add_rms", "n=67 rows=3 (x and y)", sets[s].name, NULL, &er);
+            free(xa); free(xb); free(h); free(g); free(ya); free(yb);
+        }
+        be->ops->free(be, d1);
+        be->ops->free(be, d2);
+    }
+    free(w); free(x); free(bias); free(perm); free(y); free(y2); free(xq); free(xp); free(scales); free(codes);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) rng = strtoull(argv[1], NULL, 0) | 1; /* another seed: test_backend_ops <seed> */
     struct timespec t0, t1;
@@ -1196,6 +1291,7 @@ int main(int argc, char **argv) {
     test_kv_store();
     test_kv_copy_block();
     test_attention();
+    test_device_ops();
     for (int s = 0; s < n_sets; s++) assay_backend_close(sets[s].be);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("\n%d cases over %d kernel set(s), %d failed (%.1f s)\n", n_cases, n_sets, n_failed,
