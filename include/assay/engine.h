@@ -90,7 +90,7 @@ void assay_sampling_params_default(assay_sampling_params *p);
 typedef enum assay_finish_reason {
     ASSAY_FINISH_NONE = 0, /* still running */
     ASSAY_FINISH_STOP,     /* EOS, a stop token or a stop string */
-    ASSAY_FINISH_LENGTH,   /* max_tokens, or the request reached max_model_len */
+    ASSAY_FINISH_LENGTH,   /* max_tokens, max_model_len, or the whole KV pool could not hold it any longer */
     ASSAY_FINISH_ABORT,    /* assay_engine_abort */
 } assay_finish_reason;
 

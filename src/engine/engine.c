@@ -509,11 +509,16 @@ static void schedule(assay_engine *e) {
                 break;
             }
             request *victim = e->running.r[e->running.n - 1];
+            if (victim == r && e->running.n == 1) {
+                /* alone and still out of blocks: the whole pool cannot hold this request any longer */
+                finish(e, r, ASSAY_FINISH_LENGTH);
+                break;
+            }
             preempt(e, victim);
             preempted = 1;
             if (victim == r) break;
         }
-        if (!ok) break; /* r itself went back to waiting; it was the last running request */
+        if (!ok) break; /* r itself went back to waiting (or finished): it was the last running request */
         r->sched_n = n;
         list_push(&e->sched, r);
         budget -= n;

@@ -151,6 +151,20 @@ static void test_batch_and_preemption(void) {
     CHECK(assay_engine_kv_blocks_free(p) == 40);
     CHECK(c.generation_tokens == N_REQ * GEN);
     assay_engine_close(p);
+
+    /* a request that outgrows the whole pool (2 blocks = 32 positions) ends with "length" instead of preempting
+     * itself forever: 20 prompt tokens, positions 0..31 computed, 13 tokens generated */
+    p = open_engine(96, 2 * 7 * 2 * 2 * 16 * 64 * 4, 0);
+    if (!p) return;
+    result r1[1] = {0};
+    assay_sampling_params sp = greedy(50);
+    CHECK_OK(assay_engine_add_request(p, prompt_of(1), 20, &sp, &id));
+    drain(p, r1, id, 1);
+    printf("a request outgrowing a 2-block pool: %lld tokens generated, finish %s\n", (long long)r1->n,
+           assay_finish_reason_name(r1->finish));
+    CHECK(r1->finish == ASSAY_FINISH_LENGTH && r1->n == 13);
+    CHECK(assay_engine_kv_blocks_free(p) == 2);
+    assay_engine_close(p);
 }
 
 static void test_prefix_caching(void) {
