@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# GPU check in one call: build the CUDA kernels and the lab driver, validate every kernel against a float64
-# reference, benchmark it, benchmark the PyTorch peers (cuDNN/FA2 SDPA, cuBLAS, cuBLASLt fp8) in the same run,
-# and write a joined table + JSON.
+# GPU check in one call: build the CUDA product kernels (src/backend/cuda), the kernel lab (dev/cuda: the measured
+# versions of each kernel) and its driver kernel_check, validate every kernel against a float64 reference, benchmark
+# it, benchmark the PyTorch peers (cuDNN/FA2 SDPA, cuBLAS, cuBLASLt fp8) in the same run, and write a joined table +
+# JSON.
 #
 #   scripts/device-check.sh [OUTDIR] [--quick]      (default OUTDIR: bench/results/latest)
 #
 # Wall-clock budget: DEVICE_CHECK_BUDGET seconds (default 570) shared by build, kernels and peers.
 # ONLY=<section> (prefill, decode, gemm, gemm_lt, quant, fp8attn) runs one kernel_check section and only the
 # ceilings and the matching peers (fp8attn: the bf16 prefill peers; quant: none), for iterations on one kernel
-# family. A full run (no ONLY) covers every default kernel and, of the numbered lab versions, the ones dev/cuda/NOTES.md
-# quotes as current (the combined runs' selection: ~250 s of kernel_check on an H200); an ASSAY_LAB_*_VARIANTS or
+# family. A full run (no ONLY) covers every product kernel (lab variant 0) and, of the numbered lab versions, the ones
+# dev/cuda/README.md quotes (the combined runs' selection: ~250 s of kernel_check on an H200); an ASSAY_LAB_*_VARIANTS or
 # ASSAY_LAB_GEMM_EXTRA_M given by the caller wins, set empty for every version of that section. LAB_ALL=1 runs every
 # lab version of every section (well over 450 s of kernel_check: raise DEVICE_CHECK_BUDGET with it).
 # Builds with nvcc directly (sm_90a), so it needs no CMake configure of the CPU library on the GPU machine.
@@ -43,11 +44,13 @@ if prebuilt_ok; then
   echo "device-check: using the prebuilt build-dev/kernel_check (PREBUILT=1)"
 else
 pids=()
-for f in src/backend/cuda/*.cu; do
-  $NVCC -std=c++17 -O3 -lineinfo $GEN -Iinclude -Isrc/backend/cuda -Xptxas=-warn-spills -c "$f" \
+rm -f build-dev/*.o
+for f in src/backend/cuda/*.cu dev/cuda/*_lab.cu; do
+  $NVCC -std=c++17 -O3 -lineinfo $GEN -Iinclude -Isrc/backend/cuda -Idev/cuda -Xptxas=-warn-spills -c "$f" \
         -o "build-dev/$(basename "$f").o" & pids+=($!)
 done
-gcc -std=c11 -O2 -Wall -Iinclude -c src/backend/cuda/cuda_pack.c -o build-dev/cuda_pack.o & pids+=($!)
+gcc -std=c11 -O2 -Wall -Iinclude -Isrc/backend/cuda -c src/backend/cuda/cuda_pack.c -o build-dev/cuda_pack.o & pids+=($!)
+gcc -std=c11 -O2 -Wall -Iinclude -Idev/cuda -c dev/cuda/cuda_pack_lab.c -o build-dev/cuda_pack_lab.o & pids+=($!)
 gcc -std=c11 -O2 -Wall -Wno-unused-parameter -Iinclude -Idev/cuda -Isrc/backend/cuda -I"$CUDA_HOME/include" -c dev/cuda/kernel_check.c \
     -o build-dev/kernel_check.o & pids+=($!)
 gcc -std=c11 -O2 -Wall -Iinclude -Idev/cuda -I"$CUDA_HOME/include" -c dev/cuda/check_gemm_lt.c -o build-dev/check_gemm_lt.o & pids+=($!)

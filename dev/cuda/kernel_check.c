@@ -105,9 +105,9 @@ static void prefill_run(const prefill_case *c, prefill_data *p, int variant) {
     a.q = p->dq; a.k = p->dk; a.v = p->dv; a.o = p->dout;
     a.cu_seqlens_q = p->dcuq; a.cu_seqlens_k = p->dcuk;
     a.batch = c->batch; a.max_seqlen_q = p->max_q; a.n_heads_q = c->hq; a.n_heads_kv = c->hkv;
-    a.head_dim = c->d; a.scale = 1.0f / sqrtf((float)c->d); a.causal = c->causal; a.variant = variant;
+    a.head_dim = c->d; a.scale = 1.0f / sqrtf((float)c->d); a.causal = c->causal;
     a.total_q = p->total_q; a.total_k = p->total_k;
-    KCALL(assay_cuda_attn_prefill(&a, NULL));
+    KCALL(assay_lab_attn_prefill(&a, variant, NULL));
 }
 
 /* Validates rows (all rows when sample == 0, else `sample` random rows) of one case and variant. */
@@ -331,7 +331,7 @@ static void decode_alloc(decode_data *p, const decode_case *c, int fast_fill) {
     a->batch = c->batch; a->n_heads_q = c->hq; a->n_heads_kv = c->hkv; a->head_dim = c->d;
     a->page_size = c->page; a->max_pages_per_seq = p->max_pages; a->max_seq_len = p->max_len;
     a->scale = 1.0f / sqrtf((float)c->d); a->kv_dtype = (assay_cuda_dtype)c->dtype; a->num_splits = c->splits;
-    a->workspace_bytes = assay_cuda_attn_decode_workspace(a);
+    a->workspace_bytes = assay_lab_attn_decode_workspace(a);
     p->dws = lab_dmalloc(a->workspace_bytes);
     a->workspace = p->dws;
 }
@@ -340,7 +340,7 @@ static void decode_alloc(decode_data *p, const decode_case *c, int fast_fill) {
 static void decode_resplit(decode_data *p, int splits) {
     size_t have = p->a.workspace_bytes;
     p->a.num_splits = splits;
-    size_t need = assay_cuda_attn_decode_workspace(&p->a);
+    size_t need = assay_lab_attn_decode_workspace(&p->a);
     if (need > have) {
         cudaFree(p->dws);
         p->dws = lab_dmalloc(need);
@@ -358,7 +358,7 @@ static const char *g_dec_suffix = ""; /* "" for the default kernel, "_v1" for va
 static void decode_validate(lab_out *o, const decode_case *c, decode_data *p, int nseq_check, const char *shape) {
     size_t nq = (size_t)c->batch * c->hq * c->d;
     CK(cudaMemset(p->dout, 0xFF, nq * 2));
-    KCALL(assay_cuda_attn_decode(&p->a, NULL));
+    KCALL(assay_lab_attn_decode(&p->a, NULL));
     CK(cudaDeviceSynchronize());
     uint16_t *out = malloc(nq * 2);
     CK(cudaMemcpy(out, p->dout, nq * 2, cudaMemcpyDeviceToHost));
@@ -398,7 +398,7 @@ static void decode_validate(lab_out *o, const decode_case *c, decode_data *p, in
 
 static void decode_bench_fn(void *ctx, int it) {
     (void)it;
-    KCALL(assay_cuda_attn_decode(&((decode_data *)ctx)->a, NULL));
+    KCALL(assay_lab_attn_decode(&((decode_data *)ctx)->a, NULL));
 }
 
 static void section_decode(lab_out *o) {
@@ -564,8 +564,8 @@ static void gemm_fn(void *ctx, int it) {
     gemm_ctx *g = ctx;
     int c = it % g->copies;
     const void *dx = g->f16x ? g->dxh : g->dx;
-    if (g->which == 0 && g->dwp[c]) KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->which == 0) KCALL(assay_cuda_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
+    if (g->which == 0 && g->dwp[c]) KCALL(assay_lab_gemm_fp8w_packed(g->dx, g->dwp[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->which == 0) KCALL(assay_lab_gemm_fp8w(g->dx, g->dw[c], g->dscale[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwi8[c]) { /* 160 / 161: the integer wgmma GEMM on the X converted once at the case's start */
         int8_t *xq = g->xtok ? g->dws_tok : g->dws;
         float *xs = (float *)(xq + (size_t)g->m * g->k * 2);
@@ -587,8 +587,8 @@ static void gemm_fn(void *ctx, int it) {
     else if (g->dst[c]) KCALL(assay_cuda_gemm_int4g128_st(dx, g->dst[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwa[c]) KCALL(assay_cuda_gemm_int4g128_wa(dx, g->dwa[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
     else if (g->dwp[c]) KCALL(assay_cuda_gemm_int4g128_wg(dx, g->dwp[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
-    else if (g->f16x) KCALL(assay_cuda_gemm_int4g128_xf16(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
-    else KCALL(assay_cuda_gemm_int4g128(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+    else if (g->f16x) KCALL(assay_lab_gemm_int4g128_xf16(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
+    else KCALL(assay_lab_gemm_int4g128(dx, g->dw[c], g->dgs[c], g->dy, g->m, g->n, g->k, NULL));
 }
 
 static void quant_x_i8_fn(void *ctx, int it) {
@@ -886,12 +886,12 @@ static void w8a8_fn(void *ctx, int it) {
     w8a8_ctx *g = ctx;
     int c = it % g->copies;
     const uint8_t *w = g->layout ? g->dwl[g->layout - 1][c] : g->dw[c];
-    KCALL(assay_cuda_gemm_fp8_w8a8(g->dxq, g->dxs, w, g->dws[c], g->dy, g->m, g->n, g->k, NULL));
+    KCALL(assay_lab_gemm_fp8_w8a8(g->dxq, g->dxs, w, g->dws[c], g->dy, g->m, g->n, g->k, NULL));
 }
 static void w8a16_fn(void *ctx, int it) {
     w8a8_ctx *g = ctx;
     int c = it % g->copies;
-    KCALL(assay_cuda_gemm_fp8w_packed(g->dx, g->dw[c], g->dws[c], g->dy, g->m, g->n, g->k, NULL));
+    KCALL(assay_lab_gemm_fp8w_packed(g->dx, g->dw[c], g->dws[c], g->dy, g->m, g->n, g->k, NULL));
 }
 static void w8a8_quant_fn(void *ctx, int it) {
     (void)it;
@@ -1228,7 +1228,7 @@ static int g_fp8_sm90_variant = 0, g_fp8_sm90_blk = 0;
    and times (both K scalings); unset = all. */
 /* timing probes with wrong results on purpose (never validated): 20-22 (version 2), 49-50, 59-60 (version 3) */
 static int fp8_probe(int v) { return (v >= 20 && v <= 22) || v == 49 || v == 50 || v == 59 || v == 60; }
-/* numbers below 67 with no lab variant (never built, or removed: dev/cuda/NOTES.md says which round) */
+/* numbers below 67 with no lab variant (never built, or removed: the lab journal says which round) */
 #define FP8_NO_VARIANT "19,51,54,55,57,58,61,62,64"
 static int fp8_variant_selected(int v) {
     const char *f = getenv("ASSAY_LAB_FP8_VARIANTS");
@@ -1242,9 +1242,9 @@ static void fp8_sm90_run(fp8_ctx *f) {
     a.batch = f->c->batch;
     a.max_seqlen_q = f->p->max_q; a.n_heads_q = f->c->hq; a.n_heads_kv = f->c->hkv; a.head_dim = f->c->d;
     a.total_q = f->p->total_q; a.total_k = f->p->total_k; a.vt_stride = f->vt_stride;
-    a.scale = 1.0f / sqrtf((float)f->c->d); a.causal = f->c->causal; a.variant = g_fp8_sm90_variant;
+    a.scale = 1.0f / sqrtf((float)f->c->d); a.causal = f->c->causal;
     if (g_fp8_sm90_blk) { a.k = f->kb8; a.k_scale_t = NULL; a.k_block_scale = f->kbs; }
-    KCALL(assay_cuda_attn_prefill_fp8_sm90(&a, NULL));
+    KCALL(assay_lab_attn_prefill_fp8_sm90(&a, g_fp8_sm90_variant, NULL));
 }
 static void fp8_sm90_bench_fn(void *ctx, int it) { (void)it; fp8_sm90_run(ctx); }
 static void fp8_bench_fn(void *ctx, int it) { (void)it; fp8_run(ctx); }

@@ -13,7 +13,7 @@
 // scheduler), every SM busy. The clock64 span of each warp's loop gives cycles per loop iteration; printed: SM
 // cycles per mma per scheduler (W / 4 warps x 4 mma per iteration) and the ALU issue slots per scheduler per
 // cycle. If the two pipes overlap, adding ALU work leaves the time flat until the issue slots fill; if the mma
-// holds its scheduler, every ALU instruction adds to it. Why (dev/cuda/NOTES.md, decode GEMMs round 17): the int4
+// holds its scheduler, every ALU instruction adds to it. Why (the lab journal, decode GEMMs round 17): the int4
 // decode GEMM at m16 runs ~32 mma.sync and ~250 other instructions per warp-stage at two warps per scheduler, and
 // its time is close to the sum of the two, not the larger. Round 18 added the m16n8k32 byte forms (s8 x s8, s8 x u8,
 // int32 accumulators: does the integer mma cost what the f16 one does for twice the K?), e4m3 (emulated on sm_90)

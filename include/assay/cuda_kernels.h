@@ -50,7 +50,7 @@ typedef enum assay_cuda_dtype {
 /* Message of the last failed call on this thread ("" if none). */
 const char *assay_cuda_last_error(void);
 
-/* ---- prefill attention (bf16; wgmma + TMA on Hopper, FlashAttention-2 style mma.sync elsewhere) ----------- */
+/* ---- prefill attention (bf16; wgmma + TMA on compute capability 9.0, FlashAttention-2 style mma.sync elsewhere) */
 typedef struct assay_cuda_attn_prefill_args {
     const void *q;              /* bf16 [total_q][n_heads_q][head_dim] */
     const void *k;              /* bf16 [total_k][n_heads_kv][head_dim] */
@@ -62,11 +62,6 @@ typedef struct assay_cuda_attn_prefill_args {
     int32_t batch, max_seqlen_q, n_heads_q, n_heads_kv, head_dim; /* head_dim 64 or 128 */
     float scale;                /* softmax scale, usually 1/sqrt(head_dim) */
     int32_t causal;
-    int32_t variant;            /* 0 = default (on compute capability 9.0: 9 for d128, 4 for d64; else 2); lab only: 1 = 64-row tiles,
-                                   2 = 128-row tiles, 3 = Hopper (wgmma), 4 = 3 with ping-pong consumer warpgroups,
-                                   5 / 6 = version 5 (P double-buffered, no P V wait in the common path) without /
-                                   with ping-pong, 7 / 8 = 3 / 4 with the in-flight P registers kept live, 9 = 4
-                                   with O stored through shared memory in 16-byte rows; see attn_prefill_sm90.cu */
     int32_t total_q, total_k;   /* cu_seqlens_q[batch], cu_seqlens_k[batch] (the Hopper kernel's TMA maps need the
                                    token counts on the host); 0 = read them back from the device (synchronizes) */
 } assay_cuda_attn_prefill_args;
@@ -95,9 +90,11 @@ typedef struct assay_cuda_attn_prefill_fp8_args {
 int assay_cuda_attn_prefill_fp8(const assay_cuda_attn_prefill_fp8_args *a, assay_cuda_stream stream);
 
 /* Hopper FP8 attention (e4m3 wgmma, TMA, compute capability 9.0, head_dim 128). Q and K as above (codes and one
- * scale per token and head); K's scales transposed to [n_heads_kv][vt_stride] (assay_cuda_transpose_scales) and
- * V transposed to e4m3 V^T codes [n_heads_kv][128][vt_stride] with one scale per (kv head, channel)
- * (assay_cuda_fp8_quant_vt), sequence b at columns cu_seqlens_vt[b] .. of both. */
+ * scale per token and head), or K with one scale per 128-key block (k_block_scale: the faster kernel, which writes P
+ * as e4m3 codes without exponentials and takes its row sums from the tensor cores; its output error is level with
+ * exponentials on outlier data and 1.6x theirs on flat N(0, 1) scores). K's per-token scales transposed to
+ * [n_heads_kv][vt_stride] (assay_cuda_transpose_scales) and V transposed to e4m3 V^T codes [n_heads_kv][128][vt_stride]
+ * with one scale per (kv head, channel) (assay_cuda_fp8_quant_vt), sequence b at columns cu_seqlens_vt[b] .. of both. */
 typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
     const uint8_t *q, *k, *vt;
     const float *q_scale;       /* [total_q][n_heads_q] */
@@ -110,19 +107,6 @@ typedef struct assay_cuda_attn_prefill_fp8_sm90_args {
     int32_t total_q, total_k, vt_stride; /* vt_stride >= cu_seqlens_vt[batch], multiple of 32 */
     float scale;
     int32_t causal;
-    int32_t variant;            /* 0 = default (with k_block_scale: 52 without a causal mask, 53 with one; else 4); lab only: 1 = version 1 with ping-pong consumer warpgroups,
-                                   2 = version 1 without, 3 = version 2 (P V overlapped with the softmax, O
-                                   rescaled only when a row maximum grows by > 0.8 in log2 units), 4 = 3 with
-                                   ping-pong, 5 = 3 with the row sums on the tensor core, 6 = 5 with ping-pong.
-                                   With k_block_scale: 0, 3-6 and the lab variants 7-18 (4 or 6 with part of
-                                   the exponentials on the FMA pipe, a later warpgroup vote, exponentials
-                                   started with the previous tile's maxima, a rescale threshold of 2.8), the
-                                   timing probes 20-22 (wrong results on purpose) and 23-24 (4 / 3 with f16x2
-                                   exponentials), 25-50 (version 3: 192-key tiles; 29 = 192-key tiles, P
-                                   single-buffered and kept live through the exponentials, ping-pong; 31 = 29 on
-                                   128-key tiles, 32 = 29 with the P V wait after the softmax; 49 / 50 timing
-                                   probes), 52 / 53 (32 / 31 with O stored through shared memory); see
-                                   attn_prefill_sm90.cu. */
     const float *k_block_scale; /* NULL: K scales per token (k_scale_t). Else K codes carry one scale per (kv head,
                                    128-key tile of a sequence) (assay_cuda_fp8_quant_k_blocks), [n_heads_kv]
                                    [vt_stride / 32], the tile starting at V^T column c at index c / 32; k_scale_t

@@ -1,14 +1,15 @@
-/* test_cuda_pack.c — the host-side INT4 weight packings of the CUDA decode GEMMs (src/backend/cuda/cuda_pack.c,
- * plain C, no GPU needed) against the layouts their kernels read: every code of random 4-bit weights is found
- * again where the kernel's register recipe takes it. For assay_cuda_int4_pack_i8 that recipe is the integer-mma
- * dequantization (gemm_decode_tma.cu, int4 version 115): of word w of lane (g, t) in the block of 8-row tile nt and
- * 128-column group gr, (w << 4) & 0xF0F0F0F0 must hold 16 (q - 8) of columns 32t + 8w + 0..3 and w & 0xF0F0F0F0 the
- * same of columns 32t + 8w + 4..7, as signed bytes. On the GPU the same layouts are validated end to end by
- * dev/cuda/kernel_check. */
+/* test_cuda_pack.c — the host-side INT4 weight packings of the CUDA decode GEMMs (src/backend/cuda/cuda_pack.c and
+ * the kernel lab's dev/cuda/cuda_pack_lab.c, plain C, no GPU needed) against the layouts their kernels read: every
+ * code of random 4-bit weights is found again where the kernel's register recipe takes it. For
+ * assay_cuda_int4_pack_i8 that recipe is the integer-mma dequantization (dev/cuda/gemm_decode_tma_lab.cu, int4
+ * version 115): of word w of lane (g, t) in the block of 8-row tile nt and 128-column group gr, (w << 4) &
+ * 0xF0F0F0F0 must hold 16 (q - 8) of columns 32t + 8w + 0..3 and w & 0xF0F0F0F0 the same of columns 32t + 8w +
+ * 4..7, as signed bytes. On the GPU the same layouts are validated end to end by dev/cuda/kernel_check. */
 #include <stdint.h>
 
 #include "check.h"
 #include "../../src/backend/cuda/cuda_pack.c"
+#include "../../dev/cuda/cuda_pack_lab.c"
 
 static uint32_t rng = 12345u;
 static uint32_t next_u32(void) {

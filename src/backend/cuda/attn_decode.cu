@@ -6,33 +6,25 @@
 // are zero), which keeps the arithmetic far below the byte rate even for 8-bit caches. Tiles of 128 tokens
 // (K rows and the transposed V block) stream through a 3-stage cp.async pipeline that gathers whole pages
 // through the block table; each of 8 warps takes 16 tokens of a tile and keeps its own online-softmax state;
-// the warps are merged through shared memory at the end. (DSPLIT = 2, two warps per 16 tokens splitting
-// head_dim in P V, measured no faster: bench/results.) 8-bit caches are converted to f16 in registers
+// the warps are merged through shared memory at the end. 8-bit caches are converted to f16 in registers
 // (exact for e4m3, e5m2 and int8) and use f16 mma; the per-head K scale is folded into the softmax scale and
 // the V scale into the output.
 //
-// On Hopper (head_dim 128, group sizes <= 8) the default is paged_decode_tma further down: a producer warp
-// streams 16-token units of K and V^T into a shared-memory ring that consumer warps drain independently, which
-// reads bf16 caches at torch SDPA's byte rate (dev/cuda/NOTES.md, runs h200-gpu5-attn*).
+// Which kernel runs (decode_kernel): on Hopper (head_dim 128, group sizes <= 8) paged_decode_ring further down, a
+// producer warp streaming 16-token units of K and V^T into a shared-memory ring that consumer warps drain
+// independently, which reads bf16 caches at torch SDPA's byte rate; elsewhere the transposed kernel paged_decode_t
+// (tokens as the mma rows, heads as columns; for bf16 caches with pages of <= 64 tokens its 4-warp form with
+// 64-token tiles, two or three CTAs per SM), and paged_decode for group sizes above 8. The measured versions are in
+// dev/cuda (attn_decode_lab.cu, README.md).
 #include "common.cuh"
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <math.h>
 
-// Lab switch (cuda_lab.h): 1 = block-table entry read when a tile is issued, 2 = one tile ahead, 3 = the
-// transposed kernel paged_decode_t (group sizes <= 8, else 1), 4 = the transposed kernel with 4 warps and
-// 64-token tiles (two or three CTAs per SM; pages <= 64 tokens, else 3); 5..21 = the producer-warp ring
-// paged_decode_tma (Hopper, head_dim 128, group sizes <= 8; see launch_tma_var). 0 = automatic (default), from
-// the measurements in dev/cuda/NOTES.md: 8 (ring filled by the producer lanes' cp.async) for bf16 caches, 15
-// (the same with ldmatrix reads of the 8-bit data and two 16-token units per ring slot) for 8-bit caches;
-// elsewhere 4 for bf16 caches and 3 for 8-bit caches.
-static int g_decode_variant = 0;
-extern "C" void assay_cuda_lab_set_decode_variant(int v) { g_decode_variant = v; }
-
 namespace {
 
 constexpr int TG = 8;               // token groups: 16 tokens of each tile per group
-constexpr int DSPLIT = 1;           // warps per token group, each owning head_dim / DSPLIT of P V (lab: 1 or 2)
+constexpr int DSPLIT = 1;           // warps per token group, each owning head_dim / DSPLIT of P V
 constexpr int DNW = DSPLIT * TG;    // warps per CTA
 constexpr int NT = DNW * 32;        // threads per CTA
 constexpr int TILE = TG * 16;       // tokens per pipeline stage
@@ -50,7 +42,8 @@ struct DecodeParams {
     const float *k_scale, *v_scale;
     float *opart, *lse;  // [B][Hq][splits][D], [B][Hq][splits] (log2 domain)
     int hq, hkv, ps, lps, max_pages, splits, tiles_per_split;  // lps = log2(page_size)
-    int prefetch_page;  // 1: block-table entry fetched one tile ahead; 0: at the tile's issue
+    int prefetch_page;  // paged_decode: 1 = block-table entry fetched one tile ahead, 0 = at the tile's issue
+                        // (assay_cuda_attn_decode: 0; the lab times 1)
     float scale_log2;
 };
 
@@ -301,7 +294,7 @@ __global__ void __launch_bounds__(NT, (MinBlocks<D, DT>::N)) paged_decode(Decode
 }
 
 
-// ---- variant 3 (transposed): S^T = K Q^T and O^T = V^T P^T -----------------------------------------------
+// ---- paged_decode_t (transposed): S^T = K Q^T and O^T = V^T P^T -----------------------------------------------------
 // The tokens are the M rows of m16n8k16 and the (<= 8) query heads the N columns, so the padding of G query
 // heads to the tile is 8 columns instead of 16 rows: half the mma instructions of the kernel above, half the
 // output accumulators (32 instead of 64 registers at d128), and K and V^T are A operands read with ldmatrix
@@ -507,37 +500,30 @@ __global__ void __launch_bounds__(TGV * 32, (MinBlocksT<TGV, D, DT>::N)) paged_d
     }
 }
 
-
-// ---- variant 5 (Hopper): a producer warp feeds a ring of 16-token slots with TMA copies -----------------
-// The loaders of versions 1-4 are all threads issuing 16-byte cp.async and waiting for whole tiles together,
-// which measured 3.5 TB/s at best (bf16) however deep the ring (dev/cuda/NOTES.md). Here one producer warp
-// issues, per 16 tokens of one kv head, TMA tensor copies of the K rows (16 x 128 elements) and of the V^T
-// block (128 x 16) into a slot of a ring of NSLOT slots; each slot has a "full" mbarrier (completed by the
-// copy engine's byte count) and an "empty" one (arrived by the consumer warp). Consumer warp w takes the
-// slots of units w, w + NC, ...: the arithmetic of the transposed kernel above (S^T = K Q^T, O^T = V^T P^T)
-// for one 16-token unit, with its own online-softmax state; the warps never wait for each other before the
-// final merge. The copies land 128-byte swizzled (K) or 32-byte swizzled (bf16 V^T), so the ldmatrix / 32-bit
-// reads of 8 rows hit 8 different bank groups (unswizzled 256-byte K rows would be 8-way conflicts).
-// head_dim 128 only; group sizes <= 8; compute capability 9.0 (TMA).
+// ---- Hopper (head_dim 128, group sizes <= 8): a producer warp feeds a ring of 16-token slots -------------------
+// The loaders of paged_decode / paged_decode_t are all threads issuing 16-byte cp.async and waiting for whole tiles
+// together, which measured 3.5 TB/s at best (bf16) however deep the ring. Here one producer warp copies, per 16
+// tokens of one kv head, the K rows (16 x 128 elements) and the V^T block (128 x 16) into a slot of a ring of NSLOT
+// slots with 16-byte cp.async from its lanes, which signal the slot's "full" mbarrier with
+// cp.async.mbarrier.arrive.noinc; the consumer warp arrives on its "empty" one. Consumer warp w takes the slots w,
+// w + NC, ...: the arithmetic of the transposed kernel above (S^T = K Q^T, O^T = V^T P^T) for the slot's units, with
+// its own online-softmax state; the warps never wait for each other before the final merge. The copies land
+// swizzled: K rows of 128 bytes with 16-byte chunk c of row r at c ^ (r & 7), bf16 V^T rows of 32 bytes with chunk c
+// of row d at c ^ ((d >> 2) & 1), so the ldmatrix reads of 8 rows hit 8 different bank groups (unswizzled 256-byte
+// K rows would be 8-way conflicts). 4 consumer warps, a ring of 12 slots (~96 KB), two CTAs per SM.
+// bf16 caches: one 16-token unit per slot, exp2f. 8-bit caches (F16): two units per slot (8 KB slots, the bytes of a
+// bf16 unit: half the producer's barrier / block-table / address work per byte and one softmax step per 32 tokens),
+// K and V^T read with ldmatrix (an 8x8 b16 matrix of 8-bit data gives each lane 4 consecutive bytes of a row: 4
+// words per instruction instead of 1), converted to f16, and ex2.approx.
+// Compute capability 9.0.
 template <int DT>
 struct TmaSlot {
     static constexpr int ES = DT == ASSAY_CUDA_BF16 ? 2 : 1;
     static constexpr int KB = 16 * 128 * ES;  // K rows of one unit (and as many bytes of V^T)
     static constexpr int SLOT = 2 * KB;
+    static constexpr int SU = ES == 2 ? 1 : 2;  // 16-token units per ring slot
+    static constexpr int NC = 4, NSLOT = 12;    // consumer warps, ring slots
 };
-
-__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar) {
-#ifdef ASSAY_SM90_ASYNC
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-            smem_u32(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-        : "memory");
-#else
-    __trap();
-#endif
-}
-
 
 // 2^x in one MUFU.EX2 (exp2f adds a range test and two multiplies to keep denormal results; softmax weights
 // below 2^-126 may flush to zero). ex2(-inf) = +0, as masked tokens need.
@@ -547,44 +533,20 @@ __device__ __forceinline__ float exp2_fast(float x) {
     return y;
 }
 
-// Smem row of token r of a 16-token unit when K rows are stored in S^T row order (inverse of perm_tok).
-__device__ __forceinline__ int kperm_row(int r) { return ((r >> 1) & 1) * 8 + (r >> 2) * 2 + (r & 1); }
-
-// 16-byte cp.async of the producer lanes; L2H adds the L2::256B prefetch hint (one warp instruction covers 512
-// contiguous bytes of K, so the hint asks L2 for whole 256-byte blocks at the first touch).
-template <bool L2H>
-__device__ __forceinline__ void cp_async16_ld(void *dst, const void *src) {
-    if (L2H)
-        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
-    else
-        cp_async16(dst, src, 16);
-}
-
 // Zeroes the packed halves of an f16/bf16 pair whose token index (k0, k0 + 1) is >= valid.
 __device__ __forceinline__ uint32_t mask_pair(uint32_t v, int k0, int valid) {
     return k0 >= valid ? 0u : k0 + 1 >= valid ? (v & 0xFFFFu) : v;
 }
 
-// LD: how a unit's bytes reach the slot. 0: K and V^T by TMA tensor copies; 2: K by TMA, V^T by 16-byte cp.async
-// from the producer warp's lanes (written to the same 32-byte-swizzled places); 3: both by the producer lanes'
-// cp.async (the same swizzles, computed). The cp.async lanes signal the slot's full barrier with
-// cp.async.mbarrier.arrive.noinc. (LD 1, V^T by one cp.async.bulk, was measured and dropped: NOTES.md.)
-// CV: consumer version. 0: 32-bit shared loads for 8-bit caches (one per register pair), exp2f; 1: 8-bit K and
-// V^T read with ldmatrix (an 8x8 b16 matrix of 8-bit data gives each lane 4 consecutive bytes of a row: the
-// same words, 4 per instruction instead of 1), and ex2.approx; 2: 1 with the 8-bit K rows stored in S^T row
-// order (conflict-free ldmatrix); 3: 2 with the L2::256B hint on the producer's cp.async.
-// SU: 16-token units per ring slot (one full/empty barrier pair and one online-softmax step per slot).
-template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0, int SU = 1>
-__global__ void __launch_bounds__((NC + 1) * 32, MB)
-    paged_decode_tma(const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv, DecodeParams p) {
-    constexpr int D = 128, NT = (NC + 1) * 32;
+template <int DT>
+__global__ void __launch_bounds__((TmaSlot<DT>::NC + 1) * 32, 2) paged_decode_ring(DecodeParams p) {
     using S = TmaSlot<DT>;
+    constexpr int D = 128, NC = S::NC, NSLOT = S::NSLOT, SU = S::SU, NT = (NC + 1) * 32;
     constexpr bool F16 = DT != ASSAY_CUDA_BF16;
     constexpr int SLOTB = SU * S::SLOT;  // bytes of one ring slot: SU units, each K rows then V^T
-    constexpr bool KPERM = CV >= 2 && F16, L2H = CV >= 3;
     static_assert((size_t)NSLOT * SLOTB >= (size_t)NC * 16 * (D + 2) * 4, "merge buffers must fit in the ring");
     extern __shared__ uint8_t smem_raw[];
-    // Swizzled TMA destinations need 1024-byte alignment (the swizzle pattern is a function of address bits 4-9).
+    // The swizzled rows assume 1024-byte alignment (the pattern is a function of address bits 4-9).
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + NSLOT * SLOTB);
     uint64_t *empty = full + NSLOT;
@@ -598,12 +560,9 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
     const int u1 = min(n_units, u0 + p.tiles_per_split);
     const int n = max(0, u1 - u0);
     const int nslot_use = (n + SU - 1) / SU;  // slot fills (the last one may hold fewer than SU units)
-    constexpr bool LSU_K = LD == 3, LSU_V = LD >= 2, LSU = LSU_K || LSU_V;
-    static_assert(!KPERM || LSU_K, "permuted K rows are written by the producer lanes' cp.async");
-    constexpr uint32_t TX = (LSU_K ? 0 : S::KB) + (LSU_V ? 0 : S::KB);  // bytes the copy engine delivers per unit
     if (threadIdx.x == 0) {
         for (int s = 0; s < NSLOT; ++s) {
-            mbar_init(&full[s], (TX ? 1 : 0) + (LSU ? 32 : 0));
+            mbar_init(&full[s], 32);  // one cp.async arrival per producer lane
             mbar_init(&empty[s], 1);
         }
         mbar_fence_init();
@@ -618,7 +577,7 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
     const float sl2 = p.scale_log2 * ks;
 
     if (warp == NC) {
-        // Producer: block-table entries read 32 at a time (one per lane), copies issued by lane 0.
+        // Producer: block-table entries read 32 at a time (one per lane).
         const int32_t *bt = p.bt + (size_t)b * p.max_pages;
         const int pmask = p.ps - 1;
         static_assert(32 % SU == 0, "a slot's units come from one block-table read");
@@ -629,8 +588,7 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
                 const int f = (i0 + k0) / SU, s = f % NSLOT;  // slot fill f
                 const int nsub = min(SU, cnt - k0);
                 uint8_t *dst0 = smem + s * SLOTB;
-                if (f >= NSLOT && (LSU || lane == 0)) mbar_wait(&empty[s], ((f / NSLOT) - 1) & 1);
-                if (lane == 0 && TX) mbar_arrive_expect_tx(&full[s], TX * nsub);
+                if (f >= NSLOT) mbar_wait(&empty[s], ((f / NSLOT) - 1) & 1);
 #pragma unroll
                 for (int j = 0; j < SU; ++j) {
                     if (j >= nsub) break;
@@ -640,48 +598,38 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
                     const int tip = ((u0 + i) << 4) & pmask;  // token inside the page
                     const int blk = page * p.hkv + kvh;       // (page, kv head) block
                     uint8_t *dst = dst0 + j * S::SLOT;
-                    if (lane == 0 && TX) {
-                        if (!LSU_K) {
-                            tma_load_2d(dst, &tmk, 0, blk * p.ps + tip, &full[s]);
-                            if (!F16) tma_load_2d(dst + S::KB / 2, &tmk, 64, blk * p.ps + tip, &full[s]);
-                        }
-                        if (!LSU_V) tma_load_2d(dst + S::KB, &tmv, tip, blk * D, &full[s]);
-                    }
-                    if (LSU_K) {  // 16 rows of 128 * ES bytes, contiguous in the page
+                    {  // K: 16 rows of 128 * ES bytes, contiguous in the page
                         const uint8_t *src = p.kp + ((size_t)blk * p.ps + tip) * (128 * S::ES);
 #pragma unroll
                         for (int jj = 0; jj < S::KB / 512; ++jj) {
                             const int q = lane + 32 * jj;
                             int off;
                             if (F16) {
-                                // KPERM: token r of the unit at row kperm_row(r), so that the rows one 8x8
-                                // ldmatrix reads (tokens perm_tok(0..7) or perm_tok(8..15)) are 8 consecutive
-                                // rows with 8 different swizzles: no bank conflicts (2-way otherwise)
-                                const int tr = q >> 3, cc = q & 7, row = KPERM ? kperm_row(tr) : tr;
+                                const int row = q >> 3, cc = q & 7;
                                 off = row * 128 + ((cc ^ (row & 7)) << 4);
-                            } else {
+                            } else {  // two 16 x 64 halves (2 KB each)
                                 const int row = q >> 4, cc = q & 15;
                                 off = (cc >> 3) * 2048 + row * 128 + (((cc & 7) ^ (row & 7)) << 4);
                             }
-                            cp_async16_ld<L2H>(dst + off, src + q * 16);
+                            cp_async16(dst + off, src + q * 16, 16);
                         }
                     }
-                    if (LSU_V) {  // 128 rows of 16 * ES bytes, one per head dim, page_size * ES apart
+                    {  // V^T: 128 rows of 16 * ES bytes, one per head dim, page_size * ES apart
                         const uint8_t *src = p.vp + ((size_t)blk * D * p.ps + tip) * S::ES;
 #pragma unroll
                         for (int jj = 0; jj < S::KB / 512; ++jj) {
                             const int q = lane + 32 * jj;
                             if (F16) {
-                                cp_async16_ld<L2H>(dst + S::KB + q * 16, src + (size_t)q * p.ps);
+                                cp_async16(dst + S::KB + q * 16, src + (size_t)q * p.ps, 16);
                             } else {
                                 const int d = q >> 1, c = q & 1;
-                                cp_async16_ld<L2H>(dst + S::KB + d * 32 + ((c ^ ((d >> 2) & 1)) << 4),
-                                                   src + (size_t)d * p.ps * 2 + c * 16);
+                                cp_async16(dst + S::KB + d * 32 + ((c ^ ((d >> 2) & 1)) << 4),
+                                           src + (size_t)d * p.ps * 2 + c * 16, 16);
                             }
                         }
                     }
                 }
-                if (LSU) cp_async_mbar_arrive(&full[s]);
+                cp_async_mbar_arrive(&full[s]);
             }
         }
     } else {
@@ -703,143 +651,129 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
             const int s = i % NSLOT;
             mbar_wait(&full[s], (i / NSLOT) & 1);
             const uint8_t *Ks0 = smem + s * SLOTB;
-            if (!LOADONLY) {
-                // S^T for the SU 16-token units of the slot (a unit past this split's range was not loaded: its
-                // scores are -inf and its P V is skipped; the test is uniform across the warp)
-                float sv[SU][4];
+            // S^T for the SU 16-token units of the slot (a unit past this split's range was not loaded: its scores
+            // are -inf and its P V is skipped; the test is uniform across the warp)
+            float sv[SU][4];
 #pragma unroll
-                for (int j = 0; j < SU; ++j) {
-                    const uint8_t *Ks = Ks0 + j * S::SLOT;
-                    const int valid = seq_len - ((u0 + i * SU + j) << 4);  // tokens of this unit in the sequence
-                    if (j > 0 && i * SU + j >= n) {
-                        sv[j][0] = sv[j][1] = sv[j][2] = sv[j][3] = -INFINITY;
-                        continue;
-                    }
-                    uint32_t kw[4];
-                    float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int j = 0; j < SU; ++j) {
+                const uint8_t *Ks = Ks0 + j * S::SLOT;
+                const int valid = seq_len - ((u0 + i * SU + j) << 4);  // tokens of this unit in the sequence
+                if (j > 0 && i * SU + j >= n) {
+                    sv[j][0] = sv[j][1] = sv[j][2] = sv[j][3] = -INFINITY;
+                    continue;
+                }
+                uint32_t kw[4];
+                float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-                    for (int kk = 0; kk < D / 16; ++kk) {
-                        uint32_t a[4];
-                        if (F16 && CV >= 1) {
-                            // matrices: rows r0 / r1 (tokens of S^T rows g / g + 8) x chunks kk, kk + 1 (ldmatrix
-                            // every other step; the odd step converts the words loaded with the even one)
-                            static_assert(CV == 0 || D / 16 % 2 == 0, "pairs of k16 steps");
-                            uint32_t w[4];
-                            if ((kk & 1) == 0) {
-                                const int mi = lane >> 3;
-                                const int rr = KPERM ? (mi & 1) * 8 + (lane & 7)
-                                                     : mi & 1 ? perm_tok(8 + (lane & 7)) : perm_tok(lane & 7);
-                                ldmatrix_x4(kw, Ks + rr * 128 + (((kk + (mi >> 1)) ^ (rr & 7)) << 4));
-                            }
-                            w[0] = kw[(kk & 1) * 2];
-                            w[1] = kw[(kk & 1) * 2 + 1];
-                            byte4_to_f16x4<DT>(w[0], a[0], a[2]);
-                            byte4_to_f16x4<DT>(w[1], a[1], a[3]);
-                        } else if (!F16) {
-                            // K: two 16 x 64 boxes (2 KB each), rows of 128 bytes, 16-byte chunk c of row r at c ^ (r & 7)
-                            const int row = (lane & 7) + ((lane >> 3) & 1) * 8, c = (kk & 3) * 2 + (lane >> 4);
-                            ldmatrix_x4(a, Ks + (kk >> 2) * 2048 + row * 128 + ((c ^ (lane & 7)) << 4));
-                        } else {
-                            byte4_pair<DT>(Ks + r0 * 128 + ((kk ^ (r0 & 7)) << 4) + 4 * t, a[0], a[2]);
-                            byte4_pair<DT>(Ks + r1 * 128 + ((kk ^ (r1 & 7)) << 4) + 4 * t, a[1], a[3]);
+                for (int kk = 0; kk < D / 16; ++kk) {
+                    uint32_t a[4];
+                    if (F16) {
+                        // matrices: rows r0 / r1 (tokens of S^T rows g / g + 8) x chunks kk, kk + 1 (ldmatrix every
+                        // other step; the odd step converts the words loaded with the even one)
+                        static_assert(D / 16 % 2 == 0, "pairs of k16 steps");
+                        uint32_t w[4];
+                        if ((kk & 1) == 0) {
+                            const int mi = lane >> 3;
+                            const int rr = mi & 1 ? perm_tok(8 + (lane & 7)) : perm_tok(lane & 7);
+                            ldmatrix_x4(kw, Ks + rr * 128 + (((kk + (mi >> 1)) ^ (rr & 7)) << 4));
                         }
-                        mma_16816<F16>((kk & 1) ? sb : sa, a, qb[kk][0], qb[kk][1]);
+                        w[0] = kw[(kk & 1) * 2];
+                        w[1] = kw[(kk & 1) * 2 + 1];
+                        byte4_to_f16x4<DT>(w[0], a[0], a[2]);
+                        byte4_to_f16x4<DT>(w[1], a[1], a[3]);
+                    } else {
+                        // K: two 16 x 64 halves (2 KB each), rows of 128 bytes, 16-byte chunk c of row r at c ^ (r & 7)
+                        const int row = (lane & 7) + ((lane >> 3) & 1) * 8, c = (kk & 3) * 2 + (lane >> 4);
+                        ldmatrix_x4(a, Ks + (kk >> 2) * 2048 + row * 128 + ((c ^ (lane & 7)) << 4));
                     }
+                    mma_16816<F16>((kk & 1) ? sb : sa, a, qb[kk][0], qb[kk][1]);
+                }
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) sv[j][e] = sa[e] + sb[e];
-                    if (valid < 16) {  // rows past the sequence: garbage K, masked by a select
-                        if (r0 >= valid) sv[j][0] = sv[j][1] = -INFINITY;
-                        if (r1 >= valid) sv[j][2] = sv[j][3] = -INFINITY;
+                for (int e = 0; e < 4; ++e) sv[j][e] = sa[e] + sb[e];
+                if (valid < 16) {  // rows past the sequence: garbage K, masked by a select
+                    if (r0 >= valid) sv[j][0] = sv[j][1] = -INFINITY;
+                    if (r1 >= valid) sv[j][2] = sv[j][3] = -INFINITY;
+                }
+            }
+            // one online-softmax step for all SU units: one max reduction and one rescale of O per slot
+            bool moved = false;
+            float alpha[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float mx = fmaxf(sv[0][h], sv[0][h + 2]);
+#pragma unroll
+                for (int j = 1; j < SU; ++j) mx = fmaxf(mx, fmaxf(sv[j][h], sv[j][h + 2]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+                const float m_new = fmaxf(m[h], mx);
+                const float m_sc = m_new == -INFINITY ? 0.f : m_new * sl2;
+                float sum = 0.f;
+                if (F16) {
+                    alpha[h] = exp2_fast(m[h] * sl2 - m_sc);
+#pragma unroll
+                    for (int j = 0; j < SU; ++j) {
+                        sv[j][h] = exp2_fast(fmaf(sv[j][h], sl2, -m_sc));
+                        sv[j][h + 2] = exp2_fast(fmaf(sv[j][h + 2], sl2, -m_sc));
+                        sum += sv[j][h] + sv[j][h + 2];
+                    }
+                } else {
+                    alpha[h] = exp2f(m[h] * sl2 - m_sc);
+#pragma unroll
+                    for (int j = 0; j < SU; ++j) {
+                        sv[j][h] = exp2f(fmaf(sv[j][h], sl2, -m_sc));
+                        sv[j][h + 2] = exp2f(fmaf(sv[j][h + 2], sl2, -m_sc));
+                        sum += sv[j][h] + sv[j][h + 2];
                     }
                 }
-                // one online-softmax step for all SU units: one max reduction and one rescale of O per slot
-                bool moved = false;
-                float alpha[2];
+                l[h] = l[h] * alpha[h] + sum;
+                m[h] = m_new;
+                moved |= alpha[h] != 1.f;
+            }
+            if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    float mx = fmaxf(sv[0][h], sv[0][h + 2]);
+                for (int mt = 0; mt < D / 16; ++mt) {
+                    o[mt][0] *= alpha[0]; o[mt][1] *= alpha[1];
+                    o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
+                }
+            }
 #pragma unroll
-                    for (int j = 1; j < SU; ++j) mx = fmaxf(mx, fmaxf(sv[j][h], sv[j][h + 2]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-                    const float m_new = fmaxf(m[h], mx);
-                    const float m_sc = m_new == -INFINITY ? 0.f : m_new * sl2;
-                    float sum = 0.f;
-                    if (CV >= 1) {
-                        alpha[h] = exp2_fast(m[h] * sl2 - m_sc);
+            for (int j = 0; j < SU; ++j) {
+                if (j > 0 && i * SU + j >= n) break;
+                const uint8_t *Vs = Ks0 + j * S::SLOT + S::KB;
+                const int valid = seq_len - ((u0 + i * SU + j) << 4);
+                const uint32_t pb0 = movmatrix_trans(pack2<F16>(sv[j][0], sv[j][1]));
+                const uint32_t pb1 = movmatrix_trans(pack2<F16>(sv[j][2], sv[j][3]));
+                uint32_t vw[4];
 #pragma unroll
-                        for (int j = 0; j < SU; ++j) {
-                            sv[j][h] = exp2_fast(fmaf(sv[j][h], sl2, -m_sc));
-                            sv[j][h + 2] = exp2_fast(fmaf(sv[j][h + 2], sl2, -m_sc));
-                            sum += sv[j][h] + sv[j][h + 2];
+                for (int mt = 0; mt < D / 16; ++mt) {
+                    uint32_t a[4];
+                    if (F16) {
+                        // matrices: head dims mt*16 + 0..7, + 8..15, (mt+1)*16 + 0..7, + 8..15 (rows of 16 bytes)
+                        if ((mt & 1) == 0) ldmatrix_x4(vw, Vs + (mt * 16 + lane) * 16);
+                        byte4_to_f16x4<DT>(vw[(mt & 1) * 2], a[0], a[2]);
+                        byte4_to_f16x4<DT>(vw[(mt & 1) * 2 + 1], a[1], a[3]);
+                        if (valid < 16) {
+                            a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
+                            a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
                         }
                     } else {
-                        alpha[h] = exp2f(m[h] * sl2 - m_sc);
-#pragma unroll
-                        for (int j = 0; j < SU; ++j) {
-                            sv[j][h] = exp2f(fmaf(sv[j][h], sl2, -m_sc));
-                            sv[j][h + 2] = exp2f(fmaf(sv[j][h + 2], sl2, -m_sc));
-                            sum += sv[j][h] + sv[j][h + 2];
+                        // V^T: 128 rows of 32 bytes, chunk c of row d at c ^ ((d >> 2) & 1) (32-byte swizzle)
+                        const int d = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = lane >> 4;
+                        ldmatrix_x4(a, Vs + d * 32 + ((c ^ ((lane >> 2) & 1)) << 4));
+                        if (valid < 16) {  // V columns past the sequence may hold NaN: P = 0 does not cancel it
+                            a[0] = mask_pair(a[0], 2 * t, valid); a[1] = mask_pair(a[1], 2 * t, valid);
+                            a[2] = mask_pair(a[2], 2 * t + 8, valid); a[3] = mask_pair(a[3], 2 * t + 8, valid);
                         }
                     }
-                    l[h] = l[h] * alpha[h] + sum;
-                    m[h] = m_new;
-                    moved |= alpha[h] != 1.f;
+                    mma_16816<F16>(o[mt], a, pb0, pb1);
                 }
-                if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-                    for (int mt = 0; mt < D / 16; ++mt) {
-                        o[mt][0] *= alpha[0]; o[mt][1] *= alpha[1];
-                        o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
-                    }
-                }
-#pragma unroll
-                for (int j = 0; j < SU; ++j) {
-                    if (j > 0 && i * SU + j >= n) break;
-                    const uint8_t *Vs = Ks0 + j * S::SLOT + S::KB;
-                    const int valid = seq_len - ((u0 + i * SU + j) << 4);
-                    const uint32_t pb0 = movmatrix_trans(pack2<F16>(sv[j][0], sv[j][1]));
-                    const uint32_t pb1 = movmatrix_trans(pack2<F16>(sv[j][2], sv[j][3]));
-                    uint32_t vw[4];
-#pragma unroll
-                    for (int mt = 0; mt < D / 16; ++mt) {
-                        uint32_t a[4];
-                        if (F16 && CV >= 1) {
-                            // matrices: head dims mt*16 + 0..7, + 8..15, (mt+1)*16 + 0..7, + 8..15 (rows of 16 bytes)
-                            if ((mt & 1) == 0) ldmatrix_x4(vw, Vs + (mt * 16 + lane) * 16);
-                            byte4_to_f16x4<DT>(vw[(mt & 1) * 2], a[0], a[2]);
-                            byte4_to_f16x4<DT>(vw[(mt & 1) * 2 + 1], a[1], a[3]);
-                            if (valid < 16) {
-                                a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
-                                a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
-                            }
-                        } else if (!F16) {
-                            // V^T: 128 rows of 32 bytes, chunk c of row d at c ^ ((d >> 2) & 1) (32-byte swizzle)
-                            const int d = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = lane >> 4;
-                            ldmatrix_x4(a, Vs + d * 32 + ((c ^ ((lane >> 2) & 1)) << 4));
-                            if (valid < 16) {  // V columns past the sequence may hold NaN: P = 0 does not cancel it
-                                a[0] = mask_pair(a[0], 2 * t, valid); a[1] = mask_pair(a[1], 2 * t, valid);
-                                a[2] = mask_pair(a[2], 2 * t + 8, valid); a[3] = mask_pair(a[3], 2 * t + 8, valid);
-                            }
-                        } else {
-                            byte4_pair<DT>(Vs + (mt * 16 + g) * 16 + 4 * t, a[0], a[2]);
-                            byte4_pair<DT>(Vs + (mt * 16 + g + 8) * 16 + 4 * t, a[1], a[3]);
-                            if (valid < 16) {
-                                a[0] = mask_pair(a[0], 4 * t, valid); a[1] = mask_pair(a[1], 4 * t, valid);
-                                a[2] = mask_pair(a[2], 4 * t + 2, valid); a[3] = mask_pair(a[3], 4 * t + 2, valid);
-                            }
-                        }
-                        mma_16816<F16>(o[mt], a, pb0, pb1);
-                    }
-                }
-            } else if (lane == 0) {
-                o[0][0] += (float)Ks0[0] + (float)Ks0[S::KB];  // keep the wait (and the data) live
             }
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
         }
     }
+
     __syncthreads();  // every slot consumed, no copy in flight: the ring becomes the merge buffer
 
     float *Mw = reinterpret_cast<float *>(smem);  // [NC][16]
@@ -892,100 +826,22 @@ __global__ void __launch_bounds__((NC + 1) * 32, MB)
     }
 }
 
-// Lab variants 5, 7, 8 = loaders LD 0, 2, 3 (4 consumer warps, ~96 KB ring, two CTAs per SM); 9, 10, 11 = the
-// same with the arithmetic removed (what the loader alone moves; wrong output, timed only); 12, 13 = LD 3 with 8
-// and 6 consumer warps; 14 = 8 with consumer version 1 (ldmatrix for 8-bit caches, ex2.approx). Measured in run h200-gpu5-attn1 and dropped: 8 consumers with a 192 KB ring (one CTA per
-// SM) and 4 with 64 KB (three per SM).
 template <int DT>
-struct TmaCfg {
-    static constexpr int SL = DT == ASSAY_CUDA_BF16 ? 1 : 2;  // 8-bit slots are half the size
-};
-int tma_ctas_per_sm(int) { return 2; }
-
-// 2-D map over a cache viewed as rows of `inner` elements: box = box0 x box1, the given swizzle. The row count is
-// not known here (the cache size is not an argument): the map claims 2^31 rows and the block table keeps every
-// coordinate inside the caller's allocation.
-int decode_map(CUtensorMap *m, const void *base, int es, int inner, int box0, int box1, CUtensorMapSwizzle sw) {
-    PFN_cuTensorMapEncodeTiled_v12000 enc = assay_cuda_tensor_map_encoder();
-    if (!enc) return assay_cuda_fail("attn_decode: cuTensorMapEncodeTiled is not available");
-    cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)1 << 31};
-    cuuint64_t strides[1] = {(cuuint64_t)inner * es};
-    cuuint32_t box[2] = {(cuuint32_t)box0, (cuuint32_t)box1};
-    cuuint32_t estr[2] = {1, 1};
-    CUresult r = enc(m, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                     const_cast<void *>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) return assay_cuda_fail("attn_decode: cuTensorMapEncodeTiled failed (%d)", (int)r);
-    return 0;
-}
-
-template <int DT, int NC, int NSLOT, bool LOADONLY, int MB, int LD, int CV = 0, int SU = 1>
-int launch_tma(const assay_cuda_attn_decode_args *a, DecodeParams p, dim3 grid, cudaStream_t stream) {
+int launch_ring(const assay_cuda_attn_decode_args *a, DecodeParams p, dim3 grid, cudaStream_t stream) {
     using S = TmaSlot<DT>;
-    constexpr size_t smem = (size_t)NSLOT * SU * S::SLOT + 2 * NSLOT * sizeof(uint64_t) + 1024;
+    constexpr size_t smem = (size_t)S::NSLOT * S::SU * S::SLOT + 2 * S::NSLOT * sizeof(uint64_t) + 1024;
     static bool configured = false;
     if (!configured) {
-        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV, SU>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        ASSAY_CUDA_TRY(cudaFuncSetAttribute(paged_decode_ring<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         configured = true;
-    }
-    // The maps depend only on the cache pointers and the page geometry: rebuilt when those change.
-    static CUtensorMap mk, mv;
-    static const void *ck = nullptr, *cv = nullptr;
-    static int cps = 0;
-    if (ck != a->k_pages || cv != a->v_pages || cps != a->page_size) {
-        if (decode_map(&mk, a->k_pages, S::ES, 128, S::ES == 2 ? 64 : 128, 16, CU_TENSOR_MAP_SWIZZLE_128B)) return -1;
-        if (decode_map(&mv, a->v_pages, S::ES, a->page_size, 16, 128,
-                       S::ES == 2 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_NONE)) return -1;
-        ck = a->k_pages; cv = a->v_pages; cps = a->page_size;
     }
     int units = (a->max_seq_len + 15) / 16;
     p.tiles_per_split = (units + a->num_splits - 1) / a->num_splits;
-    p.tiles_per_split = (p.tiles_per_split + SU - 1) / SU * SU;  // whole slots per split (a split may be empty)
+    p.tiles_per_split = (p.tiles_per_split + S::SU - 1) / S::SU * S::SU;  // whole slots per split (a split may be empty)
     if (p.tiles_per_split < 1) p.tiles_per_split = 1;
-    paged_decode_tma<DT, NC, NSLOT, LOADONLY, MB, LD, CV, SU><<<grid, (NC + 1) * 32, smem, stream>>>(mk, mv, p);
+    paged_decode_ring<DT><<<grid, (S::NC + 1) * 32, smem, stream>>>(p);
     ASSAY_CUDA_LAUNCHED();
     return 0;
-}
-
-template <int D, int DT>
-int launch_tma_var(int var, const assay_cuda_attn_decode_args *a, const DecodeParams &p, dim3 grid, cudaStream_t s) {
-    if constexpr (D != 128) {
-        return assay_cuda_fail("attn_decode: variant %d needs head_dim 128", var);
-    } else {
-        constexpr int SL = TmaCfg<DT>::SL;
-        // int8 (161 registers) would spill under the register cap of 6 or 8 consumer warps x 2 CTAs: 4 instead
-        constexpr int NC6 = DT == ASSAY_CUDA_INT8 ? 4 : 6, NC8 = DT == ASSAY_CUDA_INT8 ? 4 : 8;
-        switch (var) {
-        case 5: return launch_tma<DT, 4, 12 * SL, false, 2, 0>(a, p, grid, s);
-        case 7: return launch_tma<DT, 4, 12 * SL, false, 2, 2>(a, p, grid, s);
-        case 8: return launch_tma<DT, 4, 12 * SL, false, 2, 3>(a, p, grid, s);
-        case 9: return launch_tma<DT, 4, 12 * SL, true, 2, 0>(a, p, grid, s);
-        case 10: return launch_tma<DT, 4, 12 * SL, true, 2, 2>(a, p, grid, s);
-        case 11: return launch_tma<DT, 4, 12 * SL, true, 2, 3>(a, p, grid, s);
-        case 12: return launch_tma<DT, NC8, 12 * SL, false, 2, 3>(a, p, grid, s);
-        case 13: return launch_tma<DT, NC6, 12 * SL, false, 2, 3>(a, p, grid, s);
-        case 14: return launch_tma<DT, 4, 12 * SL, false, 2, 3, 1>(a, p, grid, s);
-        // 15: v14 with two 16-token units per slot (8 KB slots for 8-bit caches, the bytes of a bf16 unit: half
-        // the producer's barrier / block-table / address work per byte and one softmax step per 32 tokens);
-        // 16: 15 without arithmetic; 17: 15 with 13 slots for 8-bit caches (the most two CTAs per SM can hold)
-        case 15: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 1, 2>(a, p, grid, s);
-        case 16: return launch_tma<DT, 4, 6 * SL, true, 2, 3, 1, 2>(a, p, grid, s);
-        case 17: return launch_tma<DT, 4, SL == 2 ? 13 : 6, false, 2, 3, 1, 2>(a, p, grid, s);
-        // 18: 15 with the 8-bit K rows in S^T row order; 19: 18 with the L2::256B hint on the cp.async
-        case 18: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 2, 2>(a, p, grid, s);
-        case 19: return launch_tma<DT, 4, 6 * SL, false, 2, 3, 3, 2>(a, p, grid, s);
-        // 20 / 21: 17 (13 slots of two units) with 5 / 6 consumer warps for 8-bit caches (more warps to hide the
-        // consumer's latency chain; 8 / 7 slots still loading); bf16 runs 15 under these numbers
-        case 20:
-            if constexpr (SL == 2) return launch_tma<DT, 5, 13, false, 2, 3, 1, 2>(a, p, grid, s);
-            else return launch_tma<DT, 4, SL == 2 ? 13 : 6, false, 2, 3, 1, 2>(a, p, grid, s);
-        case 21:
-            if constexpr (SL == 2) return launch_tma<DT, 6, 13, false, 2, 3, 1, 2>(a, p, grid, s);
-            else return launch_tma<DT, 4, SL == 2 ? 13 : 6, false, 2, 3, 1, 2>(a, p, grid, s);
-        }
-        return assay_cuda_fail("attn_decode: no variant %d", var);
-    }
 }
 
 bool decode_sm90_ok() {
@@ -1014,20 +870,16 @@ __global__ void decode_combine(const float *opart, const float *lse, __nv_bfloat
     o[bh * D + threadIdx.x] = __float2bfloat16(W > 0.f ? O / W : 0.f);
 }
 
-// The kernel a call runs: the lab switch when set (and applicable), else the measured default.
-int decode_variant(const assay_cuda_attn_decode_args *a) {
+
+// The kernel a call runs: RING (paged_decode_ring) on Hopper with head_dim 128 and group sizes <= 8 (runs
+// h200-gpu5-attn4, h200-gpu6-dec8-1/2: bf16 248-249 us against 303 for paged_decode_t, e4m3 130 us), else
+// paged_decode_t with 4 warps (T4: bf16 caches, pages of <= 64 tokens) or 8, paged_decode above group size 8.
+enum DecodeKernel { DECODE_RING, DECODE_T4, DECODE_T8, DECODE_PLAIN };
+DecodeKernel decode_kernel(const assay_cuda_attn_decode_args *a) {
     const int G = a->n_heads_q / a->n_heads_kv;
-    const int def = a->kv_dtype == ASSAY_CUDA_BF16 ? 4 : 3;
-    const bool ring_ok = a->head_dim == 128 && G <= 8 && decode_sm90_ok();
-    // h200-gpu5-attn4, same run: bf16 v8 248.1-249.0 us (v14 249.0, v4 303 in attn3), int8 v5 222.4 (v8 226.1,
-    // v14 233.6); h200-gpu6-dec8-1, same run (two passes each): e4m3 v15 130.0 / 129.8 us (v14 134.2 / 134.3),
-    // e5m2 v15 128.6 / 128.8 (v14 133.3 / 133.2); bf16 v15 244.7 vs v8 243.7 (kept); h200-gpu6-dec8-2: e4m3 v15
-    // 132.1 (v14 136.7), e5m2 131.5 (136.1), int8 with the magic-number conversion v15 132.8 (v5 194.3)
-    int v = g_decode_variant ? g_decode_variant
-            : !ring_ok ? def
-            : a->kv_dtype == ASSAY_CUDA_BF16 ? 8 : 15;
-    if (v >= 5 && (v == 6 || v > 21 || !ring_ok)) v = def;
-    return v;
+    if (a->head_dim == 128 && G <= 8 && decode_sm90_ok()) return DECODE_RING;
+    if (G > 8) return DECODE_PLAIN;
+    return a->kv_dtype == ASSAY_CUDA_BF16 && a->page_size <= 64 ? DECODE_T4 : DECODE_T8;
 }
 
 template <int D, int DT>
@@ -1055,7 +907,7 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.hq = a->n_heads_q;
     p.hkv = a->n_heads_kv;
     p.ps = a->page_size;
-    p.prefetch_page = g_decode_variant == 2;  // lab variant 2 of paged_decode only
+    p.prefetch_page = 0;
     p.lps = 0;
     while ((1 << p.lps) < a->page_size) ++p.lps;
     p.max_pages = a->max_pages_per_seq;
@@ -1068,18 +920,22 @@ int launch_decode(const assay_cuda_attn_decode_args *a, cudaStream_t stream) {
     p.opart = (float *)a->workspace;
     p.lse = p.opart + nbh * a->num_splits * D;
     dim3 grid(a->num_splits, a->n_heads_kv, a->batch);
-    const int var = decode_variant(a);
-    if (var >= 5) {
-        if (launch_tma_var<D, DT>(var, a, p, grid, stream)) return -1;
-    } else if (var == 4 && a->n_heads_q / a->n_heads_kv <= 8 && a->page_size <= 64) {
+    switch (decode_kernel(a)) {
+    case DECODE_RING:
+        if constexpr (D == 128) {
+            if (launch_ring<DT>(a, p, grid, stream)) return -1;
+        }
+        break;
+    case DECODE_T4: {
         int tiles64 = (a->max_seq_len + 63) / 64;  // same split count, 64-token tiles
         p.tiles_per_split = (tiles64 + a->num_splits - 1) / a->num_splits;
         if (p.tiles_per_split < 1) p.tiles_per_split = 1;
         paged_decode_t<D, DT, 4><<<grid, 128, DecodeCfg<D, DT, 64>::SMEM, stream>>>(p);
-    } else if (var >= 3 && a->n_heads_q / a->n_heads_kv <= 8)
-        paged_decode_t<D, DT, 8><<<grid, NT, C::SMEM, stream>>>(p);
-    else
-        paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p);
+        break;
+    }
+    case DECODE_T8: paged_decode_t<D, DT, 8><<<grid, NT, C::SMEM, stream>>>(p); break;
+    case DECODE_PLAIN: paged_decode<D, DT><<<grid, NT, C::SMEM, stream>>>(p); break;
+    }
     ASSAY_CUDA_LAUNCHED();
     if (a->num_splits > 1) {
         decode_combine<D><<<(unsigned)nbh, D, 0, stream>>>(p.opart, p.lse, p.o, a->num_splits);
@@ -1107,9 +963,8 @@ extern "C" size_t assay_cuda_attn_decode_workspace(assay_cuda_attn_decode_args *
         // (fewer partial outputs to combine). Short contexts stay unsplit.
         int sms = assay_cuda_sm_count();
         if (sms <= 0) sms = 132;
-        const int var = decode_variant(a);
         int per_sm = (DSPLIT == 1 && !(a->kv_dtype == ASSAY_CUDA_BF16 && a->head_dim == 128)) ? 2 : 1;
-        if (var >= 5) per_sm = tma_ctas_per_sm(var);
+        if (decode_kernel(a) == DECODE_RING) per_sm = 2;
         int slots = sms * per_sm;
         int tiles = (a->max_seq_len + TILE - 1) / TILE;
         long base = (long)a->batch * a->n_heads_kv;

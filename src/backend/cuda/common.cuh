@@ -15,6 +15,12 @@
 // Records a message for assay_cuda_last_error(); returns -1 so callers can `return cuda_fail(...)`.
 int assay_cuda_fail(const char *fmt, ...);
 
+// The Hopper decode GEMMs (gemm_decode_tma.cu) behind the entry points of gemm_decode.cu: 1 when the kernel ran, 0
+// when the device or the shape needs the direct kernels, -1 on error.
+enum GemmSm90 { GEMM_SM90_FP8, GEMM_SM90_INT4, GEMM_SM90_INT4_XF16 };
+int assay_cuda_gemm_sm90(GemmSm90 kind, const void *x, const uint8_t *w, const float *col_scale, const uint16_t *gscale,
+                         void *y, int m, int n, int k, cudaStream_t stream);
+
 // cuTensorMapEncodeTiled (TMA descriptors), looked up once from the driver; nullptr when the driver lacks it.
 PFN_cuTensorMapEncodeTiled_v12000 assay_cuda_tensor_map_encoder();
 
@@ -296,7 +302,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
 // outputs in its own half of the columns (split * BN / 2 ...) in registers and sends those of the peer's half
 // into the peer's receive buffer [16][BN / 2] floats, then adds what it received and calls store(row, c, total)
 // for rows < m. The pull form (two cluster barriers, remote loads) spent 17% of the int4 decode GEMM's warp
-// samples here (dev/cuda/NOTES.md, round 14). MODE 1: st.shared::cluster, then one cluster barrier (release /
+// samples here (the lab journal, round 14). MODE 1: st.shared::cluster, then one cluster barrier (release /
 // acquire; the release waits for the remote stores). MODE 2: st.async with complete_tx on the peer's receive
 // mbarrier, which the peer waits on: no cluster barrier, no fence; a CTA leaves once its own buffer is complete.
 // Every thread of both CTAs calls cluster_pair_push_begin at entry (MODE 2: thread 0 initializes and arms the

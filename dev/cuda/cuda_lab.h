@@ -1,4 +1,8 @@
-/* Lab-only switches of the CUDA backend (dev/cuda uses them to time kernel versions side by side). */
+/* The kernel lab's entry points (dev/cuda/<family>_lab.cu, built with -DASSAY_CUDA_LAB=ON or by
+ * scripts/device-check.sh): the numbered versions of each kernel family, timed and validated side by side by
+ * kernel_check. The product entry points (include/assay/cuda_kernels.h, src/backend/cuda) run the current version of
+ * each family; the lab wrappers below take the same arguments plus a lab variant, and variant 0 calls the product
+ * entry point. */
 #ifndef ASSAY_CUDA_LAB_H
 #define ASSAY_CUDA_LAB_H
 #include <stdint.h>
@@ -7,6 +11,41 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Prefill attention (attn_prefill_lab.cu, attn_prefill_sm90_lab.cu): variant 0 = the product entry; 1 = 64-row tiles,
+ * 2 = 128-row tiles (the portable kernel), 3 = Hopper (wgmma), 4 = 3 with ping-pong consumer warpgroups (the d64
+ * kernel), 5 / 6 = version 5 (P double-buffered, no P V wait in the common path) without / with ping-pong, 7 / 8 = 3
+ * / 4 with the in-flight P registers kept live, 9 = 4 with O stored through shared memory in 16-byte rows (the d128
+ * kernel). */
+int assay_lab_attn_prefill(const assay_cuda_attn_prefill_args *a, int variant, assay_cuda_stream stream);
+/* FP8 prefill attention on Hopper (attn_prefill_sm90_lab.cu): variant 0 = the product entry (67 with per-block K
+ * scales, 4 with per-token ones); 1 = version 1 with ping-pong consumer warpgroups, 2 = version 1 without, 3 =
+ * version 2 (P V overlapped with the softmax, O rescaled only when a row maximum grows by > 0.8 in log2 units), 4 =
+ * 3 with ping-pong, 5 = 3 with the row sums on the tensor core, 6 = 5 with ping-pong. With per-block K scales: 3-6
+ * and 7-18 (4 or 6 with part of the exponentials on the FMA pipe, a later warpgroup vote, exponentials started with
+ * the previous tile's maxima, a rescale threshold of 2.8), the timing probes 20-22 (wrong results on purpose) and
+ * 23-24 (4 / 3 with f16x2 exponentials), 25-50 (version 3: 192-key tiles; 29 = 192-key tiles, P single-buffered and
+ * kept live through the exponentials, ping-pong; 31 = 29 on 128-key tiles, 32 = 29 with the P V wait after the
+ * softmax; 49 / 50 timing probes), 52 / 53 (32 / 31 with O stored through shared memory: 52 is the exponential form
+ * of the product kernel), 56, 59, 60, 63, 65-67 (round 11; 67 = the product kernel). See attn_prefill_sm90_lab.cu. */
+int assay_lab_attn_prefill_fp8_sm90(const assay_cuda_attn_prefill_fp8_sm90_args *a, int variant,
+                                    assay_cuda_stream stream);
+/* Decode attention (attn_decode_lab.cu) under the variant of assay_cuda_lab_set_decode_variant (0: the product). */
+size_t assay_lab_attn_decode_workspace(assay_cuda_attn_decode_args *a);
+int assay_lab_attn_decode(const assay_cuda_attn_decode_args *a, assay_cuda_stream stream);
+/* Decode GEMMs (gemm_decode_lab.cu, gemm_decode_tma_lab.cu, gemm_w8a8_lab.cu) under the variants of
+ * assay_cuda_lab_set_gemm_variant / assay_cuda_lab_set_w8a8_variant (0: the product entry; the xf16 entry also runs
+ * the product for 104, its kernel). */
+int assay_lab_gemm_fp8w(const void *x_bf16, const uint8_t *w_e4m3, const float *w_scale, void *y_bf16, int32_t m,
+                        int32_t n, int32_t k, assay_cuda_stream stream);
+int assay_lab_gemm_fp8w_packed(const void *x_bf16, const uint8_t *w_packed, const float *w_scale, void *y_bf16,
+                               int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+int assay_lab_gemm_int4g128(const void *x_bf16, const uint8_t *w_packed, const uint16_t *scales_f16, void *y_bf16,
+                            int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+int assay_lab_gemm_int4g128_xf16(const void *x_f16, const uint8_t *w_packed, const uint16_t *scales_f16,
+                                 void *y_bf16, int32_t m, int32_t n, int32_t k, assay_cuda_stream stream);
+int assay_lab_gemm_fp8_w8a8(const uint8_t *x_e4m3, const float *x_scale, const uint8_t *w_packed,
+                            const float *w_scale, void *y_bf16, int32_t m, int32_t n, int32_t k,
+                            assay_cuda_stream stream);
 /* Decode GEMM version: 0 = automatic (default); 1 = direct double-buffered register loads, 64 columns per CTA;
  * 2 = per-lane cp.async ring; 3 = direct loads, 32 columns per CTA, two CTAs per SM; 4 = bulk-copy pipeline,
  * 128 columns per CTA, cluster split-K; 5 / 6 = cp.async 4-stage ring, 128 columns per CTA, cluster split-K,
@@ -15,7 +54,7 @@ extern "C" {
  * GEMM released once every load is issued); 10 = 8 warps, stages of half the K columns and ~100 KB of shared
  * memory so two CTAs fit on an SM, with PDL; 11 = 10 launched without PDL; 12 = 10 without the arithmetic
  * (diagnostic); 13 = 9 with int4 dequantized to bf16 (X used as stored); 14 = 8 releasing the next GEMM at
- * entry; 15 = 8 without the arithmetic (diagnostic); 16 = removed (10 with 16 warps, slower: NOTES.md);
+ * entry; 15 = 8 without the arithmetic (diagnostic); 16 = removed (10 with 16 warps, slower: the lab journal);
  * 17 / 19 = 256 output channels per CTA in 4-CTA clusters, 8 / 16 warps, 18 = 17 without the arithmetic;
  * 20 = 8 with a fifth fp8 stage, 21 = 20 without the arithmetic; int4 only: 22 = wgmma with the dequantized
  * weights as the register A operand (X permuted into the fragment order with 4-byte cp.async), 24 = 22 without
@@ -35,7 +74,7 @@ extern "C" {
  * 46 = 43 without the arithmetic, 65 = 43 with the cp.async X; with a staggered K order (column block b starts
  * at stage b % stages): 50 = 15 (both types), 52 = 40, 56 = 64, 59 = 52 with the cp.async X, 60 = 65, 63 = 60
  * without the arithmetic; 45 (both types) = a read probe (plain 16-byte loads of the weights, no X, no output).
- * Removed after round 8 (slower or broken, NOTES.md): 39, 44, 47-49, 51, 53-55, 57, 58, 61, 62, 66. Round 9
+ * Removed after round 8 (slower or broken, the lab journal): 39, 44, 47-49, 51, 53-55, 57, 58, 61, 62, 66. Round 9
  * (int4, fewer instructions per stage): 70 = 28 with a lean loader (per-thread copy addresses fixed at entry),
  * 68 = 70 with the dequantization by byte permutes (1 shift + 2 LOP3 + 4 PRMT per word), 69 = 68 with the offset
  * 136 removed once per group by a correction mma instead of a subtraction per weight, 71 = 69 with 16 warps,
@@ -72,7 +111,7 @@ extern "C" {
  * assay_cuda_gemm_int4g128_xi8; 122 / 124 = 121 / 123 through assay_cuda_gemm_int4g128_w4a8 (kernel_check's numbering);
  * 125 = 119 with 123's change (through assay_cuda_gemm_int4g128_xi16). Round 20: 134 = wgmma on the dequantized
  * weights with uniform descriptors and a lean loader (entry assay_cuda_gemm_int4g128_wn, X in f16).
- * See gemm_decode.cu and dev/cuda/NOTES.md. */
+ * See gemm_decode.cu and the lab journal. */
 void assay_cuda_lab_set_gemm_variant(int v);
 
 /* Lab-only INT4 layout for the wgmma versions 26-27 (slower than the default in run h200-gpu6-int4w3, kept to
