@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# test.sh — the whole test suite: setup + build, ctest, the suite again under ASan+UBSan, a short fuzz run.
+# test.sh — the whole test suite: setup + build, the test packages (scripts/setup-tests.sh), ctest, the suite again
+# under ASan+UBSan, a short fuzz run.
 #   bash scripts/test.sh
 # Environment: ASSAY_SKIP_SANITIZE=1 / ASSAY_SKIP_FUZZ=1 skip those stages (for quick local runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
+bash scripts/setup-tests.sh || exit 1
 jobs=$(nproc)
 failed=0
 

@@ -108,7 +108,7 @@ def render(html, outdir, name):
 
 def main():
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
-        print("FAIL: chromium is not installed (scripts/setup.sh installs Debian's chromium)")
+        print("FAIL: chromium is not installed (scripts/setup-tests.sh installs Debian's chromium)")
         return 1
     rnd = random.Random(7)
     n = 800
