@@ -39,7 +39,6 @@ typedef struct request {
     float *prompt_lp;         /* [n_prompt] when sp.prompt_logprobs >= 0 */
     assay_top_logprob *prompt_top;
     int prompt_lp_done;       /* prompt logprobs handed out (never again after a preemption) */
-    int64_t prompt_lp_next;   /* next prompt position whose logprob is computed */
     char *text;
     size_t text_len, text_cap;
     assay_finish_reason finish;
@@ -68,7 +67,7 @@ struct assay_engine {
     int64_t n_vocab, max_model_len, n_batch;
     uint64_t rng;
     int64_t next_id;
-    req_list waiting, running, finished; /* finished: reported by the next step */
+    req_list waiting, running, finished; /* finished: reported by the step that ends or follows it */
     req_list done;                       /* reported: freed when the next step starts */
     req_list sched;                      /* this step's requests, in token order */
     /* the step descriptor's arrays [n_batch] and per-sequence arrays [max_num_seqs] */
@@ -77,11 +76,10 @@ struct assay_engine {
     int8_t *want;
     int32_t *cu_seqlens, *seq_lens;
     const int32_t **tables;
-    float *logits;                       /* [n_batch][n_vocab] worst case: every token of a step may want logits */
+    float *logits;                       /* [logits_rows][n_vocab]: the rows a step wants, grown on demand */
     int64_t logits_rows;
     assay_request_output *outs;
     int64_t n_outs, outs_cap;
-    double *lse_scratch;
     assay_engine_counters c;
     char desc[512];
 };
