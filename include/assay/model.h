@@ -127,6 +127,44 @@ assay_status assay_model_weight_f32(const assay_model *m, const char *name, int6
  * Error: unknown name. */
 assay_status assay_model_set_weight_f32(assay_model *m, const char *name, const float *w);
 
+/* ---- one decoder layer on given hidden states (calibration) -------------------------------------------------
+ * GPTQ's sequential calibration and AWQ's scale and clip searches run the decoder layers one part at a time on hidden
+ * states they keep, with weights they choose (scaled candidates, linears already quantized). These functions run
+ * part of layer `layer` of THIS model: its RoPE (the frequencies with the config's scaling folded in, as the forward
+ * pass uses them, and its rotation layout), its attention scale, norm epsilon and MLP activation. The caller gives
+ * the linears as f32 [n_out][n_in] in the file's row order (HF q/k rows as stored: the functions rotate them the
+ * way the forward pass rotates its permuted copies) and the two RMSNorm weights [n_embd]. Attention runs over
+ * n_seq whole sequences of T tokens each, at positions 0..T-1; activations are host float32 rows. The functions
+ * compute what assay_session_forward computes for the same tokens up to float rounding (a dense f32 causal
+ * attention instead of the paged KV cache); tests/unit/test_model_layer.c holds them to it. */
+typedef struct assay_layer_weights {
+    const float *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    const float *attn_norm, *ffn_norm;
+} assay_layer_weights;
+
+/* NULL when the functions below compute every layer of m as its forward pass does; else the name of the first
+ * architecture feature they do not implement (e.g. "q/k norms"), for the caller's message or fallback. */
+const char *assay_model_layer_unsupported(const assay_model *m);
+/* x[n][n_embd]: the embeddings of ids as the forward pass starts from them. */
+void assay_model_embed(const assay_model *m, const int32_t *ids, int64_t n, float *x);
+/* h = attn_norm(x), the q/k/v input; n rows. */
+void assay_model_layer_attn_norm(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *x,
+                                 int64_t n, float *h);
+/* The attention block on h [n_seq*T][n_embd]: q/k/v, RoPE, causal softmax attention with grouped KV heads; w->wo
+ * NULL: y is the attention output [n_seq*T][n_head*head_dim] (o_proj's input), else o_proj's output [..][n_embd]. */
+void assay_model_layer_attention(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *h,
+                                 int64_t n_seq, int64_t T, float *y);
+/* x2 = x + att . Wo^T (the residual after attention), h = ffn_norm(x2) (the gate/up input); n rows. */
+void assay_model_layer_attn_residual(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *x,
+                                     const float *att, int64_t n, float *x2, float *h);
+/* The MLP on h [n][n_embd]: w->w_down NULL: y = act(h . Wgate^T) * (h . Wup^T) [n][n_ff] (down_proj's input), else
+ * down_proj's output [n][n_embd]. */
+void assay_model_layer_mlp(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *h, int64_t n,
+                           float *y);
+/* x = x2 + act . Wdown^T: the layer's output, the next layer's input; n rows. */
+void assay_model_layer_mlp_residual(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *x2,
+                                    const float *act, int64_t n, float *x);
+
 assay_status assay_session_open(assay_session **out, assay_model *m, const assay_session_options *opt);
 void assay_session_close(assay_session *s);
 int64_t assay_session_n_ctx(const assay_session *s);

@@ -7,9 +7,11 @@
 #include "assay/model.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "assay/dequant.h"
 #include "assay/progress.h"
@@ -47,6 +49,7 @@ struct assay_model {
     assay_type ckpt_packed_type;
     char ckpt_f32_note[240];  /* the first reason a packable linear was dequantized to f32 */
     int64_t n_kv_scales; /* layers with both KV-cache scales in the checkpoint */
+    int n_threads;       /* the load option (<= 0: every core), for the one-layer functions' attention */
 };
 
 struct assay_session {
@@ -319,6 +322,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
         return st;
     }
     m->c = *assay_model_file_config(m->mf);
+    m->n_threads = opt->n_threads;
     const assay_model_config *c = &m->c;
     double t_load = assay_now_seconds();
     if ((st = assay_backend_check(opt->device))) goto fail;
@@ -761,4 +765,180 @@ assay_status assay_session_forward(assay_session *s, const assay_batch *b, float
         if (st) return st;
     }
     return ASSAY_OK;
+}
+
+/* ---- one decoder layer on given hidden states (model.h) ------------------------------------------------------- */
+
+const char *assay_model_layer_unsupported(const assay_model *m) {
+    const assay_model_config *c = &m->c;
+    if (strcmp(m->be->ops->name, "cpu") != 0) return "a device backend (the layer functions take host f32 rows)";
+    if (c->has_qkv_bias) return "q/k/v biases";
+    if (c->has_qk_norm) return "q/k norms";
+    if (c->has_post_norms) return "post-attention / post-MLP norms";
+    if (c->sliding_window > 0) return "sliding-window attention";
+    if (c->activation != ASSAY_ACT_SILU) return "a GeGLU MLP";
+    if (c->scale_embeddings) return "scaled embeddings";
+    return NULL;
+}
+
+/* y[n][n_out] = x[n][n_in] . W^T for f32 W [n_out][n_in] */
+static void layer_mm(assay_backend *be, float *y, const float *w, int64_t n_out, int64_t n_in, const float *x, int64_t n) {
+    assay_weight wt = {.type = ASSAY_TYPE_F32, .data = w, .n_in = n_in, .n_out = n_out,
+                       .row_bytes = sizeof(float) * (size_t)n_in, .name = "layer"};
+    be->ops->matmul(be, y, &wt, x, n);
+}
+
+/* The rotation layout for q/k rows in the file's order: the forward pass permutes HF llama q/k rows at load and
+ * rotates its copies pairwise (interleaved), which on the rows as stored is rotate-half; otherwise the rows are
+ * used as stored with the config's layout. */
+static assay_rope_mode layer_rope_mode(const assay_model *m) {
+    if (permute_heads_of(m, "blk.0.attn_q.weight") > 0) return ASSAY_ROPE_MODE_NEOX;
+    return m->c.rope_style == ASSAY_ROPE_NEOX ? ASSAY_ROPE_MODE_NEOX : ASSAY_ROPE_MODE_NORM;
+}
+
+static float layer_dot(const float *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += a[i + k] * b[i + k];
+    float t = 0;
+    for (; i < n; i++) t += a[i] * b[i];
+    return t + ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+typedef struct {
+    const float *q, *k, *v;
+    float *att;
+    int64_t T, n_head, n_kv, hd, j0, j1;
+    float scale;
+} layer_attn_job;
+
+/* causal softmax attention for the (sequence, head) pairs [j0, j1) */
+static void *layer_attn_worker(void *arg) {
+    layer_attn_job *j = arg;
+    int64_t T = j->T, hd = j->hd, qd = j->n_head * hd, kvd = j->n_kv * hd;
+    float *p = assay_xmalloc(sizeof(float) * (size_t)T);
+    for (int64_t jj = j->j0; jj < j->j1; jj++) {
+        int64_t sq = jj / j->n_head, h = jj % j->n_head, kh = h / (j->n_head / j->n_kv);
+        const float *Q = j->q + sq * T * qd + h * hd, *K = j->k + sq * T * kvd + kh * hd, *V = j->v + sq * T * kvd + kh * hd;
+        float *O = j->att + sq * T * qd + h * hd;
+        for (int64_t t = 0; t < T; t++) {
+            float mx = -INFINITY;
+            for (int64_t u = 0; u <= t; u++) {
+                p[u] = layer_dot(Q + t * qd, K + u * kvd, hd) * j->scale;
+                mx = p[u] > mx ? p[u] : mx;
+            }
+            double z = 0;
+            for (int64_t u = 0; u <= t; u++) z += p[u] = expf(p[u] - mx);
+            float *restrict o = O + t * qd;
+            for (int64_t i = 0; i < hd; i++) o[i] = 0;
+            for (int64_t u = 0; u <= t; u++) {
+                float wgt = (float)(p[u] / z);
+                const float *restrict vu = V + u * kvd;
+                /* restrict + blocks of 8: the compiler vectorizes this (the same sums in the same order per i) */
+                int64_t i = 0;
+                for (; i + 8 <= hd; i += 8)
+                    for (int k = 0; k < 8; k++) o[i + k] += wgt * vu[i + k];
+                for (; i < hd; i++) o[i] += wgt * vu[i];
+            }
+        }
+    }
+    free(p);
+    return NULL;
+}
+
+void assay_model_embed(const assay_model *m, const int32_t *ids, int64_t n, float *x) {
+    m->be->ops->get_rows(m->be, x, &m->tok_embd, ids, n);
+    if (m->c.scale_embeddings) m->be->ops->scale(m->be, x, sqrtf((float)m->c.n_embd), n * m->c.n_embd);
+}
+
+void assay_model_layer_attn_norm(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *x,
+                                 int64_t n, float *h) {
+    ASSAY_ASSERT(layer >= 0 && layer < m->c.n_layer);
+    m->be->ops->rmsnorm(m->be, h, x, w->attn_norm, m->c.n_embd, n, (float)m->c.norm_eps);
+}
+
+void assay_model_layer_attention(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *h,
+                                 int64_t n_seq, int64_t T, float *y) {
+    const assay_model_config *c = &m->c;
+    assay_backend *be = m->be;
+    ASSAY_ASSERT(layer >= 0 && layer < c->n_layer);
+    int64_t E = c->n_embd, hd = c->head_dim, nh = c->n_head, nkv = c->n_head_kv;
+    int64_t N = n_seq * T, qd = nh * hd, kvd = nkv * hd;
+    float *q = assay_xmalloc(sizeof(float) * (size_t)(N * qd)), *att = assay_xmalloc(sizeof(float) * (size_t)(N * qd));
+    float *k = assay_xmalloc(sizeof(float) * (size_t)(N * kvd)), *v = assay_xmalloc(sizeof(float) * (size_t)(N * kvd));
+    int32_t *pos = assay_xmalloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t t = 0; t < N; t++) pos[t] = (int32_t)(t % T);
+    layer_mm(be, q, w->wq, qd, E, h, N);
+    layer_mm(be, k, w->wk, kvd, E, h, N);
+    layer_mm(be, v, w->wv, kvd, E, h, N);
+    assay_rope_params rp = {layer_rope_mode(m), hd, m->layers[layer].sliding ? m->inv_freq_local : m->inv_freq};
+    be->ops->rope(be, q, N, nh, hd, qd, pos, &rp);
+    be->ops->rope(be, k, N, nkv, hd, kvd, pos, &rp);
+    float scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd);
+    long nt = m->n_threads > 0 ? m->n_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t pairs = n_seq * nh;
+    if (nt > pairs) nt = (long)pairs;
+    if (nt > 64) nt = 64;
+    if (nt < 1) nt = 1;
+    layer_attn_job jobs[64];
+    pthread_t th[64];
+    for (long t = 0; t < nt; t++) {
+        jobs[t] = (layer_attn_job){q, k, v, att, T, nh, nkv, hd, pairs * t / nt, pairs * (t + 1) / nt, scale};
+        if (t) pthread_create(&th[t], NULL, layer_attn_worker, &jobs[t]);
+    }
+    layer_attn_worker(&jobs[0]);
+    for (long t = 1; t < nt; t++) pthread_join(th[t], NULL);
+    if (w->wo) layer_mm(be, y, w->wo, E, qd, att, N);
+    else memcpy(y, att, sizeof(float) * (size_t)(N * qd));
+    free(q);
+    free(att);
+    free(k);
+    free(v);
+    free(pos);
+}
+
+void assay_model_layer_attn_residual(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *x,
+                                     const float *att, int64_t n, float *x2, float *h) {
+    const assay_model_config *c = &m->c;
+    assay_backend *be = m->be;
+    ASSAY_ASSERT(layer >= 0 && layer < c->n_layer);
+    int64_t E = c->n_embd;
+    float *o = assay_xmalloc(sizeof(float) * (size_t)(n * E));
+    layer_mm(be, o, w->wo, E, c->n_head * c->head_dim, att, n);
+    be->ops->add(be, x2, x, o, n * E);
+    be->ops->rmsnorm(be, h, x2, w->ffn_norm, E, n, (float)c->norm_eps);
+    free(o);
+}
+
+void assay_model_layer_mlp(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *h, int64_t n,
+                           float *y) {
+    const assay_model_config *c = &m->c;
+    assay_backend *be = m->be;
+    ASSAY_ASSERT(layer >= 0 && layer < c->n_layer);
+    int64_t E = c->n_embd, F = c->n_ff;
+    float *gate = assay_xmalloc(sizeof(float) * (size_t)(n * F)), *up = assay_xmalloc(sizeof(float) * (size_t)(n * F));
+    float *act = w->w_down ? assay_xmalloc(sizeof(float) * (size_t)(n * F)) : y;
+    layer_mm(be, gate, w->w_gate, F, E, h, n);
+    layer_mm(be, up, w->w_up, F, E, h, n);
+    if (c->activation == ASSAY_ACT_GELU_TANH) be->ops->geglu(be, act, gate, up, F, n, F);
+    else be->ops->swiglu(be, act, gate, up, F, n, F);
+    if (w->w_down) {
+        layer_mm(be, y, w->w_down, E, F, act, n);
+        free(act);
+    }
+    free(gate);
+    free(up);
+}
+
+void assay_model_layer_mlp_residual(const assay_model *m, int64_t layer, const assay_layer_weights *w, const float *x2,
+                                    const float *act, int64_t n, float *x) {
+    const assay_model_config *c = &m->c;
+    assay_backend *be = m->be;
+    ASSAY_ASSERT(layer >= 0 && layer < c->n_layer);
+    int64_t E = c->n_embd;
+    float *d = assay_xmalloc(sizeof(float) * (size_t)(n * E));
+    layer_mm(be, d, w->w_down, E, c->n_ff, act, n);
+    be->ops->add(be, x, x2, d, n * E);
+    free(d);
 }
