@@ -97,16 +97,6 @@ assay_status assay_awq_search_scale_fn(const float *x_absmean, int64_t n_in, con
  * a, b = 0..9 (asymmetric groups get their own ends). */
 void assay_awq_clip(float *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, const assay_int4_params *p);
 
-/* A llama self-attention block on f32 weights in HF row order ([out][in]), for AWQ's attention loss:
- * y = (softmax(rope(x·Wqᵀ)·rope(x·Wkᵀ)ᵀ/√hd, causal)·(x·Wvᵀ))·Woᵀ with rotate-half RoPE (base rope_theta, no
- * scaling) and grouped KV heads (query head h reads KV head h / (n_head / n_kv)); x is n_seq sequences of T tokens,
- * [n_seq·T][E], each at positions 0..T−1; y [n_seq·T][E]. Matmuls and RoPE through the backend be.
- * wo == NULL: y is the attention output before o_proj, [n_seq·T][n_head·hd]. */
-struct assay_backend;
-void assay_attention_block_f32(struct assay_backend *be, int n_threads, const float *x, int64_t n_seq, int64_t T,
-                               int64_t E, int64_t n_head, int64_t n_kv, int64_t hd, double rope_theta, const float *wq,
-                               const float *wk, const float *wv, const float *wo, float *y);
-
 /* ---- packing (4 bits) ------------------------------------------------------------------------------------ */
 /* GPTQ checkpoint (AutoGPTQ "gptq" format, read by transformers and vLLM):
  *   qweight int32 [n_in/8][n_out]   : word (i, o) holds input rows 8i..8i+7 of column o, row 8i+k at bits 4k;

@@ -48,14 +48,16 @@ typedef struct assay_intq_options {
                                the earlier layers quantized (gptq.py), 2 one pass per distinct input, q/k/v -> o ->
                                gate/up -> down (its --true-sequential; default) */
     int seq_engine;         /* GPTQ sequential passes as truncated engine forwards from the embeddings (the route for
-                               layers other than plain llama; for checking the cached-input route against it) */
+                               models whose layers assay_model_layer_* do not implement yet; for checking the
+                               cached-input route against it) */
     int64_t awq_seqs;       /* calibration sequences AWQ scores its scale candidates on (0: all of them; with
                                awq_cached off, the attention-block loss keeps this many, 0 meaning 8) */
     int awq_block_loss;     /* AWQ scores scales on the attention / MLP block output (AutoAWQ), not per linear (1) */
     int awq_duo;            /* AutoAWQ's duo scaling (weights' magnitude too) in the scale grid (1) */
     assay_awq_clip_mode awq_clip; /* (ASSAY_AWQ_CLIP_TWO_SIDED) */
-    int awq_cached;         /* AWQ layer by layer on the cached residual stream of every calibration token (plain llama
-                               layers; otherwise one engine pass keeping awq_tokens rows per input) (0) */
+    int awq_cached;         /* AWQ layer by layer on the cached residual stream of every calibration token through
+                               the model's assay_model_layer_* (a model they do not implement yet is an error naming
+                               the feature); otherwise one engine pass keeping awq_tokens rows per input (0) */
     int mse;                /* GPTQ group parameters from gptq's mse range search (quant.py Quantizer mse=True: ranges
                                shrunk by up to 20 %, least sum |err|^2.4) instead of min/max (default on: whole heldout
                                of the house model +0.920 % PPL vs +1.107 %, mean KLD 0.0148 vs 0.0173) */

@@ -7,7 +7,12 @@
  * loss, clipping) and the first whole sequences of the q/k/v input (attention loss), SmoothQuant the per-channel
  * max |x|. AWQ and SmoothQuant take every layer's inputs from the full-precision model in one pass
  * (as AWQ's reference does); with awq_cached, AWQ instead computes them layer by layer on the cached residual
- * stream of every calibration token (iq_awq_layer_cached), so its scale search can score all of them. GPTQ by
+ * stream of every calibration token (iq_awq_layer_cached), so its scale search can score all of them.
+ * Whatever is the model's forward (a decoder layer's attention block with its RoPE and scaling, norms, MLP) comes from
+ * the model (model.h's assay_model_layer_*); this file keeps the calibration: the order of the passes, the caches,
+ * the Gram matrices, the losses and grids. A model whose layers those functions do not implement yet is calibrated
+ * through the engine's whole forward (GPTQ), scored per linear for q/k/v (AWQ's hooks route, with a note), or
+ * refused with the feature's name (AWQ's cached route). GPTQ by
  * default calibrates layer by layer on the model as quantized so far, like the reference's sequential driver with
  * --true-sequential: one truncated pass per distinct input (q/k/v -> o -> gate/up -> down), the already-quantized
  * linears swapped into the engine (assay_model_set_weight_f32), so every Hessian sees the error of everything
@@ -22,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "assay/backend.h"
 #include "assay/calib.h"
@@ -416,19 +420,18 @@ static double iq_sq_diff(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-/* MLP: y = down(silu(x·gateᵀ) ⊙ x·upᵀ) on the sampled rows, down in full precision */
+/* MLP: y = down(act(x·gateᵀ) ⊙ x·upᵀ) on the sampled rows, down in full precision: the model's MLP of the layer */
 typedef struct {
-    assay_backend *be;
+    const assay_model *m;
+    int64_t layer;
     const float *x, *w_down;
-    int64_t n, E, F;
-    float *gate, *up, *act, *y, *y_ref;
+    int64_t n, E;
+    float *y, *y_ref;
 } iq_mlp_loss;
 
 static void iq_mlp_forward(iq_mlp_loss *c, const float *wg, const float *wu, float *y) {
-    iq_mm(c->be, c->gate, wg, c->F, c->E, c->x, c->n);
-    iq_mm(c->be, c->up, wu, c->F, c->E, c->x, c->n);
-    c->be->ops->swiglu(c->be, c->act, c->gate, c->up, c->F, c->n, c->F);
-    iq_mm(c->be, y, c->w_down, c->E, c->F, c->act, c->n);
+    assay_layer_weights lw = {.w_gate = wg, .w_up = wu, .w_down = c->w_down};
+    assay_model_layer_mlp(c->m, c->layer, &lw, c->x, c->n, y);
 }
 
 static double iq_mlp_loss_fn(void *ctx, const float *const *wq) {
@@ -452,20 +455,24 @@ static double iq_mlp_loss_blocked_fn(void *ctx, const float *const *wq) {
     return s;
 }
 
-/* Attention block loss over whole calibration sequences (assay_attention_block_f32, o_proj in full precision) */
+/* Attention block loss over whole calibration sequences: the model's attention block of the layer
+ * (assay_model_layer_attention), o_proj in full precision */
 typedef struct {
-    assay_backend *be;
+    const assay_model *m;
+    int64_t layer;
     const float *x, *w_o;
-    int64_t n_seq, T, E, n_head, n_kv, hd;
-    double theta;
+    int64_t n_seq, T, E;
     float *y, *y_ref;
-    int nt;
 } iq_attn_loss;
+
+static void iq_attn_forward(iq_attn_loss *c, const float *wq, const float *wk, const float *wv, float *y) {
+    assay_layer_weights lw = {.wq = wq, .wk = wk, .wv = wv, .wo = c->w_o};
+    assay_model_layer_attention(c->m, c->layer, &lw, c->x, c->n_seq, c->T, y);
+}
 
 static double iq_attn_loss_fn(void *ctx, const float *const *wq) {
     iq_attn_loss *c = ctx;
-    assay_attention_block_f32(c->be, c->nt, c->x, c->n_seq, c->T, c->E, c->n_head, c->n_kv, c->hd, c->theta, wq[0],
-                              wq[1], wq[2], c->w_o, c->y);
+    iq_attn_forward(c, wq[0], wq[1], wq[2], c->y);
     return iq_sq_diff(c->y, c->y_ref, c->n_seq * c->T * c->E);
 }
 
@@ -489,53 +496,36 @@ static double iq_lin_loss_fn(void *ctx, const float *const *wq) {
     return s;
 }
 
-/* plain llama attention (what iq_attn_forward computes): no biases, q/k norms, soft caps, sliding windows,
- * post norms or RoPE scaling */
-static int iq_attn_plain(const assay_model_config *c) {
-    return !c->has_qkv_bias && !c->has_qk_norm && !c->has_post_norms && c->sliding_window <= 0 &&
-           c->rope_scaling == ASSAY_ROPE_SCALING_NONE && (c->attn_scale <= 0 || fabs(c->attn_scale * sqrt((double)c->head_dim) - 1) < 1e-6) &&
-           c->activation == ASSAY_ACT_SILU && c->n_head % c->n_head_kv == 0;
-}
-
-/* AWQ scale search for group g (0: q/k/v, 1: gate/up, 2: down) of one layer, the loss taken on the output AutoAWQ
- * inspects: the attention block (o_proj included) for q/k/v, the MLP block for gate/up, down_proj's own output
- * for down; with awq_block_loss off, or for attention variants iq_attn_forward does not model, the per-linear
- * outputs. w_down/F: the layer's FP down_proj [E][F]. */
-static assay_status iq_awq_search(assay_backend *be, const assay_model_config *cfg, const assay_intq_options *o,
+/* AWQ scale search for group g (0: q/k/v, 1: gate/up, 2: down) of layer l, the loss taken on the output AutoAWQ
+ * inspects: the model's attention block (o_proj included) for q/k/v, its MLP block for gate/up, down_proj's own
+ * output for down; with awq_block_loss off, or for a model whose layers assay_model_layer_* do not implement
+ * (assay_model_layer_unsupported), the per-linear outputs. w_down: the layer's FP down_proj. */
+static assay_status iq_awq_search(assay_backend *be, const assay_model *m, int64_t l, const assay_intq_options *o,
                                   const iq_input *in, int g, const float *const *ws, const int64_t *no, int nk,
-                                  int64_t n_in, const float *w_down, int64_t F, const assay_int4_params *p, float *s,
+                                  int64_t n_in, const float *w_down, const assay_int4_params *p, float *s,
                                   float *alpha) {
     float *xmean = assay_xmalloc(sizeof(float) * (size_t)n_in);
     for (int64_t i = 0; i < n_in; i++) xmean[i] = (float)(in->abssum[i] / (double)(in->n_abs > 0 ? in->n_abs : 1));
-    int nt = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (nt > 64) nt = 64;
     assay_status st;
     int64_t T = o->calib_seq_len, n_seq = T > 0 ? in->n_seq_rows / T : 0;
-    if (o->awq_block_loss && g == 0 && nk == 3 && n_seq > 0 && iq_attn_plain(cfg)) {
+    int layers_ok = !assay_model_layer_unsupported(m);
+    if (o->awq_block_loss && g == 0 && nk == 3 && n_seq > 0 && layers_ok) {
         int64_t N = n_seq * T;
         /* o_proj is not in the group: its FP weights come in ws[3] */
-        iq_attn_loss c = {be, in->seqs, ws[3], n_seq, T, n_in, cfg->n_head, cfg->n_head_kv, cfg->head_dim,
-                          cfg->rope_theta, NULL, NULL, nt};
+        iq_attn_loss c = {m, l, in->seqs, ws[3], n_seq, T, n_in, NULL, NULL};
         c.y = assay_xmalloc(sizeof(float) * (size_t)(N * n_in));
         c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(N * n_in));
-        assay_attention_block_f32(be, nt, c.x, n_seq, T, n_in, c.n_head, c.n_kv, c.hd, c.theta, ws[0], ws[1], ws[2],
-                                  c.w_o, c.y_ref);
+        iq_attn_forward(&c, ws[0], ws[1], ws[2], c.y_ref);
         st = assay_awq_search_scale_fn(xmean, n_in, ws, no, nk, p, o->awq_grid, o->awq_duo, iq_attn_loss_fn, &c, s, alpha);
         free(c.y);
         free(c.y_ref);
-    } else if (o->awq_block_loss && g == 1 && nk == 2) {
+    } else if (o->awq_block_loss && g == 1 && nk == 2) { /* the MLP half: every architecture */
         int64_t n = in->n_sample;
-        iq_mlp_loss c = {be, in->sample, w_down, n, n_in, F, NULL, NULL, NULL, NULL, NULL};
-        c.gate = assay_xmalloc(sizeof(float) * (size_t)(n * F));
-        c.up = assay_xmalloc(sizeof(float) * (size_t)(n * F));
-        c.act = assay_xmalloc(sizeof(float) * (size_t)(n * F));
+        iq_mlp_loss c = {m, l, in->sample, w_down, n, n_in, NULL, NULL};
         c.y = assay_xmalloc(sizeof(float) * (size_t)(n * n_in));
         c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(n * n_in));
         iq_mlp_forward(&c, ws[0], ws[1], c.y_ref);
         st = assay_awq_search_scale_fn(xmean, n_in, ws, no, nk, p, o->awq_grid, o->awq_duo, iq_mlp_loss_fn, &c, s, alpha);
-        free(c.gate);
-        free(c.up);
-        free(c.act);
         free(c.y);
         free(c.y_ref);
     } else {
@@ -562,15 +552,15 @@ static assay_status iq_awq_search(assay_backend *be, const assay_model_config *c
  * (x), and each stage of the layer is computed once from the stage before it with the weights as they are at that
  * moment (already-quantized linears dequantized), so the true-sequential order q/k/v -> o -> gate/up -> down
  * costs one layer forward per layer instead of one truncated model forward per input (the engine route, still
- * used for the attention variants assay_attention_block_f32 does not model). Stages: IN_QKV normalises x into h;
- * IN_O computes the attention output att from h; IN_GATEUP adds o_proj's output to x (x2) and normalises it into
- * h; IN_DOWN computes act = silu(gate) * up; IN_COUNT (final) sets x = x2 + down(act) for the next layer. */
+ * used for models whose layers assay_model_layer_* do not implement). Every stage is the model's own
+ * (assay_model_layer_*: its RoPE with scaling, attention scale, activation); only the order and the caching are
+ * calibration's. Stages: IN_QKV normalises x into h; IN_O computes the attention output att from h; IN_GATEUP adds
+ * o_proj's output to x (x2) and normalises it into h; IN_DOWN computes the MLP activation act; IN_COUNT (final) sets
+ * x = x2 + down(act) for the next layer. */
 typedef struct {
-    assay_backend *be;
-    const assay_model_config *cfg;
+    const assay_model *m;
     int64_t n_seq, T, N, E, F, qd;
-    float *x, *x2, *h, *att, *act, *tmp, *gate;
-    int nt;
+    float *x, *x2, *h, *att, *act;
     int done; /* the last stage computed for the current layer (-1: none) */
 } iq_seqcal;
 
@@ -580,21 +570,18 @@ static void iq_seqcal_free(iq_seqcal *c) {
     free(c->h);
     free(c->att);
     free(c->act);
-    free(c->tmp);
-    free(c->gate);
     memset(c, 0, sizeof *c);
 }
 
 /* embeddings of the calibration chunks (what assay_calib_run feeds the engine: BOS first when the tokenizer adds
- * one) into c->x; emb is the token_embd table as stored, [vocab][E] */
-static void iq_seqcal_init(iq_seqcal *c, assay_backend *be, const assay_model_config *cfg, int nt,
-                           const assay_calib_text *text, int64_t n_chunks, int64_t T, const float *emb) {
+ * one) into c->x, as the model embeds them */
+static void iq_seqcal_init(iq_seqcal *c, const assay_model *m, const assay_calib_text *text, int64_t n_chunks,
+                           int64_t T) {
+    const assay_model_config *cfg = assay_model_get_config(m);
     memset(c, 0, sizeof *c);
     int64_t avail = T > 0 ? text->n / T : 0;
     if (n_chunks > avail || n_chunks <= 0) n_chunks = avail;
-    c->be = be;
-    c->cfg = cfg;
-    c->nt = nt;
+    c->m = m;
     c->n_seq = n_chunks;
     c->T = T;
     c->N = n_chunks * T;
@@ -602,71 +589,62 @@ static void iq_seqcal_init(iq_seqcal *c, assay_backend *be, const assay_model_co
     c->F = cfg->n_ff;
     c->qd = cfg->n_head * cfg->head_dim;
     size_t N = (size_t)c->N;
-    int64_t wmax = c->E > c->qd ? c->E : c->qd;
     c->x = assay_xmalloc(sizeof(float) * N * (size_t)c->E);
     c->x2 = assay_xmalloc(sizeof(float) * N * (size_t)c->E);
     c->h = assay_xmalloc(sizeof(float) * N * (size_t)c->E);
     c->att = assay_xmalloc(sizeof(float) * N * (size_t)c->qd);
     c->act = assay_xmalloc(sizeof(float) * N * (size_t)c->F);
-    c->tmp = assay_xmalloc(sizeof(float) * N * (size_t)wmax);
-    c->gate = assay_xmalloc(sizeof(float) * (size_t)T * (size_t)c->F);
     c->done = -1;
+    int32_t *ids = assay_xmalloc(sizeof(int32_t) * (N ? N : 1));
     for (int64_t sq = 0; sq < c->n_seq; sq++)
         for (int64_t t = 0; t < T; t++) {
             int32_t id = text->ids[sq * T + t];
             if (t == 0 && text->bos >= 0) id = text->bos;
-            memcpy(c->x + (sq * T + t) * c->E, emb + (int64_t)id * c->E, sizeof(float) * (size_t)c->E);
+            ids[sq * T + t] = id;
         }
+    assay_model_embed(m, ids, c->N, c->x);
+    free(ids);
 }
 
 /* Runs stage `stage` of layer l from the previous stage's cached values with the weights w[7] (HF [out][in] f32)
  * and norms; hook != NULL: the stage's linear input goes to it (named after the stage's first linear). */
-static void iq_seqcal_stage1(iq_seqcal *c, int stage, const float *const *w, const float *attn_norm,
+static void iq_seqcal_stage1(iq_seqcal *c, int64_t l, int stage, const float *const *w, const float *attn_norm,
                              const float *ffn_norm, const char *name, assay_calib_fn hook, void *user) {
-    assay_backend *be = c->be;
-    const assay_model_config *cfg = c->cfg;
     int64_t N = c->N, E = c->E, F = c->F, T = c->T;
-    float eps = (float)cfg->norm_eps;
+    assay_layer_weights lw = {w[0], w[1], w[2], w[3], w[4], w[5], w[6], attn_norm, ffn_norm};
     switch (stage) {
     case IN_QKV:
-        be->ops->rmsnorm(be, c->h, c->x, attn_norm, E, N, eps);
+        assay_model_layer_attn_norm(c->m, l, &lw, c->x, N, c->h);
         if (hook) hook(user, name, c->h, N, E);
         break;
     case IN_O:
-        be->ops->rmsnorm(be, c->h, c->x, attn_norm, E, N, eps);
-        assay_attention_block_f32(be, c->nt, c->h, c->n_seq, T, E, cfg->n_head, cfg->n_head_kv, cfg->head_dim,
-                                  cfg->rope_theta, w[0], w[1], w[2], NULL, c->att);
+        assay_model_layer_attn_norm(c->m, l, &lw, c->x, N, c->h);
+        lw.wo = NULL; /* the attention output itself */
+        assay_model_layer_attention(c->m, l, &lw, c->h, c->n_seq, T, c->att);
         if (hook) hook(user, name, c->att, N, c->qd);
         break;
     case IN_GATEUP:
-        iq_mm(be, c->tmp, w[3], E, c->qd, c->att, N);
-        be->ops->add(be, c->x2, c->x, c->tmp, N * E);
-        be->ops->rmsnorm(be, c->h, c->x2, ffn_norm, E, N, eps);
+        assay_model_layer_attn_residual(c->m, l, &lw, c->x, c->att, N, c->x2, c->h);
         if (hook) hook(user, name, c->h, N, E);
         break;
     case IN_DOWN:
-        for (int64_t sq = 0; sq < c->n_seq; sq++) { /* one sequence at a time: gate/up temporaries stay small */
-            const float *hs = c->h + sq * T * E;
-            float *up = c->act + sq * T * F;
-            iq_mm(be, c->gate, w[4], F, E, hs, T);
-            iq_mm(be, up, w[5], F, E, hs, T);
-            be->ops->swiglu(be, up, c->gate, up, F, T, F);
-        }
+        lw.w_down = NULL; /* the activation, down_proj's input; one sequence at a time (small temporaries) */
+        for (int64_t sq = 0; sq < c->n_seq; sq++)
+            assay_model_layer_mlp(c->m, l, &lw, c->h + sq * T * E, T, c->act + sq * T * F);
         if (hook) hook(user, name, c->act, N, F);
         break;
     default: /* the layer's output: the next layer's input */
-        iq_mm(be, c->tmp, w[6], E, F, c->act, N);
-        be->ops->add(be, c->x, c->x2, c->tmp, N * E);
+        assay_model_layer_mlp_residual(c->m, l, &lw, c->x2, c->act, N, c->x);
         break;
     }
     c->done = stage;
 }
 
 /* stage `stage`, after whichever earlier stages of the layer have not run yet (a group of ignored linears) */
-static void iq_seqcal_stage(iq_seqcal *c, int stage, const float *const *w, const float *attn_norm,
+static void iq_seqcal_stage(iq_seqcal *c, int64_t l, int stage, const float *const *w, const float *attn_norm,
                             const float *ffn_norm, const char *name, assay_calib_fn hook, void *user) {
-    for (int s = c->done + 1; s < stage; s++) iq_seqcal_stage1(c, s, w, attn_norm, ffn_norm, NULL, NULL, NULL);
-    iq_seqcal_stage1(c, stage, w, attn_norm, ffn_norm, name, hook, user);
+    for (int s = c->done + 1; s < stage; s++) iq_seqcal_stage1(c, l, s, w, attn_norm, ffn_norm, NULL, NULL, NULL);
+    iq_seqcal_stage1(c, l, stage, w, attn_norm, ffn_norm, name, hook, user);
 }
 
 /* ---- AWQ on cached layer inputs ------------------------------------------------------------------------ */
@@ -688,7 +666,7 @@ static float *iq_strided_rows(const float *x, int64_t n, int64_t n_in, int64_t w
     return o;
 }
 
-/* AWQ for one plain llama layer on the cached residual stream sc->x of every calibration token, as the reference
+/* AWQ for one layer (the model's own, assay_model_layer_*) on the cached residual stream sc->x of every calibration token, as the reference
  * drives it: mean |x| over all calibration tokens, each scale candidate scored on the output of the block it feeds
  * (the attention block with o_proj for q/k/v, the MLP block for gate/up, down_proj's own output for down), each
  * stage's input computed from the one before with the scaled full-precision weights (scaling is exact there: these
@@ -698,11 +676,10 @@ static float *iq_strided_rows(const float *x, int64_t n, int64_t n_in, int64_t w
  * down. Scoring uses the first o->awq_seqs sequences (<= 0: all). o_proj is only clipped: its v_proj pair is
  * skipped under GQA, and for llama this path takes the reference's three other groups. On return sc->x holds the
  * next layer's input. */
-static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options *o, const assay_int4_params *p,
-                                        float *const *w, const int64_t *n_out, const int64_t *n_in, float *attn_norm,
-                                        float *ffn_norm, const char *skip_clip, float *alpha3) {
-    assay_backend *be = sc->be;
-    const assay_model_config *cfg = sc->cfg;
+static assay_status iq_awq_layer_cached(iq_seqcal *sc, assay_backend *be, int64_t l, const assay_intq_options *o,
+                                        const assay_int4_params *p, float *const *w, const int64_t *n_out,
+                                        const int64_t *n_in, float *attn_norm, float *ffn_norm, const char *skip_clip,
+                                        float *alpha3) {
     int64_t N = sc->N, E = sc->E, F = sc->F, T = sc->T;
     int64_t ns = o->awq_seqs > 0 && o->awq_seqs < sc->n_seq ? o->awq_seqs : sc->n_seq, NS = ns * T;
     int64_t want = o->awq_tokens > 0 ? o->awq_tokens : 512;
@@ -718,15 +695,13 @@ static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options 
         for (int64_t j = 0; j < (n); j++) w[k][r * (n) + j] *= s[j]
 
     /* q/k/v */
-    iq_seqcal_stage1(sc, IN_QKV, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+    iq_seqcal_stage1(sc, l, IN_QKV, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
     assay_awq_absmean(sc->h, N, E, xmean);
     {
-        iq_attn_loss c = {be, sc->h, w[3], ns, T, E, cfg->n_head, cfg->n_head_kv, cfg->head_dim, cfg->rope_theta,
-                          NULL, NULL, sc->nt};
+        iq_attn_loss c = {sc->m, l, sc->h, w[3], ns, T, E, NULL, NULL};
         c.y = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
         c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
-        assay_attention_block_f32(be, sc->nt, c.x, ns, T, E, c.n_head, c.n_kv, c.hd, c.theta, w[0], w[1], w[2], c.w_o,
-                                  c.y_ref);
+        iq_attn_forward(&c, w[0], w[1], w[2], c.y_ref);
         const float *ws[3] = {w[0], w[1], w[2]};
         st = assay_awq_search_scale_fn(xmean, E, ws, n_out, 3, p, o->awq_grid, o->awq_duo, iq_attn_loss_fn, &c, s,
                                        &alpha3[0]);
@@ -741,16 +716,13 @@ static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options 
         rows[0] = rows[1] = rows[2]; /* q, k and v share their input */
         nr[0] = nr[1] = nr[2];
         /* o_proj's input */
-        iq_seqcal_stage1(sc, IN_O, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        iq_seqcal_stage1(sc, l, IN_O, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
         rows[3] = iq_strided_rows(sc->att, N, sc->qd, want, &nr[3]);
         /* gate/up */
-        iq_seqcal_stage1(sc, IN_GATEUP, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        iq_seqcal_stage1(sc, l, IN_GATEUP, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
         assay_awq_absmean(sc->h, N, E, xmean);
-        iq_mlp_loss c = {be, sc->h, w[6], NS, E, F, NULL, NULL, NULL, NULL, NULL};
+        iq_mlp_loss c = {sc->m, l, sc->h, w[6], NS, E, NULL, NULL};
         int64_t nb = NS < IQ_MLP_BLOCK ? NS : IQ_MLP_BLOCK;
-        c.gate = assay_xmalloc(sizeof(float) * (size_t)(nb * F));
-        c.up = assay_xmalloc(sizeof(float) * (size_t)(nb * F));
-        c.act = assay_xmalloc(sizeof(float) * (size_t)(nb * F));
         c.y = assay_xmalloc(sizeof(float) * (size_t)(nb * E));
         c.y_ref = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
         for (int64_t r0 = 0; r0 < NS; r0 += IQ_MLP_BLOCK) {
@@ -762,9 +734,6 @@ static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options 
         const float *ws[2] = {w[4], w[5]};
         st = assay_awq_search_scale_fn(xmean, E, ws, n_out + 4, 2, p, o->awq_grid, o->awq_duo, iq_mlp_loss_blocked_fn,
                                        &c, s, &alpha3[1]);
-        free(c.gate);
-        free(c.up);
-        free(c.act);
         free(c.y);
         free(c.y_ref);
     }
@@ -776,7 +745,7 @@ static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options 
         rows[5] = rows[4];
         nr[5] = nr[4];
         /* down */
-        iq_seqcal_stage1(sc, IN_DOWN, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        iq_seqcal_stage1(sc, l, IN_DOWN, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
         assay_awq_absmean(sc->act, N, F, xmean);
         iq_lin_loss c = {be, sc->act, NS, F, n_out + 6, 1, NULL, {NULL, NULL, NULL}};
         c.y = assay_xmalloc(sizeof(float) * (size_t)(NS * E));
@@ -795,7 +764,7 @@ static assay_status iq_awq_layer_cached(iq_seqcal *sc, const assay_intq_options 
         iq_div_cols(sc->act, N, F, s);
         rows[6] = iq_strided_rows(sc->act, N, F, want, &nr[6]);
         /* the next layer's input, from the scaled full-precision weights (not yet clipped) */
-        iq_seqcal_stage1(sc, IN_COUNT, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
+        iq_seqcal_stage1(sc, l, IN_COUNT, cur, attn_norm, ffn_norm, NULL, NULL, NULL);
         /* clipping, once every scale of the layer is in the weights (the reference's order) */
         for (int k = 0; k < N_LINEARS; k++)
             if (!skip_clip[k]) assay_awq_clip(w[k], n_out[k], n_in[k], rows[k], nr[k], p);
@@ -851,12 +820,23 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
     ASSAY_ASSERT(cal.in);
     /* GPTQ's sequential modes calibrate inside the layer loop, each pass on the model as quantized so far */
     int seq_mode = o->method == ASSAY_INTQ_GPTQ ? o->sequential : 0;
-    /* AWQ on cached layer inputs (plain llama layers): every calibration token scores the scales, no engine pass */
-    int awq_cached = o->method == ASSAY_INTQ_AWQ && o->awq_cached && o->awq_block_loss && !o->seq_engine &&
-                     iq_attn_plain(cfg) && !cfg->scale_embeddings && iq_find(mf, "token_embd.weight", 0) &&
-                     iq_find(mf, "blk.%d.attn_norm.weight", 0) && iq_find(mf, "blk.%d.ffn_norm.weight", 0);
+    /* the model's layers on cached hidden states (assay_model_layer_*), or NULL: why they cannot run this model */
+    const char *layers_unsupported = assay_model_layer_unsupported(m);
+    /* AWQ on cached layer inputs: every calibration token scores the scales, no engine pass */
+    int awq_cached = o->method == ASSAY_INTQ_AWQ && o->awq_cached && o->awq_block_loss && !o->seq_engine;
+    if (awq_cached && layers_unsupported) {
+        assay_intq_free_calib(&cal, L);
+        assay_model_free(m);
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: AWQ's cached route runs the model's decoder layers on cached "
+                          "inputs, which do not implement %s yet (--awq-route hooks runs the whole model)",
+                          model_path, layers_unsupported);
+    }
+    if (o->method == ASSAY_INTQ_AWQ && !awq_cached && o->awq_block_loss && layers_unsupported)
+        fprintf(stderr, "note: AWQ scores the q/k/v scales on their own outputs, not the attention block's: the "
+                        "model's one-layer functions do not implement %s yet\n", layers_unsupported);
     if (o->method == ASSAY_INTQ_GPTQ || o->method == ASSAY_INTQ_AWQ) {
-        st = assay_backend_cpu_open(&cal.be, o->threads);
+        /* the Gram matrices' and AWQ losses' matmuls: the CPU backend through the backend table */
+        st = assay_backend_open(&cal.be, "cpu", o->threads);
         if (st != ASSAY_OK) {
             assay_intq_free_calib(&cal, L);
             assay_model_free(m);
@@ -977,11 +957,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
             p.awq_clip_two_sided = o->awq_clip == ASSAY_AWQ_CLIP_TWO_SIDED;
             gs_used = p.group_size;
             if (o->method == ASSAY_INTQ_AWQ && awq_cached) {
-                if (l == 0) {
-                    int nth = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-                    iq_seqcal_init(&sc, be, cfg, nth > 64 ? 64 : nth, &text, o->calib_chunks, o->calib_seq_len,
-                                   val[IDX(iq_find(mf, "token_embd.weight", 0))]);
-                }
+                if (l == 0) iq_seqcal_init(&sc, m, &text, o->calib_chunks, o->calib_seq_len);
                 float *w[N_LINEARS];
                 int64_t no[N_LINEARS], ni[N_LINEARS];
                 char skip_clip[N_LINEARS];
@@ -993,7 +969,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     skip_clip[k] = (k < 2 && o->awq_clip == ASSAY_AWQ_CLIP_AUTOAWQ) || IGNORED(lin[k]);
                 }
                 float alpha3[3] = {0, 0, 0};
-                st = iq_awq_layer_cached(&sc, o, &p, w, no, ni, val[IDX(attn_norm)], val[IDX(ffn_norm)], skip_clip,
+                st = iq_awq_layer_cached(&sc, be, l, o, &p, w, no, ni, val[IDX(attn_norm)], val[IDX(ffn_norm)], skip_clip,
                                          alpha3);
                 if (rep && l < 64)
                     for (int g = 0; g < 3; g++) rep->awq_alpha[l][g] = alpha3[g];
@@ -1013,7 +989,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     ws[3] = val[IDX(lin[3])]; /* o_proj, for the attention block loss */
                     int64_t n_in = lin[k0]->ne[0];
                     float *s = assay_xmalloc(sizeof(float) * (size_t)n_in), alpha = 0;
-                    st = iq_awq_search(be, cfg, o, in, g, ws, no, nk, n_in, val[IDX(lin[6])], lin[6]->ne[0], &p, s, &alpha);
+                    st = iq_awq_search(be, m, l, o, in, g, ws, no, nk, n_in, val[IDX(lin[6])], &p, s, &alpha);
                     if (st == ASSAY_OK) {
                         /* fold 1/s into the producer of the input */
                         if (g < 2) {
@@ -1043,15 +1019,12 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                     assay_awq_clip(val[IDX(lin[k])], lin[k]->ne[1], lin[k]->ne[0], in->sample, in->n_sample, &p);
                 }
             }
-            /* GPTQ's sequential modes on cached layer inputs (plain llama layers): the weights each stage uses */
+            /* GPTQ's sequential modes on cached layer inputs (the model's layers, assay_model_layer_*): the weights each stage uses */
             float *cur[N_LINEARS], *curq[N_LINEARS] = {NULL};
             for (int k = 0; k < N_LINEARS; k++) cur[k] = val[IDX(lin[k])];
-            if (o->method == ASSAY_INTQ_GPTQ && seq_mode && !o->seq_engine && l == 0 && attn_norm && ffn_norm && iq_attn_plain(cfg) &&
-                !cfg->scale_embeddings && iq_find(mf, "token_embd.weight", 0)) {
-                int nt = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-                iq_seqcal_init(&sc, be, cfg, nt > 64 ? 64 : nt, &text, o->calib_chunks, o->calib_seq_len,
-                               val[IDX(iq_find(mf, "token_embd.weight", 0))]);
-            }
+            if (o->method == ASSAY_INTQ_GPTQ && seq_mode && !o->seq_engine && l == 0 && attn_norm && ffn_norm &&
+                !layers_unsupported)
+                iq_seqcal_init(&sc, m, &text, o->calib_chunks, o->calib_seq_len);
             for (int k = 0; k < N_LINEARS && st == ASSAY_OK; k++) {
                 const assay_tensor *t = lin[k];
                 int64_t n_out = t->ne[1], n_in = t->ne[0];
@@ -1065,11 +1038,11 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                         cal.only_layer = l;
                         cal.only_input = seq_mode == 2 ? kLinearInput[k] : -1;
                         if (sc.x && seq_mode == 2)
-                            iq_seqcal_stage(&sc, kLinearInput[k], (const float *const *)cur, val[IDX(attn_norm)],
+                            iq_seqcal_stage(&sc, l, kLinearInput[k], (const float *const *)cur, val[IDX(attn_norm)],
                                             val[IDX(ffn_norm)], lin[k]->name, iq_hook, &cal);
                         else if (sc.x)
                             for (int sg = IN_QKV; sg < IN_COUNT; sg++)
-                                iq_seqcal_stage(&sc, sg, (const float *const *)cur, val[IDX(attn_norm)],
+                                iq_seqcal_stage(&sc, l, sg, (const float *const *)cur, val[IDX(attn_norm)],
                                                 val[IDX(ffn_norm)], lin[kStageLinear[sg]]->name, iq_hook, &cal);
                         else
                             st = assay_calib_run_layers(m, &text, o->calib_chunks, o->calib_seq_len, l + 1, iq_hook,
@@ -1145,7 +1118,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                 /* the next layer's input from this layer with its quantized weights (per-layer mode: the stages so
                  * far ran with the full-precision ones) */
                 if (seq_mode == 1) sc.done = IN_QKV;
-                iq_seqcal_stage(&sc, IN_COUNT, (const float *const *)cur, val[IDX(attn_norm)], val[IDX(ffn_norm)],
+                iq_seqcal_stage(&sc, l, IN_COUNT, (const float *const *)cur, val[IDX(attn_norm)], val[IDX(ffn_norm)],
                                 NULL, NULL, NULL);
                 sc.done = -1;
             }

@@ -203,18 +203,6 @@ int main(void) {
     printf("AWQ llm-compressor grid: alpha %.3f (outlier channels), %.3f (flat inputs; -1 = identity)\n", alpha_lc[0],
            alpha_lc[1]);
 
-    /* the attention block AWQ scores q/k/v scales on: 2 sequences of 12 tokens, 4 query heads over 2 KV heads */
-    enum { AE = 32, AH = 4, AKV = 2, AHD = 8, AT = 12, AS = 2 };
-    static float ax[AS * AT * AE], awq_[AH * AHD * AE], awk[AKV * AHD * AE], awv[AKV * AHD * AE], awo[AE * AH * AHD],
-        ay[AS * AT * AE];
-    for (int i = 0; i < AS * AT * AE; i++) ax[i] = gauss();
-    for (int i = 0; i < AH * AHD * AE; i++) awq_[i] = gauss() * 0.3f, awo[i] = gauss() * 0.2f;
-    for (int i = 0; i < AKV * AHD * AE; i++) awk[i] = gauss() * 0.3f, awv[i] = gauss() * 0.3f;
-    assay_backend *be;
-    CHECK_OK(assay_backend_cpu_open(&be, 2));
-    assay_attention_block_f32(be, 2, ax, AS, AT, AE, AH, AKV, AHD, 10000.0, awq_, awk, awv, awo, ay);
-    assay_backend_close(be);
-
     /* INT8 rows: |w − q·s| <= s/2, and the max element maps to ±127 */
     static int8_t q8[NOUT * NIN];
     float sc8[NOUT];
@@ -263,12 +251,6 @@ int main(void) {
     add(wr, "x", "F32", NTOK, NIN, x, sizeof x);
     add(wr, "awq.s", "F32", NIN, 0, s, sizeof s);
     add(wr, "w2", "F32", NOUT, NIN, w2, sizeof w2);
-    add(wr, "attn.x", "F32", AS * AT, AE, ax, sizeof ax);
-    add(wr, "attn.wq", "F32", AH * AHD, AE, awq_, sizeof awq_);
-    add(wr, "attn.wk", "F32", AKV * AHD, AE, awk, sizeof awk);
-    add(wr, "attn.wv", "F32", AKV * AHD, AE, awv, sizeof awv);
-    add(wr, "attn.wo", "F32", AE, AH * AHD, awo, sizeof awo);
-    add(wr, "attn.y", "F32", AS * AT, AE, ay, sizeof ay);
     add(wr, "duo.s", "F32", NIN, 0, s_duo, sizeof s_duo);
     add(wr, "duo.alpha", "F32", 1, 0, alpha_arr, sizeof alpha_arr);
     add(wr, "lc.s", "F32", NIN, 0, s_lc, sizeof s_lc);
