@@ -6,7 +6,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 house="$ASSAY_SHARED/models/house"
 . "$(dirname "$0")/expect.sh"
 expect 2 "give --candidate" -- "$ASSAY_BIN" decide "$house"
-expect 2 "unknown engine flag '--bogus'" -- "$ASSAY_BIN" decide "$house" --candidate '--bogus 1'
+expect 2 "unknown option '--bogus'" -- "$ASSAY_BIN" decide "$house" --candidate '--bogus 1'
 expect 2 "unknown quantization 'int3'" -- "$ASSAY_BIN" decide "$house" --candidate '--quantization int3' -o "$tmp/q" --quiet
 # the same configuration twice: no difference, exit 0
 out=$("$ASSAY_BIN" decide "$house" --candidate '--kv-cache-dtype f16' --tasks arc_challenge --limit 6 --kld-windows 1 \
