@@ -12,7 +12,7 @@ const assay_command assay_commands[] = {
     {"run", "generate text, streaming, with tok/s at the end", assay_cmd_run},
     {"perplexity", "perplexity with uncertainty, KL divergence against saved baseline logits", assay_cmd_perplexity},
     {"imatrix", "importance matrix from calibration text", assay_cmd_imatrix},
-    {"serve", "OpenAI-compatible HTTP server with Prometheus metrics", NULL},
+    {"serve", "OpenAI-compatible HTTP server with Prometheus metrics", assay_cmd_serve},
     {"eval", "evaluation tasks (wikitext, kld, hellaswag, arc, piqa, mmlu, gsm8k) -> lm-eval JSON", assay_cmd_eval},
     {"compare", "paired statistics between two result files and a ship/monitor/investigate verdict", assay_cmd_compare},
     {"decide", "baseline vs candidate: eval + throughput + compare -> report.md and report.html", assay_cmd_decide},

@@ -1,0 +1,50 @@
+/* server.h — an OpenAI-compatible HTTP server over one serving engine (engine.h), vLLM's endpoints and metric names.
+ *
+ *   assay_server_options o; assay_server_options_default(&o); o.port = 8000; o.served_model_name = "house";
+ *   assay_server *s;
+ *   if (assay_server_start(&s, engine, &o) != ASSAY_OK) { fprintf(stderr, "%s\n", assay_last_error()); ... }
+ *   ... wait for SIGINT/SIGTERM ...
+ *   assay_server_stop(s);      // stops accepting, aborts the requests in flight, joins every thread
+ *
+ * Threads: one engine thread owns the engine (which is not thread-safe) and steps it while any request is
+ * unfinished, sleeping on a condition variable otherwise; libmicrohttpd runs one thread per connection. A connection
+ * thread parses and tokenizes its request, hands it to the engine thread through a mutex-protected queue, and waits
+ * on its own condition variable for the tokens the engine thread copies out after each step. Requests that arrive
+ * while others run join the running batch at the next step (continuous batching). A streaming client that goes away
+ * has its request aborted, which frees its KV blocks.
+ *
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions (the model's chat template, chat_template.h), GET
+ * /v1/models, GET /health, GET /version, GET /metrics (Prometheus text, vLLM's names, a model_name label), POST
+ * /tokenize, POST /detokenize. Errors are OpenAI's error object {"error": {"message", "type", "param", "code"}}:
+ * 400 bad JSON or parameters or a prompt longer than the context, 401 a missing or wrong API key (paths under /v1),
+ * 404 an unknown path or model name, 413 a body over max_body_bytes, 503 while shutting down.
+ * The engine must have a tokenizer (assay_engine_tokenizer) for text prompts and outputs. */
+#ifndef ASSAY_SERVER_H
+#define ASSAY_SERVER_H
+
+#include <stddef.h>
+
+#include "assay/status.h"
+
+typedef struct assay_engine assay_engine;
+typedef struct assay_server assay_server;
+
+typedef struct assay_server_options {
+    const char *host;              /* address to listen on (default "127.0.0.1": this machine only) */
+    int port;                      /* default 8000; 0: any free port (assay_server_port says which) */
+    const char *api_key;           /* NULL: no key; else "Authorization: Bearer KEY" on /v1/ paths */
+    const char *served_model_name; /* the model's name in requests, /v1/models and metrics (required) */
+    const char *model_path;        /* shown as the model's root in /v1/models (may be NULL) */
+    size_t max_body_bytes;         /* request bodies above this get 413 (default 16 MiB) */
+} assay_server_options;
+
+void assay_server_options_default(assay_server_options *o);
+/* Starts the engine thread and the HTTP listener; the engine stays the caller's and must outlive the server. */
+assay_status assay_server_start(assay_server **out, assay_engine *e, const assay_server_options *o);
+/* The port listened on (the one chosen when options.port was 0). */
+int assay_server_port(const assay_server *s);
+/* Stops accepting connections, aborts every request in flight (clients get finish_reason "abort"), waits for
+ * the threads and frees the server. NULL: nothing. */
+void assay_server_stop(assay_server *s);
+
+#endif

@@ -1,0 +1,1352 @@
+/* server.c — see server.h. Layout: the request queue and the engine thread, then the HTTP side (parsing,
+ * responses, streaming), then start/stop. One mutex (srv->mu) guards the queue, every request's results and the
+ * counters snapshot; each HTTP call waits on its own condition variable, the engine thread on srv->wake. */
+#include "assay/server.h"
+
+#include <arpa/inet.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <stdarg.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "assay/chat_template.h"
+#include "assay/engine.h"
+#include "assay/json.h"
+#include "assay/model.h"
+#include "assay/model_file.h"
+#include "assay/strbuf.h"
+#include "assay/tokenizer.h"
+
+#define MAX_PROMPTS 64
+
+/* ---- requests ---------------------------------------------------------------------------------------------- */
+
+typedef struct call call;
+
+/* One prompt's engine request and what came out of it so far. */
+typedef struct sreq {
+    call *c;
+    int index;
+    int32_t *prompt;
+    int64_t n_prompt;
+    char *prompt_text; /* the prompt as text, for echo */
+    size_t prompt_text_len;
+    assay_sampling_params sp;
+    char **stop;
+    int32_t *stop_ids;
+    int64_t eid;
+    int state;       /* 0 queued, 1 in the engine, 2 done */
+    int abort_sent;
+    char *err;       /* add_request refused it: the message */
+    /* results */
+    int32_t *toks;
+    float *lps;
+    assay_top_logprob *tops; /* [n_toks][n_top] */
+    int64_t n_toks, cap;
+    int n_top;
+    float *plps;             /* [n_prompt] prompt logprobs, NULL until they came */
+    assay_top_logprob *ptops; /* [n_prompt][n_ptop] */
+    int n_ptop;
+    char *text;
+    size_t text_len;
+    assay_finish_reason finish;
+    struct sreq *next; /* queue link */
+} sreq;
+
+/* One HTTP request: its prompts' engine requests and the condition variable its thread waits on. Freed when the
+ * HTTP side and every engine request let go (refs). */
+struct call {
+    pthread_cond_t cv;
+    int n;
+    sreq *reqs;
+    int refs;
+    int gone; /* the HTTP side let go: abort what still runs */
+};
+
+struct assay_server {
+    assay_engine *e;
+    assay_tokenizer *tok;
+    char *name, *root, *api_key;
+    size_t max_body;
+    int port;
+    int64_t max_model_len, n_vocab;
+    time_t created;
+    assay_chat_template *ct;
+    char *ct_err;
+    pthread_mutex_t mu, tok_mu;
+    pthread_cond_t wake;
+    sreq *q_head, *q_tail;
+    sreq **active;
+    int n_active, cap_active;
+    int stopping;
+    pthread_t engine_thread;
+    struct MHD_Daemon *d;
+    assay_engine_counters counters;
+    int64_t finished[4]; /* by assay_finish_reason */
+    uint64_t next_id;
+};
+
+static void sreq_free_contents(sreq *r) {
+    free(r->prompt);
+    free(r->prompt_text);
+    if (r->stop)
+        for (int i = 0; i < r->sp.n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->stop_ids);
+    free(r->err);
+    free(r->toks);
+    free(r->lps);
+    free(r->tops);
+    free(r->plps);
+    free(r->ptops);
+    free(r->text);
+}
+
+static call *call_new(int n) {
+    call *c = calloc(1, sizeof *c);
+    c->reqs = calloc((size_t)n, sizeof *c->reqs);
+    c->n = n;
+    c->refs = n + 1;
+    pthread_cond_init(&c->cv, NULL);
+    for (int i = 0; i < n; i++) c->reqs[i].c = c, c->reqs[i].index = i;
+    return c;
+}
+
+static void call_free(call *c) {
+    for (int i = 0; i < c->n; i++) sreq_free_contents(&c->reqs[i]);
+    pthread_cond_destroy(&c->cv);
+    free(c->reqs);
+    free(c);
+}
+
+/* Drops one reference (under srv->mu). */
+static void call_release(call *c) {
+    if (--c->refs == 0) call_free(c);
+}
+
+static void push_grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return;
+    int64_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    *p = realloc(*p, (size_t)nc * elem);
+    *cap = nc;
+}
+
+/* Copies one step's output into the request (under srv->mu; the engine's pointers die at the next step). */
+static void absorb(sreq *r, const assay_request_output *o) {
+    if (o->prompt_logprobs && !r->plps) {
+        r->plps = malloc((size_t)o->n_prompt * sizeof *r->plps);
+        memcpy(r->plps, o->prompt_logprobs, (size_t)o->n_prompt * sizeof *r->plps);
+        r->n_ptop = o->n_prompt_top;
+        if (o->prompt_top && o->n_prompt_top > 0) {
+            size_t n = (size_t)o->n_prompt * (size_t)o->n_prompt_top;
+            r->ptops = malloc(n * sizeof *r->ptops);
+            memcpy(r->ptops, o->prompt_top, n * sizeof *r->ptops);
+        }
+    }
+    for (int64_t j = 0; j < o->n_new; j++) {
+        int64_t cap = r->cap;
+        void *p = r->toks;
+        push_grow(&p, &cap, r->n_toks + 1, sizeof *r->toks);
+        r->toks = p;
+        if (cap != r->cap) {
+            r->lps = realloc(r->lps, (size_t)cap * sizeof *r->lps);
+            r->tops = realloc(r->tops, (size_t)cap * (size_t)(o->n_top > 0 ? o->n_top : 1) * sizeof *r->tops);
+            r->cap = cap;
+        }
+        r->n_top = o->n_top;
+        r->toks[r->n_toks] = o->new_tokens[j];
+        r->lps[r->n_toks] = o->new_logprobs ? o->new_logprobs[j] : NAN;
+        if (o->new_top && o->n_top > 0)
+            memcpy(r->tops + r->n_toks * o->n_top, o->new_top + j * o->n_top, (size_t)o->n_top * sizeof *r->tops);
+        r->n_toks++;
+    }
+    if (o->text_len != r->text_len || !r->text) {
+        r->text = realloc(r->text, o->text_len + 1);
+        memcpy(r->text, o->text, o->text_len);
+        r->text[o->text_len] = 0;
+        r->text_len = o->text_len;
+    } else if (o->text_len) {
+        memcpy(r->text, o->text, o->text_len);
+    }
+    r->finish = o->finish;
+}
+
+static void finish_req(assay_server *s, sreq *r, assay_finish_reason why) {
+    r->state = 2;
+    if (r->finish == ASSAY_FINISH_NONE) r->finish = why;
+    pthread_cond_broadcast(&r->c->cv);
+    call_release(r->c);
+}
+
+static void active_remove(assay_server *s, int i) { s->active[i] = s->active[--s->n_active]; }
+
+static void *engine_main(void *arg) {
+    assay_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->q_head) {
+            sreq *r = s->q_head;
+            s->q_head = r->next;
+            if (!s->q_head) s->q_tail = NULL;
+            if (s->stopping || r->c->gone) {
+                finish_req(s, r, ASSAY_FINISH_ABORT);
+                continue;
+            }
+            if (assay_engine_add_request(s->e, r->prompt, r->n_prompt, &r->sp, &r->eid) != ASSAY_OK) {
+                r->err = strdup(assay_last_error());
+                finish_req(s, r, ASSAY_FINISH_ABORT);
+                continue;
+            }
+            r->state = 1;
+            if (s->n_active == s->cap_active) {
+                s->cap_active = s->cap_active ? s->cap_active * 2 : 64;
+                s->active = realloc(s->active, (size_t)s->cap_active * sizeof *s->active);
+            }
+            s->active[s->n_active++] = r;
+        }
+        for (int i = 0; i < s->n_active; i++) {
+            sreq *r = s->active[i];
+            if ((s->stopping || r->c->gone) && !r->abort_sent) {
+                r->abort_sent = 1;
+                assay_engine_abort(s->e, r->eid);
+            }
+        }
+        if (!assay_engine_has_unfinished(s->e)) {
+            if (s->stopping) break;
+            pthread_cond_wait(&s->wake, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        const assay_request_output *outs;
+        int64_t n_outs;
+        assay_status st = assay_engine_step(s->e, &outs, &n_outs);
+        pthread_mutex_lock(&s->mu);
+        if (st != ASSAY_OK) { /* the model failed: every running request ends with the message */
+            const char *msg = assay_last_error();
+            fprintf(stderr, "assay serve: engine step failed: %s\n", msg);
+            while (s->n_active > 0) {
+                sreq *r = s->active[0];
+                if (!r->abort_sent) assay_engine_abort(s->e, r->eid);
+                r->err = strdup(msg);
+                active_remove(s, 0);
+                finish_req(s, r, ASSAY_FINISH_ABORT);
+            }
+            pthread_mutex_unlock(&s->mu);
+            while (assay_engine_has_unfinished(s->e) && assay_engine_step(s->e, &outs, &n_outs) == ASSAY_OK) {}
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        for (int64_t k = 0; k < n_outs; k++) {
+            const assay_request_output *o = &outs[k];
+            for (int i = 0; i < s->n_active; i++) {
+                sreq *r = s->active[i];
+                if (r->eid != o->id) continue;
+                absorb(r, o);
+                if (o->finish != ASSAY_FINISH_NONE) {
+                    s->finished[o->finish]++;
+                    active_remove(s, i);
+                    finish_req(s, r, o->finish);
+                } else {
+                    pthread_cond_broadcast(&r->c->cv);
+                }
+                break;
+            }
+        }
+        assay_engine_counters_get(s->e, &s->counters);
+    }
+    assay_engine_counters_get(s->e, &s->counters);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Queues a call's requests; 0 when the server is stopping (nothing queued). */
+static int submit(assay_server *s, call *c) {
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    for (int i = 0; i < c->n; i++) {
+        sreq *r = &c->reqs[i];
+        r->next = NULL;
+        if (s->q_tail) s->q_tail->next = r;
+        else s->q_head = r;
+        s->q_tail = r;
+    }
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+}
+
+/* The HTTP side lets go of a call (under srv->mu): what still runs is aborted. */
+static void call_drop(assay_server *s, call *c) {
+    c->gone = 1;
+    pthread_cond_signal(&s->wake);
+    call_release(c);
+}
+
+static int call_done(const call *c) {
+    for (int i = 0; i < c->n; i++)
+        if (c->reqs[i].state != 2) return 0;
+    return 1;
+}
+
+/* ---- HTTP plumbing ----------------------------------------------------------------------------------------- */
+
+typedef struct conn {
+    assay_strbuf body;
+    int too_big;
+    int responded;
+} conn;
+
+static enum MHD_Result send_text(struct MHD_Connection *con, unsigned status, const char *type, const char *data, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ret = MHD_queue_response(con, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *con, unsigned status, const assay_strbuf *b) {
+    return send_text(con, status, "application/json", b->data ? b->data : "", b->len);
+}
+
+static const char *error_type(unsigned status) {
+    switch (status) {
+    case 400: return "BadRequestError";
+    case 401: return "AuthenticationError";
+    case 404: return "NotFoundError";
+    case 405: return "MethodNotAllowedError";
+    case 413: return "RequestEntityTooLargeError";
+    case 503: return "ServiceUnavailableError";
+    default: return "InternalServerError";
+    }
+}
+
+static void error_json(assay_strbuf *b, unsigned status, const char *msg, const char *param) {
+    assay_strbuf_puts(b, "{\"error\": {\"message\": ");
+    assay_strbuf_json_string(b, msg, strlen(msg));
+    assay_strbuf_printf(b, ", \"type\": \"%s\", \"param\": ", error_type(status));
+    if (param) assay_strbuf_json_string(b, param, strlen(param));
+    else assay_strbuf_puts(b, "null");
+    assay_strbuf_printf(b, ", \"code\": %u}}", status);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *con, unsigned status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error(struct MHD_Connection *con, unsigned status, const char *param, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    assay_strbuf b = {0};
+    error_json(&b, status, msg, param);
+    enum MHD_Result r = send_json(con, status, &b);
+    assay_strbuf_free(&b);
+    return r;
+}
+
+/* A request's problem, found while parsing: status, the parameter, the message. */
+typedef struct req_error {
+    unsigned status;
+    const char *param;
+    char msg[1024];
+} req_error;
+
+static int set_err(req_error *er, unsigned status, const char *param, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int set_err(req_error *er, unsigned status, const char *param, const char *fmt, ...) {
+    er->status = status;
+    er->param = param;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(er->msg, sizeof er->msg, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+/* Token bytes as shown in logprobs ("tokens", the keys of top_logprobs). */
+static void token_json(assay_server *s, assay_strbuf *b, int32_t id) {
+    size_t len = 0;
+    const char *p = assay_tokenizer_token_bytes(s->tok, id, &len);
+    if (!p) p = "", len = 0;
+    assay_strbuf_json_string(b, p, len);
+}
+
+static size_t token_len(assay_server *s, int32_t id) {
+    size_t len = 0;
+    assay_tokenizer_token_bytes(s->tok, id, &len);
+    return len;
+}
+
+static void num_or_null(assay_strbuf *b, double v) {
+    if (isfinite(v)) assay_strbuf_json_number(b, v);
+    else if (isinf(v) && v < 0) assay_strbuf_puts(b, "-9999.0"); /* JSON has no -inf: vLLM writes -9999.0 */
+    else assay_strbuf_puts(b, "null");
+}
+
+static void top_json(assay_server *s, assay_strbuf *b, const assay_top_logprob *t, int n) {
+    assay_strbuf_putc(b, '{');
+    for (int k = 0; k < n; k++) {
+        if (k) assay_strbuf_puts(b, ", ");
+        token_json(s, b, t[k].token);
+        assay_strbuf_puts(b, ": ");
+        num_or_null(b, t[k].logprob);
+    }
+    assay_strbuf_putc(b, '}');
+}
+
+/* The completions logprobs object for the prompt (when echoed) and generated tokens [g0, g1). */
+static void completion_logprobs_json(assay_server *s, assay_strbuf *b, const sreq *r, int echo, int64_t g0, int64_t g1,
+                                     size_t offset0) {
+    int with_prompt = echo && r->plps;
+    size_t off = offset0;
+    assay_strbuf_puts(b, "{\"tokens\": [");
+    int first = 1;
+    if (with_prompt)
+        for (int64_t i = 0; i < r->n_prompt; i++, first = 0) {
+            if (!first) assay_strbuf_puts(b, ", ");
+            token_json(s, b, r->prompt[i]);
+        }
+    for (int64_t i = g0; i < g1; i++, first = 0) {
+        if (!first) assay_strbuf_puts(b, ", ");
+        token_json(s, b, r->toks[i]);
+    }
+    assay_strbuf_puts(b, "], \"token_logprobs\": [");
+    first = 1;
+    if (with_prompt)
+        for (int64_t i = 0; i < r->n_prompt; i++, first = 0) {
+            if (!first) assay_strbuf_puts(b, ", ");
+            if (i == 0 || isnan(r->plps[i])) assay_strbuf_puts(b, "null");
+            else num_or_null(b, r->plps[i]);
+        }
+    for (int64_t i = g0; i < g1; i++, first = 0) {
+        if (!first) assay_strbuf_puts(b, ", ");
+        num_or_null(b, r->lps[i]);
+    }
+    assay_strbuf_puts(b, "], \"top_logprobs\": [");
+    first = 1;
+    if (with_prompt)
+        for (int64_t i = 0; i < r->n_prompt; i++, first = 0) {
+            if (!first) assay_strbuf_puts(b, ", ");
+            if (i == 0 || isnan(r->plps[i])) {
+                assay_strbuf_puts(b, "null");
+                continue;
+            }
+            /* the chosen token first, then the top alternatives (vLLM's shape) */
+            assay_strbuf_putc(b, '{');
+            token_json(s, b, r->prompt[i]);
+            assay_strbuf_puts(b, ": ");
+            num_or_null(b, r->plps[i]);
+            for (int k = 0; k < r->n_ptop; k++) {
+                const assay_top_logprob *t = &r->ptops[i * r->n_ptop + k];
+                if (t->token == r->prompt[i]) continue;
+                assay_strbuf_puts(b, ", ");
+                token_json(s, b, t->token);
+                assay_strbuf_puts(b, ": ");
+                num_or_null(b, t->logprob);
+            }
+            assay_strbuf_putc(b, '}');
+        }
+    for (int64_t i = g0; i < g1; i++, first = 0) {
+        if (!first) assay_strbuf_puts(b, ", ");
+        top_json(s, b, r->tops + i * r->n_top, r->n_top);
+    }
+    assay_strbuf_puts(b, "], \"text_offset\": [");
+    first = 1;
+    if (with_prompt)
+        for (int64_t i = 0; i < r->n_prompt; i++, first = 0) {
+            if (!first) assay_strbuf_puts(b, ", ");
+            assay_strbuf_printf(b, "%zu", off);
+            off += token_len(s, r->prompt[i]);
+        }
+    for (int64_t i = g0; i < g1; i++, first = 0) {
+        if (!first) assay_strbuf_puts(b, ", ");
+        assay_strbuf_printf(b, "%zu", off);
+        off += token_len(s, r->toks[i]);
+    }
+    assay_strbuf_puts(b, "]}");
+}
+
+/* ---- request parsing --------------------------------------------------------------------------------------- */
+
+typedef struct gen_request {
+    int chat, stream, include_usage, echo, n_prompts;
+    int logprobs; /* completions: -1 none */
+    int64_t max_tokens; /* -1: not given */
+    call *c;
+} gen_request;
+
+static int get_number(const assay_json *root, const char *key, double lo, double hi, double *out, req_error *er) {
+    const assay_json *v = assay_json_get(root, key);
+    if (!v || v->type == ASSAY_JSON_NULL) return 1;
+    if (v->type != ASSAY_JSON_NUMBER) return set_err(er, 400, key, "%s must be a number", key);
+    if (!(v->num >= lo && v->num <= hi)) return set_err(er, 400, key, "%s must be in [%g, %g], got %g", key, lo, hi, v->num);
+    *out = v->num;
+    return 1;
+}
+
+static int get_int(const assay_json *root, const char *key, int64_t lo, int64_t hi, int64_t *out, req_error *er) {
+    const assay_json *v = assay_json_get(root, key);
+    if (!v || v->type == ASSAY_JSON_NULL) return 1;
+    if (v->type != ASSAY_JSON_NUMBER || !v->is_integer) return set_err(er, 400, key, "%s must be an integer", key);
+    if (v->integer < lo || v->integer > hi)
+        return set_err(er, 400, key, "%s must be in [%lld, %lld], got %lld", key, (long long)lo, (long long)hi,
+                       (long long)v->integer);
+    *out = v->integer;
+    return 1;
+}
+
+static int get_bool(const assay_json *root, const char *key, int *out, req_error *er) {
+    const assay_json *v = assay_json_get(root, key);
+    if (!v || v->type == ASSAY_JSON_NULL) return 1;
+    if (v->type != ASSAY_JSON_TRUE && v->type != ASSAY_JSON_FALSE) return set_err(er, 400, key, "%s must be a boolean", key);
+    *out = v->type == ASSAY_JSON_TRUE;
+    return 1;
+}
+
+/* Sampling parameters shared by both endpoints, into every prompt's request. */
+static int parse_sampling(assay_server *s, const assay_json *root, gen_request *g, req_error *er) {
+    assay_sampling_params sp;
+    assay_sampling_params_default(&sp);
+    double temp = 1, top_p = 1, min_p = 0;
+    int64_t top_k = -1, seed = -1, min_tokens = 0, n = 1;
+    int ignore_eos = 0, has_seed = 0;
+    if (!get_number(root, "temperature", 0, 1e9, &temp, er) || !get_number(root, "top_p", 1e-9, 1, &top_p, er) ||
+        !get_number(root, "min_p", 0, 1, &min_p, er) || !get_int(root, "top_k", -1, INT32_MAX, &top_k, er) ||
+        !get_int(root, "min_tokens", 0, INT64_MAX / 2, &min_tokens, er) || !get_int(root, "n", 1, 1, &n, er) ||
+        !get_bool(root, "ignore_eos", &ignore_eos, er))
+        return 0;
+    const assay_json *sv = assay_json_get(root, "seed");
+    if (sv && sv->type != ASSAY_JSON_NULL) {
+        if (sv->type != ASSAY_JSON_NUMBER || !sv->is_integer) return set_err(er, 400, "seed", "seed must be an integer");
+        seed = sv->integer;
+        has_seed = 1;
+    }
+    sp.temperature = (float)temp;
+    sp.top_p = (float)top_p;
+    sp.min_p = (float)min_p;
+    sp.top_k = (int)top_k;
+    sp.min_tokens = min_tokens;
+    sp.ignore_eos = ignore_eos;
+    sp.has_seed = has_seed;
+    sp.seed = (uint64_t)seed;
+    /* stop strings and ids */
+    const assay_json *stop = assay_json_get(root, "stop");
+    const assay_json *stop_ids = assay_json_get(root, "stop_token_ids");
+    int n_stop = 0;
+    if (stop && stop->type == ASSAY_JSON_STRING) n_stop = 1;
+    else if (stop && stop->type == ASSAY_JSON_ARRAY) {
+        for (const assay_json *x = stop->first; x; x = x->next)
+            if (x->type != ASSAY_JSON_STRING) return set_err(er, 400, "stop", "stop must be a string or a list of strings");
+        n_stop = (int)stop->count;
+    } else if (stop && stop->type != ASSAY_JSON_NULL)
+        return set_err(er, 400, "stop", "stop must be a string or a list of strings");
+    int n_ids = 0;
+    if (stop_ids && stop_ids->type == ASSAY_JSON_ARRAY) {
+        for (const assay_json *x = stop_ids->first; x; x = x->next)
+            if (x->type != ASSAY_JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer >= s->n_vocab)
+                return set_err(er, 400, "stop_token_ids", "stop_token_ids must be token ids below %lld", (long long)s->n_vocab);
+        n_ids = (int)stop_ids->count;
+    } else if (stop_ids && stop_ids->type != ASSAY_JSON_NULL)
+        return set_err(er, 400, "stop_token_ids", "stop_token_ids must be a list of integers");
+    for (int i = 0; i < g->c->n; i++) {
+        sreq *r = &g->c->reqs[i];
+        r->sp = sp;
+        if (n_stop) {
+            r->stop = calloc((size_t)n_stop, sizeof *r->stop);
+            if (stop->type == ASSAY_JSON_STRING) r->stop[0] = strdup(stop->str);
+            else {
+                int k = 0;
+                for (const assay_json *x = stop->first; x; x = x->next) r->stop[k++] = strdup(x->str);
+            }
+            r->sp.stop = (const char *const *)r->stop;
+            r->sp.n_stop = n_stop;
+        }
+        if (n_ids) {
+            r->stop_ids = malloc((size_t)n_ids * sizeof *r->stop_ids);
+            int k = 0;
+            for (const assay_json *x = stop_ids->first; x; x = x->next) r->stop_ids[k++] = (int32_t)x->integer;
+            r->sp.stop_token_ids = r->stop_ids;
+            r->sp.n_stop_token_ids = n_ids;
+        }
+    }
+    return 1;
+}
+
+static void tokenize_locked(assay_server *s, const char *text, size_t len, int flags, assay_tokens *out) {
+    pthread_mutex_lock(&s->tok_mu);
+    assay_tokenizer_encode(s->tok, text, len, flags, out);
+    pthread_mutex_unlock(&s->tok_mu);
+}
+
+/* A prompt as a token-id array. */
+static int prompt_from_ids(assay_server *s, const assay_json *arr, sreq *r, req_error *er) {
+    if (arr->count == 0) return set_err(er, 400, "prompt", "the prompt is empty");
+    r->prompt = malloc((size_t)arr->count * sizeof *r->prompt);
+    for (const assay_json *x = arr->first; x; x = x->next) {
+        if (x->type != ASSAY_JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer >= s->n_vocab)
+            return set_err(er, 400, "prompt", "prompt token ids must be integers in [0, %lld)", (long long)s->n_vocab);
+        r->prompt[r->n_prompt++] = (int32_t)x->integer;
+    }
+    assay_strbuf t = {0};
+    pthread_mutex_lock(&s->tok_mu);
+    assay_tokenizer_decode(s->tok, r->prompt, r->n_prompt, 0, &t);
+    pthread_mutex_unlock(&s->tok_mu);
+    r->prompt_text = t.data ? t.data : strdup("");
+    r->prompt_text_len = t.len;
+    return 1;
+}
+
+static int prompt_from_text(assay_server *s, const char *text, size_t len, int flags, sreq *r, req_error *er) {
+    assay_tokens ids = {0};
+    tokenize_locked(s, text, len, flags, &ids);
+    if (ids.n == 0) {
+        int32_t bos = assay_tokenizer_bos(s->tok);
+        if (bos < 0) {
+            assay_tokens_free(&ids);
+            return set_err(er, 400, "prompt", "the prompt is empty and the model has no BOS token");
+        }
+        assay_tokens_push(&ids, bos);
+    }
+    r->prompt = ids.ids;
+    r->n_prompt = ids.n;
+    r->prompt_text = malloc(len + 1);
+    memcpy(r->prompt_text, text, len);
+    r->prompt_text[len] = 0;
+    r->prompt_text_len = len;
+    return 1;
+}
+
+static int check_model(assay_server *s, const assay_json *root, req_error *er) {
+    const assay_json *m = assay_json_get(root, "model");
+    if (!m || m->type == ASSAY_JSON_NULL) return 1;
+    if (m->type != ASSAY_JSON_STRING) return set_err(er, 400, "model", "model must be a string");
+    if (strcmp(m->str, s->name) != 0) return set_err(er, 404, "model", "The model `%s` does not exist.", m->str);
+    return 1;
+}
+
+/* The chat messages rendered with the model's template, into req 0's prompt. */
+static int chat_prompt(assay_server *s, const assay_json *msgs, sreq *r, req_error *er) {
+    if (!s->ct) return set_err(er, 400, "messages", "%s", s->ct_err);
+    if (!msgs || msgs->type != ASSAY_JSON_ARRAY || msgs->count == 0)
+        return set_err(er, 400, "messages", "messages must be a non-empty list");
+    assay_chat_message *m = calloc((size_t)msgs->count, sizeof *m);
+    assay_strbuf *parts = calloc((size_t)msgs->count, sizeof *parts);
+    int64_t n = 0, ok = 1;
+    for (const assay_json *x = msgs->first; x && ok; x = x->next, n++) {
+        const char *role = assay_json_string(assay_json_get(x, "role"), NULL);
+        const assay_json *content = assay_json_get(x, "content");
+        if (!role) {
+            ok = set_err(er, 400, "messages", "messages[%lld] has no role", (long long)n);
+            break;
+        }
+        m[n].role = role;
+        if (content && content->type == ASSAY_JSON_STRING) m[n].content = content->str;
+        else if (content && content->type == ASSAY_JSON_ARRAY) { /* [{"type": "text", "text": ...}, ...] */
+            for (const assay_json *p = content->first; p; p = p->next) {
+                const char *type = assay_json_string(assay_json_get(p, "type"), "");
+                const char *t = assay_json_string(assay_json_get(p, "text"), NULL);
+                if (strcmp(type, "text") != 0 || !t) {
+                    ok = set_err(er, 400, "messages", "messages[%lld]: only text content parts are supported", (long long)n);
+                    break;
+                }
+                assay_strbuf_puts(&parts[n], t);
+            }
+            m[n].content = parts[n].data ? parts[n].data : "";
+        } else if (!content || content->type == ASSAY_JSON_NULL) m[n].content = "";
+        else ok = set_err(er, 400, "messages", "messages[%lld].content must be a string or a list of parts", (long long)n);
+    }
+    if (ok) {
+        assay_strbuf text = {0};
+        if (assay_chat_template_render(s->ct, m, n, 1, &text) != ASSAY_OK)
+            ok = set_err(er, 400, "messages", "%s", assay_last_error());
+        else {
+            int flags = ASSAY_TOK_PARSE_SPECIAL | (assay_chat_template_writes_bos(s->ct) ? 0 : ASSAY_TOK_ADD_SPECIAL);
+            ok = prompt_from_text(s, text.data ? text.data : "", text.len, flags, r, er);
+        }
+        assay_strbuf_free(&text);
+    }
+    for (int64_t i = 0; i < msgs->count; i++) assay_strbuf_free(&parts[i]);
+    free(parts);
+    free(m);
+    return (int)ok;
+}
+
+/* Parses a completions / chat body into g (g->c allocated); 0 with *er on a bad request. */
+static int parse_generate(assay_server *s, const assay_json *root, int chat, gen_request *g, req_error *er) {
+    memset(g, 0, sizeof *g);
+    g->chat = chat;
+    g->logprobs = -1;
+    g->max_tokens = -1;
+    if (!root || root->type != ASSAY_JSON_OBJECT) return set_err(er, 400, NULL, "the body must be a JSON object");
+    if (!check_model(s, root, er)) return 0;
+    if (!get_bool(root, "stream", &g->stream, er)) return 0;
+    const assay_json *so = assay_json_get(root, "stream_options");
+    if (so && so->type == ASSAY_JSON_OBJECT && !get_bool(so, "include_usage", &g->include_usage, er)) return 0;
+    if (!chat) {
+        if (!get_bool(root, "echo", &g->echo, er)) return 0;
+        int64_t lp = -1;
+        if (!get_int(root, "logprobs", 0, 20, &lp, er)) return 0;
+        g->logprobs = (int)lp;
+    }
+    if (!get_int(root, "max_tokens", 0, INT64_MAX / 2, &g->max_tokens, er)) return 0;
+    if (chat && !get_int(root, "max_completion_tokens", 0, INT64_MAX / 2, &g->max_tokens, er)) return 0;
+    if (!chat && g->max_tokens < 0) g->max_tokens = 16; /* vLLM's completions default */
+
+    /* the prompts */
+    if (chat) {
+        g->c = call_new(1);
+        if (!chat_prompt(s, assay_json_get(root, "messages"), &g->c->reqs[0], er)) return 0;
+    } else {
+        const assay_json *p = assay_json_get(root, "prompt");
+        if (!p) return set_err(er, 400, "prompt", "prompt is required");
+        int n = 1, batch = 0;
+        if (p->type == ASSAY_JSON_ARRAY && p->count > 0 &&
+            (p->first->type == ASSAY_JSON_STRING || p->first->type == ASSAY_JSON_ARRAY)) {
+            batch = 1;
+            n = (int)(p->count > MAX_PROMPTS ? MAX_PROMPTS + 1 : p->count);
+            if (n > MAX_PROMPTS) return set_err(er, 400, "prompt", "at most %d prompts per request", MAX_PROMPTS);
+        } else if (p->type != ASSAY_JSON_STRING && p->type != ASSAY_JSON_ARRAY)
+            return set_err(er, 400, "prompt", "prompt must be a string, a list of token ids, or a list of those");
+        g->c = call_new(n);
+        int flags = ASSAY_TOK_ADD_SPECIAL;
+        const assay_json *x = batch ? p->first : p;
+        for (int i = 0; i < n; i++, x = x->next) {
+            sreq *r = &g->c->reqs[i];
+            if (x->type == ASSAY_JSON_STRING) {
+                if (!prompt_from_text(s, x->str, x->str_len, flags, r, er)) return 0;
+            } else if (x->type == ASSAY_JSON_ARRAY) {
+                if (!prompt_from_ids(s, x, r, er)) return 0;
+            } else
+                return set_err(er, 400, "prompt", "prompt must be a string, a list of token ids, or a list of those");
+        }
+    }
+    g->n_prompts = g->c->n;
+    if (!parse_sampling(s, root, g, er)) return 0;
+    for (int i = 0; i < g->c->n; i++) {
+        sreq *r = &g->c->reqs[i];
+        if (r->n_prompt >= s->max_model_len)
+            return set_err(er, 400, "prompt",
+                           "This model's maximum context length is %lld tokens. However, your prompt has %lld tokens.",
+                           (long long)s->max_model_len, (long long)r->n_prompt);
+        int64_t mt = g->max_tokens;
+        if (mt < 0) mt = s->max_model_len - r->n_prompt; /* chat without a limit: up to the context */
+        if (r->n_prompt + mt > s->max_model_len)
+            return set_err(er, 400, "max_tokens",
+                           "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
+                           "(%lld in the prompt, %lld for the completion).",
+                           (long long)s->max_model_len, (long long)(r->n_prompt + mt), (long long)r->n_prompt,
+                           (long long)mt);
+        if (mt == 0) {
+            r->sp.prompt_only = 1;
+            r->sp.max_tokens = 1;
+        } else
+            r->sp.max_tokens = mt;
+        r->sp.logprobs = g->logprobs;
+        if (g->echo && g->logprobs >= 0) r->sp.prompt_logprobs = g->logprobs;
+    }
+    return 1;
+}
+
+/* ---- responses --------------------------------------------------------------------------------------------- */
+
+static void make_id(assay_server *s, const char *prefix, char *out, size_t n) {
+    pthread_mutex_lock(&s->mu);
+    uint64_t k = ++s->next_id;
+    pthread_mutex_unlock(&s->mu);
+    snprintf(out, n, "%s-%llx%08llx", prefix, (unsigned long long)time(NULL), (unsigned long long)k);
+}
+
+static void usage_json(assay_strbuf *b, const call *c) {
+    int64_t p = 0, g = 0;
+    for (int i = 0; i < c->n; i++) p += c->reqs[i].n_prompt, g += c->reqs[i].sp.prompt_only ? 0 : c->reqs[i].n_toks;
+    assay_strbuf_printf(b, "{\"prompt_tokens\": %lld, \"completion_tokens\": %lld, \"total_tokens\": %lld}", (long long)p,
+                        (long long)g, (long long)(p + g));
+}
+
+static void finish_json(assay_strbuf *b, assay_finish_reason f) {
+    const char *n = assay_finish_reason_name(f);
+    if (n) assay_strbuf_printf(b, "\"%s\"", n);
+    else assay_strbuf_puts(b, "null");
+}
+
+/* The whole (non-streaming) response, under srv->mu. */
+static void full_response(assay_server *s, const gen_request *g, const char *id, assay_strbuf *b) {
+    const call *c = g->c;
+    assay_strbuf_printf(b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", id,
+                        g->chat ? "chat.completion" : "text_completion", (long long)time(NULL));
+    assay_strbuf_json_string(b, s->name, strlen(s->name));
+    assay_strbuf_puts(b, ", \"choices\": [");
+    for (int i = 0; i < c->n; i++) {
+        const sreq *r = &c->reqs[i];
+        if (i) assay_strbuf_puts(b, ", ");
+        assay_strbuf_printf(b, "{\"index\": %d, ", i);
+        if (g->chat) {
+            assay_strbuf_puts(b, "\"message\": {\"role\": \"assistant\", \"content\": ");
+            assay_strbuf_json_string(b, r->text ? r->text : "", r->text_len);
+            assay_strbuf_puts(b, "}, \"logprobs\": null");
+        } else {
+            assay_strbuf_puts(b, "\"text\": ");
+            assay_strbuf t = {0};
+            if (g->echo) assay_strbuf_append(&t, r->prompt_text, r->prompt_text_len);
+            if (r->text && !r->sp.prompt_only) assay_strbuf_append(&t, r->text, r->text_len);
+            assay_strbuf_json_string(b, t.data ? t.data : "", t.len);
+            assay_strbuf_free(&t);
+            assay_strbuf_puts(b, ", \"logprobs\": ");
+            if (g->logprobs >= 0) completion_logprobs_json((assay_server *)s, b, r, g->echo, 0, r->sp.prompt_only ? 0 : r->n_toks, 0);
+            else assay_strbuf_puts(b, "null");
+        }
+        assay_strbuf_puts(b, ", \"finish_reason\": ");
+        finish_json(b, r->finish);
+        assay_strbuf_puts(b, "}");
+    }
+    assay_strbuf_puts(b, "], \"usage\": ");
+    usage_json(b, c);
+    assay_strbuf_puts(b, "}");
+}
+
+/* ---- streaming --------------------------------------------------------------------------------------------- */
+
+typedef struct stream {
+    assay_server *s;
+    gen_request g;
+    char id[64];
+    time_t created;
+    size_t *sent_text;  /* per prompt: bytes of text sent */
+    int64_t *sent_toks; /* per prompt: tokens whose logprobs were sent */
+    int *ended;         /* per prompt: the finish chunk was sent */
+    int *echo_sent;     /* per prompt: the echoed prompt was sent */
+    int role_sent, usage_sent, done_sent;
+    assay_strbuf buf;
+    size_t off;
+} stream;
+
+/* How much of the text may go out now: not a possible start of a stop string, not a split UTF-8 character. */
+static size_t sendable(const sreq *r) {
+    size_t n = r->text_len;
+    if (r->state == 2) return n;
+    size_t hold = 0;
+    for (int i = 0; i < r->sp.n_stop; i++) {
+        size_t sl = strlen(r->stop[i]);
+        if (sl > hold + 1) hold = sl - 1;
+    }
+    n = n > hold ? n - hold : 0;
+    /* back off an incomplete UTF-8 sequence at the end */
+    size_t k = n, back = 0;
+    while (k > 0 && back < 4 && ((unsigned char)r->text[k - 1] & 0xC0) == 0x80) k--, back++;
+    if (k > 0) {
+        unsigned char lead = (unsigned char)r->text[k - 1];
+        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (need > back + 1) n = k - 1;
+    }
+    return n;
+}
+
+static void chunk_head(stream *st, assay_strbuf *b) {
+    assay_strbuf_printf(b, "data: {\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", st->id,
+                        st->g.chat ? "chat.completion.chunk" : "text_completion", (long long)st->created);
+    assay_strbuf_json_string(b, st->s->name, strlen(st->s->name));
+    assay_strbuf_puts(b, ", \"choices\": [");
+}
+
+/* Appends the chunks that the requests' progress allows (under srv->mu); 1 when anything was added. */
+static int stream_fill(stream *st) {
+    assay_server *s = st->s;
+    call *c = st->g.c;
+    assay_strbuf *b = &st->buf;
+    size_t before = b->len;
+    if (st->g.chat && !st->role_sent) {
+        for (int i = 0; i < c->n; i++) {
+            chunk_head(st, b);
+            assay_strbuf_printf(b, "{\"index\": %d, \"delta\": {\"role\": \"assistant\", \"content\": \"\"}, "
+                                   "\"logprobs\": null, \"finish_reason\": null}]}\n\n", i);
+        }
+        st->role_sent = 1;
+    }
+    for (int i = 0; i < c->n; i++) {
+        sreq *r = &c->reqs[i];
+        if (st->ended[i]) continue;
+        if (r->err) {
+            assay_strbuf_puts(b, "data: ");
+            error_json(b, 400, r->err, NULL);
+            assay_strbuf_puts(b, "\n\n");
+            st->ended[i] = 1;
+            continue;
+        }
+        int done = r->state == 2;
+        int need_echo = !st->g.chat && st->g.echo && !st->echo_sent[i];
+        if (need_echo && st->g.logprobs >= 0 && !r->plps && !done) continue; /* wait for the prompt logprobs */
+        size_t upto = r->sp.prompt_only ? 0 : sendable(r);
+        if (upto < st->sent_text[i]) upto = st->sent_text[i];
+        int64_t t1 = r->sp.prompt_only ? 0 : r->n_toks;
+        if (!need_echo && !done && upto == st->sent_text[i] && (st->g.logprobs < 0 || t1 == st->sent_toks[i])) continue;
+        chunk_head(st, b);
+        assay_strbuf_printf(b, "{\"index\": %d, ", i);
+        assay_strbuf t = {0};
+        if (need_echo) assay_strbuf_append(&t, r->prompt_text, r->prompt_text_len);
+        if (upto > st->sent_text[i]) assay_strbuf_append(&t, r->text + st->sent_text[i], upto - st->sent_text[i]);
+        if (st->g.chat) {
+            assay_strbuf_puts(b, "\"delta\": {");
+            if (t.len) {
+                assay_strbuf_puts(b, "\"content\": ");
+                assay_strbuf_json_string(b, t.data, t.len);
+            }
+            assay_strbuf_puts(b, "}, \"logprobs\": null");
+        } else {
+            assay_strbuf_puts(b, "\"text\": ");
+            assay_strbuf_json_string(b, t.data ? t.data : "", t.len);
+            assay_strbuf_puts(b, ", \"logprobs\": ");
+            if (st->g.logprobs >= 0) completion_logprobs_json(s, b, r, need_echo, st->sent_toks[i], t1, 0);
+            else assay_strbuf_puts(b, "null");
+        }
+        assay_strbuf_free(&t);
+        st->echo_sent[i] = 1;
+        st->sent_toks[i] = t1;
+        st->sent_text[i] = upto;
+        assay_strbuf_puts(b, ", \"finish_reason\": ");
+        if (done) {
+            finish_json(b, r->finish);
+            st->ended[i] = 1;
+        } else
+            assay_strbuf_puts(b, "null");
+        assay_strbuf_puts(b, "}]}\n\n");
+    }
+    return b->len > before;
+}
+
+static int all_ended(const stream *st) {
+    for (int i = 0; i < st->g.c->n; i++)
+        if (!st->ended[i]) return 0;
+    return 1;
+}
+
+/* libmicrohttpd's content reader: blocks (one thread per connection) until the engine has more to say. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    stream *st = cls;
+    assay_server *s = st->s;
+    if (st->off == st->buf.len) {
+        assay_strbuf_clear(&st->buf);
+        st->off = 0;
+        if (st->done_sent) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&s->mu);
+        while (!stream_fill(st) && !all_ended(st)) pthread_cond_wait(&st->g.c->cv, &s->mu);
+        if (all_ended(st)) {
+            if (st->g.include_usage && !st->usage_sent) {
+                chunk_head(st, &st->buf);
+                assay_strbuf_puts(&st->buf, "], \"usage\": ");
+                usage_json(&st->buf, st->g.c);
+                assay_strbuf_puts(&st->buf, "}\n\n");
+                st->usage_sent = 1;
+            }
+            assay_strbuf_puts(&st->buf, "data: [DONE]\n\n");
+            st->done_sent = 1;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    size_t n = st->buf.len - st->off;
+    if (n > max) n = max;
+    memcpy(out, st->buf.data + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+/* The response is gone (finished, or the client disconnected): abort what still runs. */
+static void stream_free(void *cls) {
+    stream *st = cls;
+    pthread_mutex_lock(&st->s->mu);
+    call_drop(st->s, st->g.c);
+    pthread_mutex_unlock(&st->s->mu);
+    assay_strbuf_free(&st->buf);
+    free(st->sent_text);
+    free(st->sent_toks);
+    free(st->ended);
+    free(st->echo_sent);
+    free(st);
+}
+
+/* ---- endpoints --------------------------------------------------------------------------------------------- */
+
+static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *con, const char *body, size_t len, int chat) {
+    assay_json_doc *doc = NULL;
+    if (assay_json_parse(body, len, &doc) != ASSAY_OK)
+        return send_error(con, 400, NULL, "invalid JSON body: %s", assay_last_error());
+    gen_request g;
+    req_error er = {0};
+    int ok = parse_generate(s, assay_json_root(doc), chat, &g, &er);
+    assay_json_doc_free(doc);
+    if (!ok) {
+        if (g.c) call_free(g.c);
+        return send_error(con, er.status, er.param, "%s", er.msg);
+    }
+    call *c = g.c;
+    if (!submit(s, c)) {
+        call_free(c);
+        return send_error(con, 503, NULL, "the server is shutting down");
+    }
+    char id[64];
+    make_id(s, chat ? "chatcmpl" : "cmpl", id, sizeof id);
+    if (g.stream) {
+        stream *st = calloc(1, sizeof *st);
+        st->s = s;
+        st->g = g;
+        st->created = time(NULL);
+        snprintf(st->id, sizeof st->id, "%s", id);
+        st->sent_text = calloc((size_t)c->n, sizeof *st->sent_text);
+        st->sent_toks = calloc((size_t)c->n, sizeof *st->sent_toks);
+        st->ended = calloc((size_t)c->n, sizeof *st->ended);
+        st->echo_sent = calloc((size_t)c->n, sizeof *st->echo_sent);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+        if (!resp) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result ret = MHD_queue_response(con, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (!call_done(c)) pthread_cond_wait(&c->cv, &s->mu);
+    assay_strbuf b = {0};
+    const char *err = NULL;
+    int aborted = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (c->reqs[i].err && !err) err = c->reqs[i].err;
+        if (c->reqs[i].finish == ASSAY_FINISH_ABORT) aborted = 1;
+    }
+    unsigned status = 200;
+    if (err) error_json(&b, status = 400, err, NULL);
+    else if (aborted && s->stopping) error_json(&b, status = 503, "the server is shutting down", NULL);
+    else full_response(s, &g, id, &b);
+    call_drop(s, c);
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result ret = send_json(con, status, &b);
+    assay_strbuf_free(&b);
+    return ret;
+}
+
+static enum MHD_Result handle_tokenize(assay_server *s, struct MHD_Connection *con, const char *body, size_t len) {
+    assay_json_doc *doc = NULL;
+    if (assay_json_parse(body, len, &doc) != ASSAY_OK)
+        return send_error(con, 400, NULL, "invalid JSON body: %s", assay_last_error());
+    const assay_json *root = assay_json_root(doc);
+    req_error er = {0};
+    int add_special = 1;
+    const assay_json *p = assay_json_get(root, "prompt");
+    enum MHD_Result ret;
+    if (!check_model(s, root, &er) || !get_bool(root, "add_special_tokens", &add_special, &er) ||
+        (!assay_json_is(p, ASSAY_JSON_STRING) && set_err(&er, 400, "prompt", "prompt must be a string") == 0)) {
+        ret = send_error(con, er.status, er.param, "%s", er.msg);
+    } else {
+        assay_tokens ids = {0};
+        tokenize_locked(s, p->str, p->str_len, add_special ? ASSAY_TOK_ADD_SPECIAL : 0, &ids);
+        assay_strbuf b = {0};
+        assay_strbuf_printf(&b, "{\"count\": %lld, \"max_model_len\": %lld, \"tokens\": [", (long long)ids.n,
+                            (long long)s->max_model_len);
+        for (int64_t i = 0; i < ids.n; i++) assay_strbuf_printf(&b, "%s%d", i ? ", " : "", ids.ids[i]);
+        assay_strbuf_puts(&b, "]}");
+        ret = send_json(con, 200, &b);
+        assay_strbuf_free(&b);
+        assay_tokens_free(&ids);
+    }
+    assay_json_doc_free(doc);
+    return ret;
+}
+
+static enum MHD_Result handle_detokenize(assay_server *s, struct MHD_Connection *con, const char *body, size_t len) {
+    assay_json_doc *doc = NULL;
+    if (assay_json_parse(body, len, &doc) != ASSAY_OK)
+        return send_error(con, 400, NULL, "invalid JSON body: %s", assay_last_error());
+    const assay_json *root = assay_json_root(doc);
+    req_error er = {0};
+    const assay_json *t = assay_json_get(root, "tokens");
+    enum MHD_Result ret;
+    int ok = check_model(s, root, &er);
+    if (ok && !assay_json_is(t, ASSAY_JSON_ARRAY)) ok = set_err(&er, 400, "tokens", "tokens must be a list of token ids");
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (ok) {
+        ids = malloc((size_t)(t->count ? t->count : 1) * sizeof *ids);
+        for (const assay_json *x = t->first; x && ok; x = x->next) {
+            if (x->type != ASSAY_JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer >= s->n_vocab)
+                ok = set_err(&er, 400, "tokens", "tokens must be integers in [0, %lld)", (long long)s->n_vocab);
+            else ids[n++] = (int32_t)x->integer;
+        }
+    }
+    if (!ok) ret = send_error(con, er.status, er.param, "%s", er.msg);
+    else {
+        assay_strbuf text = {0}, b = {0};
+        pthread_mutex_lock(&s->tok_mu);
+        assay_tokenizer_decode(s->tok, ids, n, 0, &text);
+        pthread_mutex_unlock(&s->tok_mu);
+        assay_strbuf_puts(&b, "{\"prompt\": ");
+        assay_strbuf_json_string(&b, text.data ? text.data : "", text.len);
+        assay_strbuf_puts(&b, "}");
+        ret = send_json(con, 200, &b);
+        assay_strbuf_free(&b);
+        assay_strbuf_free(&text);
+    }
+    free(ids);
+    assay_json_doc_free(doc);
+    return ret;
+}
+
+static enum MHD_Result handle_models(assay_server *s, struct MHD_Connection *con) {
+    assay_strbuf b = {0};
+    assay_strbuf_puts(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
+    assay_strbuf_json_string(&b, s->name, strlen(s->name));
+    assay_strbuf_printf(&b, ", \"object\": \"model\", \"created\": %lld, \"owned_by\": \"assay\", \"root\": ",
+                        (long long)s->created);
+    assay_strbuf_json_string(&b, s->root, strlen(s->root));
+    assay_strbuf_printf(&b, ", \"parent\": null, \"max_model_len\": %lld}]}", (long long)s->max_model_len);
+    enum MHD_Result r = send_json(con, 200, &b);
+    assay_strbuf_free(&b);
+    return r;
+}
+
+/* A label value in the Prometheus text format: backslash, quote and newline escaped. */
+static void prom_label(assay_strbuf *b, const char *v) {
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"') assay_strbuf_putc(b, '\\'), assay_strbuf_putc(b, *v);
+        else if (*v == '\n') assay_strbuf_puts(b, "\\n");
+        else assay_strbuf_putc(b, *v);
+    }
+}
+
+static enum MHD_Result handle_metrics(assay_server *s, struct MHD_Connection *con) {
+    pthread_mutex_lock(&s->mu);
+    assay_engine_counters c = s->counters;
+    int64_t fin[4];
+    memcpy(fin, s->finished, sizeof fin);
+    pthread_mutex_unlock(&s->mu);
+    assay_strbuf lab = {0}, b = {0};
+    assay_strbuf_puts(&lab, "model_name=\"");
+    prom_label(&lab, s->name);
+    assay_strbuf_puts(&lab, "\"");
+    struct {
+        const char *name, *type, *help;
+        double v;
+    } m[] = {
+        {"vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", (double)c.n_running},
+        {"vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", (double)c.n_waiting},
+        {"vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", c.kv_usage},
+        {"vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", (double)c.prompt_tokens},
+        {"vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", (double)c.generation_tokens},
+        {"vllm:num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.", (double)c.preemptions},
+        {"vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in tokens.", (double)c.prefix_cache_queries},
+        {"vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in tokens.", (double)c.prefix_cache_hits},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        assay_strbuf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s{%s} ", m[i].name, m[i].help, m[i].name, m[i].type,
+                            m[i].name, lab.data);
+        assay_strbuf_json_number(&b, m[i].v);
+        assay_strbuf_putc(&b, '\n');
+    }
+    assay_strbuf_puts(&b, "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+                          "# TYPE vllm:request_success_total counter\n");
+    const assay_finish_reason fr[] = {ASSAY_FINISH_STOP, ASSAY_FINISH_LENGTH, ASSAY_FINISH_ABORT};
+    for (int i = 0; i < 3; i++)
+        assay_strbuf_printf(&b, "vllm:request_success_total{%s,finished_reason=\"%s\"} %lld\n", lab.data,
+                            assay_finish_reason_name(fr[i]), (long long)fin[fr[i]]);
+    enum MHD_Result r = send_text(con, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+    assay_strbuf_free(&b);
+    assay_strbuf_free(&lab);
+    return r;
+}
+
+static int authorized(assay_server *s, struct MHD_Connection *con, const char *url) {
+    if (!s->api_key || strncmp(url, "/v1/", 4) != 0) return 1;
+    const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    const char *k = h + 7;
+    size_t a = strlen(k), b = strlen(s->api_key);
+    unsigned diff = a != b; /* compare every byte: the time does not say where a guess went wrong */
+    for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned char)(k[i] ^ s->api_key[i]);
+    return diff == 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    assay_server *s = cls;
+    conn *cc = *con_cls;
+    if (!cc) {
+        cc = calloc(1, sizeof *cc);
+        *con_cls = cc;
+        const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->max_body) { /* refuse before reading the body */
+            cc->responded = 1;
+            return send_error(con, 413, NULL, "the request body (%s bytes) is over the limit of %zu bytes", cl, s->max_body);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cc->too_big && cc->body.len + *upload_size > s->max_body) cc->too_big = 1;
+        if (!cc->too_big) assay_strbuf_append(&cc->body, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cc->responded) return MHD_YES;
+    cc->responded = 1;
+    if (cc->too_big) return send_error(con, 413, NULL, "the request body is over the limit of %zu bytes", s->max_body);
+    int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    if (!authorized(s, con, url)) return send_error(con, 401, NULL, "Incorrect API key provided.");
+    const char *body = cc->body.data ? cc->body.data : "";
+    size_t len = cc->body.len;
+    if (post && strcmp(url, "/v1/completions") == 0) return handle_generate(s, con, body, len, 0);
+    if (post && strcmp(url, "/v1/chat/completions") == 0) return handle_generate(s, con, body, len, 1);
+    if (post && strcmp(url, "/tokenize") == 0) return handle_tokenize(s, con, body, len);
+    if (post && strcmp(url, "/detokenize") == 0) return handle_detokenize(s, con, body, len);
+    if (get && strcmp(url, "/v1/models") == 0) return handle_models(s, con);
+    if (get && strcmp(url, "/metrics") == 0) return handle_metrics(s, con);
+    if (get && strcmp(url, "/health") == 0) return send_text(con, 200, "text/plain", "", 0);
+    if (get && strcmp(url, "/version") == 0) {
+        const char v[] = "{\"version\": \"" ASSAY_VERSION "\"}";
+        return send_text(con, 200, "application/json", v, sizeof v - 1);
+    }
+    return send_error(con, 404, NULL, "%s %s: no such endpoint", method, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    conn *cc = *con_cls;
+    if (!cc) return;
+    assay_strbuf_free(&cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+/* ---- start / stop ------------------------------------------------------------------------------------------ */
+
+void assay_server_options_default(assay_server_options *o) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8000;
+    o->max_body_bytes = (size_t)16 << 20;
+}
+
+static char *dup_or_null(const char *p) { return p ? strdup(p) : NULL; }
+
+static void server_free(assay_server *s) {
+    assay_chat_template_free(s->ct);
+    free(s->ct_err);
+    free(s->name);
+    free(s->root);
+    free(s->api_key);
+    free(s->active);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->tok_mu);
+    pthread_cond_destroy(&s->wake);
+    free(s);
+}
+
+/* The model's chat template, once; where there is none (or it is not supported) chat requests get the reason. */
+static void load_chat_template(assay_server *s) {
+    const assay_model_file *mf = assay_model_get_file(assay_engine_model(s->e));
+    const char *tmpl = mf ? assay_model_file_chat_template(mf) : NULL;
+    if (!tmpl) {
+        s->ct_err = strdup("this model has no chat template: use /v1/completions");
+        return;
+    }
+    char bos[256] = "", eos[256] = "";
+    size_t len;
+    const char *p;
+    if (assay_tokenizer_bos(s->tok) >= 0 && (p = assay_tokenizer_piece(s->tok, assay_tokenizer_bos(s->tok), &len)) && len < sizeof bos)
+        memcpy(bos, p, len), bos[len] = 0;
+    if (assay_tokenizer_eos(s->tok) >= 0 && (p = assay_tokenizer_piece(s->tok, assay_tokenizer_eos(s->tok), &len)) && len < sizeof eos)
+        memcpy(eos, p, len), eos[len] = 0;
+    if (assay_chat_template_parse(&s->ct, tmpl, bos[0] ? bos : NULL, eos[0] ? eos : NULL) != ASSAY_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "the model's chat template cannot be used: %s", assay_last_error());
+        s->ct_err = strdup(msg);
+        s->ct = NULL;
+    }
+}
+
+assay_status assay_server_start(assay_server **out, assay_engine *e, const assay_server_options *o) {
+    *out = NULL;
+    if (!o->served_model_name) return assay_fail(ASSAY_ERR_ARG, "server: served_model_name is required");
+    if (!assay_engine_tokenizer(e)) return assay_fail(ASSAY_ERR_ARG, "server: the engine has no tokenizer");
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    const struct sockaddr *addr;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    const char *host = o->host ? o->host : "127.0.0.1";
+    if (strcmp(host, "localhost") == 0) host = "127.0.0.1";
+    if (inet_pton(AF_INET, host, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)o->port);
+        addr = (const struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)o->port);
+        addr = (const struct sockaddr *)&a6;
+        flags |= MHD_USE_IPv6;
+    } else
+        return assay_fail(ASSAY_ERR_ARG, "server: --host %s is not an IPv4 or IPv6 address", host);
+    if (o->port < 0 || o->port > 65535) return assay_fail(ASSAY_ERR_ARG, "server: --port %d is out of range", o->port);
+
+    assay_server *s = calloc(1, sizeof *s);
+    s->e = e;
+    s->tok = assay_engine_tokenizer(e);
+    s->name = strdup(o->served_model_name);
+    s->root = strdup(o->model_path ? o->model_path : o->served_model_name);
+    s->api_key = o->api_key && o->api_key[0] ? strdup(o->api_key) : NULL;
+    s->max_body = o->max_body_bytes ? o->max_body_bytes : (size_t)16 << 20;
+    s->max_model_len = assay_engine_max_model_len(e);
+    s->n_vocab = assay_tokenizer_n_vocab(s->tok);
+    s->created = time(NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->tok_mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    load_chat_template(s);
+    assay_engine_counters_get(e, &s->counters);
+    (void)dup_or_null;
+    if (pthread_create(&s->engine_thread, NULL, engine_main, s) != 0) {
+        server_free(s);
+        return assay_fail(ASSAY_ERR_IO, "server: cannot start the engine thread");
+    }
+    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        pthread_mutex_lock(&s->mu);
+        s->stopping = 1;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->engine_thread, NULL);
+        server_free(s);
+        return assay_fail(ASSAY_ERR_IO, "server: cannot listen on %s:%d (in use, or not this machine's address)", host, o->port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : o->port;
+    *out = s;
+    return ASSAY_OK;
+}
+
+int assay_server_port(const assay_server *s) { return s->port; }
+
+void assay_server_stop(assay_server *s) {
+    if (!s) return;
+    MHD_socket ls = MHD_quiesce_daemon(s->d); /* no new connections */
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1; /* the engine thread aborts everything in flight, then ends */
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->engine_thread, NULL);
+    MHD_stop_daemon(s->d); /* waits for the connection threads: every waiter was woken by its abort */
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    server_free(s);
+}

@@ -1,0 +1,76 @@
+/* cmd_serve.c — `assay serve MODEL [--host H] [--port P] [--api-key KEY] [--served-model-name NAME] [engine flags]`:
+ * the OpenAI-compatible server (server.h) over one engine, until SIGINT or SIGTERM (then in-flight requests are
+ * aborted and it exits 0). --host defaults to 127.0.0.1 (this machine only; vLLM listens on every address by default:
+ * pass --host 0.0.0.0 for that). The API key may also come from the environment (ASSAY_API_KEY). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assay/engine.h"
+#include "assay/server.h"
+#include "cli.h"
+#include "commands.h"
+#include "engine_cli.h"
+
+int assay_cmd_serve(int argc, char **argv) {
+    const char *host = "127.0.0.1", *api_key = NULL, *name = NULL;
+    int64_t port = 8000;
+    engine_cli ec;
+    engine_cli_init(&ec);
+    const cli_option opts[] = {
+        {NULL, "--host", CLI_STRING, &host, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0: every interface)"},
+        {NULL, "--port", CLI_INT, &port, "N", "port (default 8000; 0: any free port)"},
+        {NULL, "--api-key", CLI_STRING, &api_key, "KEY",
+         "require \"Authorization: Bearer KEY\" on /v1/ paths (default: $ASSAY_API_KEY, else none)"},
+        {NULL, "--served-model-name", CLI_STRING, &name, "NAME", "the model's name in the API (default: MODEL as given)"},
+        ENGINE_CLI_OPTIONS(ec),
+        {0}};
+    const cli_spec spec = {"serve", "MODEL [--host ADDR] [--port N] [--api-key KEY] [--served-model-name NAME] [engine flags]",
+                           "OpenAI-compatible HTTP server with Prometheus metrics", opts, 1, 1};
+    cli_args args;
+    int rc = cli_parse(&spec, argc, argv, &args);
+    if (rc != CLI_CONTINUE) return rc;
+    assay_engine_args ea;
+    if (port < 0 || port > 65535) rc = cli_usage_error(&spec, "--port must be in [0, 65535], got %lld", (long long)port);
+    else rc = engine_cli_args(&ec, &spec, args.positional[0], &ea);
+    if (rc != CLI_CONTINUE) {
+        cli_args_free(&args);
+        return rc;
+    }
+    if (!api_key) api_key = getenv("ASSAY_API_KEY");
+    const char *model = args.positional[0];
+    /* SIGINT/SIGTERM are taken by sigwait below; every thread started from here on inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int exit_code = CLI_EXIT_ERROR;
+    assay_engine *e = NULL;
+    assay_server *s = NULL;
+    if (assay_engine_open(&e, &ea) != ASSAY_OK) goto done;
+    assay_server_options so;
+    assay_server_options_default(&so);
+    so.host = host;
+    so.port = (int)port;
+    so.api_key = api_key;
+    so.served_model_name = name ? name : model;
+    so.model_path = model;
+    if (assay_server_start(&s, e, &so) != ASSAY_OK) goto done;
+    fprintf(stderr, "assay serve: %s as \"%s\" on http://%s:%d (max-model-len %lld%s)\n", model, so.served_model_name,
+            host, assay_server_port(s), (long long)assay_engine_max_model_len(e), api_key && api_key[0] ? ", API key required" : "");
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "assay serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    assay_server_stop(s);
+    exit_code = CLI_EXIT_OK;
+done:
+    if (exit_code != CLI_EXIT_OK) cli_report_error("serve");
+    assay_engine_close(e);
+    cli_args_free(&args);
+    return exit_code;
+}
