@@ -213,15 +213,24 @@ static void *engine_main(void *arg) {
             }
             s->active[s->n_active++] = r;
         }
+        int aborted = 0; /* an aborted request's output comes with the next step, even when nothing else runs */
         for (int i = 0; i < s->n_active; i++) {
             sreq *r = s->active[i];
             if ((s->stopping || r->c->gone) && !r->abort_sent) {
                 r->abort_sent = 1;
+                aborted = 1;
                 assay_engine_abort(s->e, r->eid);
             }
         }
-        if (!assay_engine_has_unfinished(s->e)) {
-            if (s->stopping) break;
+        if (!aborted && !assay_engine_has_unfinished(s->e)) {
+            if (s->stopping) {
+                while (s->n_active > 0) { /* nothing left to step: whatever was not reported ends as aborted */
+                    sreq *r = s->active[0];
+                    active_remove(s, 0);
+                    finish_req(s, r, ASSAY_FINISH_ABORT);
+                }
+                break;
+            }
             pthread_cond_wait(&s->wake, &s->mu);
             continue;
         }
