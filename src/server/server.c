@@ -1244,7 +1244,6 @@ void assay_server_options_default(assay_server_options *o) {
     o->max_body_bytes = (size_t)16 << 20;
 }
 
-static char *dup_or_null(const char *p) { return p ? strdup(p) : NULL; }
 
 static void server_free(assay_server *s) {
     assay_chat_template_free(s->ct);
@@ -1322,7 +1321,6 @@ assay_status assay_server_start(assay_server **out, assay_engine *e, const assay
     pthread_cond_init(&s->wake, NULL);
     load_chat_template(s);
     assay_engine_counters_get(e, &s->counters);
-    (void)dup_or_null;
     if (pthread_create(&s->engine_thread, NULL, engine_main, s) != 0) {
         server_free(s);
         return assay_fail(ASSAY_ERR_IO, "server: cannot start the engine thread");
