@@ -417,15 +417,11 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
     return ASSAY_OK;
 }
 
-static request *find_live(assay_engine *e, int64_t id, req_list **in, int64_t *at) {
+static request *find_live(assay_engine *e, int64_t id) {
     req_list *lists[] = {&e->waiting, &e->running};
     for (int k = 0; k < 2; k++)
         for (int64_t i = 0; i < lists[k]->n; i++)
-            if (lists[k]->r[i]->id == id) {
-                *in = lists[k];
-                *at = i;
-                return lists[k]->r[i];
-            }
+            if (lists[k]->r[i]->id == id) return lists[k]->r[i];
     return NULL;
 }
 
@@ -443,9 +439,7 @@ static void finish(assay_engine *e, request *r, assay_finish_reason why) {
 }
 
 assay_status assay_engine_abort(assay_engine *e, int64_t id) {
-    req_list *in;
-    int64_t at;
-    request *r = find_live(e, id, &in, &at);
+    request *r = find_live(e, id);
     if (!r) return assay_fail(ASSAY_ERR_ARG, "no running or waiting request has id %lld", (long long)id);
     finish(e, r, ASSAY_FINISH_ABORT);
     return ASSAY_OK;

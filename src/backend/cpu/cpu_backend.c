@@ -422,10 +422,6 @@ static void cpu_get_rows(assay_backend *be, float *y, const assay_weight *w, con
 
 static size_t kv_elem(assay_kv_dtype t) { return assay_kv_dtype_size(t); }
 
-static int kv_is_scaled(assay_kv_dtype t) { return assay_kv_dtype_scaled(t); }
-
-static float kv_qmax(assay_kv_dtype t) { return assay_kv_dtype_qmax(t); }
-
 static void cpu_kv_store(assay_backend *be, const assay_kv_layer *L, const assay_kv_geom *g, const float *k,
                          const float *v, const assay_step *step) {
     cpu_backend *cb = cpu_of(be);
@@ -439,14 +435,14 @@ static void cpu_kv_store(assay_backend *be, const assay_kv_layer *L, const assay
                 const float *src = (kv ? v : k) + t * kvd + h * hd;
                 uint8_t *dst = (uint8_t *)(kv ? L->v : L->k) + (size_t)slot * hd * es;
                 float inv = 1.0f;
-                if (kv_is_scaled(g->dtype)) {
+                if (assay_kv_dtype_scaled(g->dtype)) {
                     /* a static per-layer scale when the layer has one (values past it saturate in the encoder),
                      * else one dynamic scale per (token, head): its absmax maps to the format's max */
                     float sc = kv ? L->v_static : L->k_static;
                     if (!(sc > 0)) {
                         float amax = 0;
                         for (int64_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(src[i]));
-                        sc = amax > 0 ? amax / kv_qmax(g->dtype) : 1.0f;
+                        sc = amax > 0 ? amax / assay_kv_dtype_qmax(g->dtype) : 1.0f;
                     }
                     (kv ? L->v_scale : L->k_scale)[slot] = sc;
                     inv = 1.0f / sc;
@@ -462,7 +458,7 @@ static void cpu_kv_copy_block(assay_backend *be, const assay_kv_layer *L, const 
     size_t slots = (size_t)g->n_head_kv * ASSAY_KV_BLOCK, bytes = slots * (size_t)g->head_dim * kv_elem(g->dtype);
     memcpy((uint8_t *)L->k + (size_t)dst * bytes, (const uint8_t *)L->k + (size_t)src * bytes, bytes);
     memcpy((uint8_t *)L->v + (size_t)dst * bytes, (const uint8_t *)L->v + (size_t)src * bytes, bytes);
-    if (kv_is_scaled(g->dtype)) {
+    if (assay_kv_dtype_scaled(g->dtype)) {
         memcpy(L->k_scale + dst * slots, L->k_scale + src * slots, slots * sizeof(float));
         memcpy(L->v_scale + dst * slots, L->v_scale + src * slots, slots * sizeof(float));
     }
@@ -500,7 +496,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     int64_t p = j->pos[t], start = 0;
     if (ap->window > 0 && p - ap->window + 1 > 0) start = p - ap->window + 1;
     const int32_t *table = attn_table(j, t);
-    int scaled = kv_is_scaled(g->dtype);
+    int scaled = assay_kv_dtype_scaled(g->dtype);
     for (int64_t h = 0; h < grp; h++) {
         m[h] = -INFINITY;
         l[h] = 0;
@@ -567,7 +563,7 @@ static void attn_tile_task(void *ctx, int64_t task, int thread) {
     float *acc = j->cb->ts[thread].buf, *kT = acc + nr * hd, *vt = kT + hd * B, *row = vt + B * hd, *m = row + hd,
           *l = m + nr;
     size_t es = kv_elem(g->dtype);
-    int scaled = kv_is_scaled(g->dtype);
+    int scaled = assay_kv_dtype_scaled(g->dtype);
     const int32_t *table = attn_table(j, t0);
     int64_t start[ATTN_TILE_TOK], lo = INT64_MAX, hi = 0;
     for (int64_t t = t0; t < t1; t++) {
