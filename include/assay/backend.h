@@ -1,4 +1,4 @@
-/* backend.h — the device-shaped table of ops a forward pass runs on; CPU implements it, CUDA is next.
+/* backend.h — the device-shaped table of ops a forward pass runs on: the CPU and CUDA implement it.
  *
  *   assay_backend *be;
  *   assay_backend_open(&be, "cpu", n_threads);              // the device comes from --device, never from model code
@@ -13,10 +13,11 @@
  * Model code (src/model) calls only these ops, so there is no `#ifdef CUDA` in it (DESIGN.md principle 3).
  * Memory: buffers passed to ops come from ops->alloc (device memory on a GPU); upload/download/copy move bytes
  * in order on the backend's stream, synchronize waits for all of it. Activations are row-major [rows][cols] of the
- * backend's activation type (be->act_type: f32 on the CPU; a GPU backend may choose bf16); the float* in the op
- * signatures below are "activations of act_type" (the CPU's f32 is the only one defined yet). Weights keep their
- * stored type (any assay_type the backend has a kernel for) until prepare_weight repacks them. Calibration hooks
- * that read activations on the host need an f32 backend.
+ * backend's activation type (be->act_type: f32 on the CPU, bf16 on CUDA); the float* in the op signatures below
+ * are "activations of act_type". Vectors (norm weights, biases, RoPE frequencies) are f32 in backend memory.
+ * Integer arrays (ids, positions, rows, the step's arrays, a weight's perm) are host memory: a device backend
+ * copies them. Weights keep their stored type (any assay_type the backend has a kernel for) until prepare_weight
+ * repacks them. Calibration hooks that read activations on the host need a host-memory f32 backend.
  */
 #ifndef ASSAY_BACKEND_H
 #define ASSAY_BACKEND_H
@@ -155,6 +156,16 @@ typedef struct assay_backend_ops {
     /* max |x[i]| over n values, returned to the host (synchronizes): KV-scale calibration. */
     float (*absmax)(assay_backend *be, const float *x, int64_t n);
 
+    /* n activations (act_type) -> host f32 (logits); returns when they are there. */
+    void (*download_f32)(assay_backend *be, float *dst, const float *src, int64_t n);
+
+    /* Optional (NULL: nothing to do). Called once at the start of every forward step, before any op reads `step`:
+     * a device backend copies the descriptor (and whatever it plans from it) to the device. The step's host arrays
+     * stay valid until the step's logits are downloaded. */
+    void (*begin_step)(assay_backend *be, const assay_step *step);
+    /* Optional (NULL: host memory, not planned): device memory free and in total, in bytes. */
+    void (*memory_info)(assay_backend *be, size_t *free_bytes, size_t *total_bytes);
+
     /* Fused ops a backend may provide (NULL: the model runs the unfused ops). */
     /* x += h, then y = rmsnorm(x) * gamma: the residual add and the next layer's norm in one pass. */
     void (*add_rmsnorm)(assay_backend *be, float *y, float *x, const float *h, const float *gamma, int64_t n,
@@ -164,11 +175,18 @@ typedef struct assay_backend_ops {
 struct assay_backend {
     const assay_backend_ops *ops;
     void *impl;
-    assay_type act_type; /* the activations' element type: ASSAY_TYPE_F32 on the CPU */
+    assay_type act_type; /* the activations' element type: ASSAY_TYPE_F32 on the CPU, BF16 on CUDA */
+    int host_memory;     /* 1: buffers are host memory (the model may hand ops host arrays of floats directly) */
+    size_t weight_bytes; /* bytes prepare_weight put into backend memory (0 when weights stay where they are) */
 };
 
 /* Bytes of one activation element. */
 size_t assay_backend_act_size(const assay_backend *be);
+
+/* The CUDA backend (built when nvcc was found): device 0 of CUDA_VISIBLE_DEVICES. Error when there is no usable GPU. */
+assay_status assay_backend_cuda_open(assay_backend **out, int n_threads);
+/* The GPU's name for a CUDA backend, NULL for any other. */
+const char *assay_backend_cuda_device_name(const assay_backend *be);
 
 /* The backend for a device name ("cpu", "cuda"), as --device gives it: an unknown name or a device this build or
  * machine cannot run is an error with a one-line message, never a crash. */

@@ -112,6 +112,8 @@ const assay_model_config *assay_model_get_config(const assay_model *m);
 const assay_model_file *assay_model_get_file(const assay_model *m);
 /* Bytes of weights one token's forward pass reads (every linear layer once, plus the one embedding row). */
 size_t assay_model_weight_bytes(const assay_model *m);
+/* The backend the model's weights live on (its ops run the model's forward passes). */
+struct assay_backend *assay_model_backend(const assay_model *m);
 const char *assay_model_kernels(const assay_model *m); /* "avx2" or "scalar" */
 /* The values the engine multiplies by for linear weight `name` (canonical, e.g. "blk.0.ffn_down.weight", or
  * "output.weight"): sets *n_in, *n_out and, when out is not NULL, writes them dequantized to f32 in

@@ -3,22 +3,34 @@
 
 #include "assay/backend.h"
 
+#ifndef ASSAY_WITH_CUDA
+const char *assay_backend_cuda_device_name(const assay_backend *be) {
+    (void)be;
+    return NULL;
+}
+#endif
+
 typedef struct backend_row {
     const char *name;
     assay_status (*open)(assay_backend **out, int n_threads);
     const char *missing; /* NULL: available; else why --device NAME cannot run in this build */
 } backend_row;
 
+#ifndef ASSAY_WITH_CUDA
 static assay_status cuda_missing(assay_backend **out, int n_threads) {
     (void)n_threads;
     *out = NULL;
     return ASSAY_ERR_UNSUPPORTED;
 }
+#endif
 
 static const backend_row backends[] = {
     {"cpu", assay_backend_cpu_open, NULL},
-    /* the CUDA kernels exist (src/backend/cuda); the backend that runs a model on them does not yet */
-    {"cuda", cuda_missing, "the CUDA backend is not built yet: the model runs on the CPU only (--device cpu)"},
+#ifdef ASSAY_WITH_CUDA
+    {"cuda", assay_backend_cuda_open, NULL},
+#else
+    {"cuda", cuda_missing, "this build has no CUDA backend (nvcc was not found when it was configured)"},
+#endif
 };
 
 assay_status assay_backend_check(const char *device) {

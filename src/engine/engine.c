@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assay/backend.h"
 #include "assay/model.h"
 #include "assay/sampler.h"
 #include "assay/strbuf.h"
@@ -81,7 +82,7 @@ struct assay_engine {
     assay_request_output *outs;
     int64_t n_outs, outs_cap;
     assay_engine_counters c;
-    char desc[512];
+    char desc[1024];
 };
 
 void assay_engine_args_default(assay_engine_args *a) {
@@ -188,6 +189,71 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+/* vLLM's memory planning on a device backend: one forward pass of max-num-batched-tokens tokens (with as many logits
+ * rows as max-num-seqs) measures the activation peak; of gpu_memory_utilization x the card, what the weights, the
+ * runtime and that peak leave becomes the KV pool. Writes the plan's log lines to `out` and stderr. */
+static assay_status plan_device_memory(assay_engine *e, const assay_session_options *so0, size_t block_bytes,
+                                       int64_t *blocks, char *out, size_t cap) {
+    const assay_engine_args *a = &e->a;
+    const assay_model_config *c = assay_model_get_config(e->m);
+    assay_backend *be = assay_model_backend(e->m);
+    size_t free0, total, free1;
+    be->ops->memory_info(be, &free0, &total);
+    int64_t n = e->n_batch, nb = assay_blocks_for(n) + 1, rows = a->max_num_seqs < n ? a->max_num_seqs : n;
+    assay_session_options so = *so0;
+    so.kv_blocks = nb;
+    so.kv_calc_tokens = 0;
+    assay_session *s = NULL;
+    assay_status st = assay_session_open(&s, e->m, &so);
+    if (st) return assay_fail_context(st, "memory profile");
+    int32_t *tok = assay_xcalloc((size_t)n, sizeof(int32_t)), *pos = assay_xmalloc((size_t)n * sizeof(int32_t));
+    int32_t *seq = assay_xcalloc((size_t)n, sizeof(int32_t)), *table = assay_xmalloc((size_t)nb * sizeof(int32_t));
+    int64_t *slot = assay_xmalloc((size_t)n * sizeof(int64_t));
+    int8_t *want = assay_xcalloc((size_t)n, 1);
+    for (int64_t t = 0; t < n; t++) {
+        pos[t] = (int32_t)t;
+        slot[t] = t;
+        want[t] = t >= n - rows;
+    }
+    for (int64_t b = 0; b < nb; b++) table[b] = (int32_t)b;
+    int32_t cu[2] = {0, (int32_t)n}, len = (int32_t)n;
+    const int32_t *tables[1] = {table};
+    assay_step step = {.n_tokens = n, .token = tok, .pos = pos, .seq_of_tok = seq, .slot = slot, .want_logits = want,
+                       .n_logits = rows, .n_seqs = 1, .cu_seqlens_q = cu, .seq_lens = &len, .block_tables = tables};
+    float *logits = assay_xmalloc((size_t)(rows * c->n_vocab) * sizeof(float));
+    st = assay_session_run_step(s, &step, logits);
+    be->ops->synchronize(be);
+    be->ops->memory_info(be, &free1, &total);
+    assay_session_close(s);
+    free(tok); free(pos); free(seq); free(table); free(slot); free(want); free(logits);
+    if (st) return assay_fail_context(st, "memory profile");
+    size_t probe_kv = (size_t)nb * block_bytes;
+    size_t peak = free0 > free1 + probe_kv ? free0 - free1 - probe_kv : 0; /* activations + scratch the pass grew */
+    double limit = a->gpu_memory_utilization * (double)total, used = (double)(total - free0) + (double)peak;
+    double kv_bytes = limit - used;
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    if (kv_bytes < (double)block_bytes)
+        return assay_fail(ASSAY_ERR_NOMEM, "--gpu-memory-utilization %.2f of %.1f GiB leaves no room for the KV cache: "
+                          "weights %.2f GiB, everything else in use %.2f GiB, activation peak %.2f GiB",
+                          a->gpu_memory_utilization, (double)total / GiB, (double)be->weight_bytes / GiB,
+                          (double)(total - free0 - be->weight_bytes) / GiB, (double)peak / GiB);
+    *blocks = (int64_t)(kv_bytes / (double)block_bytes);
+    int64_t tokens = *blocks * ASSAY_KV_BLOCK;
+    snprintf(out, cap, "%s, %.1f GiB: weights %.2f GiB, other use %.2f GiB, activation peak %.2f GiB (%lld tokens); "
+             "--gpu-memory-utilization %.2f leaves %.2f GiB of KV cache = %lld tokens; maximum concurrency for %lld "
+             "tokens per request: %.2fx", assay_backend_cuda_device_name(be) ? assay_backend_cuda_device_name(be) : be->ops->name,
+             (double)total / GiB, (double)be->weight_bytes / GiB, (double)(total - free0 - be->weight_bytes) / GiB,
+             (double)peak / GiB, (long long)n, a->gpu_memory_utilization, (double)*blocks * (double)block_bytes / GiB,
+             (long long)tokens, (long long)e->max_model_len, (double)tokens / (double)e->max_model_len);
+    /* the lines vLLM prints, for users who grep for them */
+    fprintf(stderr, "Model loading took %.2f GiB of GPU memory (weights)\n", (double)be->weight_bytes / GiB);
+    fprintf(stderr, "Available KV cache memory: %.2f GiB\n", (double)*blocks * (double)block_bytes / GiB);
+    fprintf(stderr, "GPU KV cache size: %lld tokens\n", (long long)tokens);
+    fprintf(stderr, "Maximum concurrency for %lld tokens per request: %.2fx\n", (long long)e->max_model_len,
+            (double)tokens / (double)e->max_model_len);
+    return ASSAY_OK;
+}
+
 /* The engine's half of opening: the checks, the KV pool sized, the buffers; e->m (and e->tok, may be NULL) are set. */
 static assay_status engine_setup(assay_engine *e) {
     const assay_engine_args *a = &e->a;
@@ -201,17 +267,28 @@ static assay_status engine_setup(assay_engine *e) {
     e->n_batch = a->max_num_batched_tokens;
     assay_session_options so;
     assay_session_options_default(&so);
-    so.kv_dtype = a->kv_cache_dtype;
+    assay_backend *be = assay_model_backend(e->m);
+    assay_kv_dtype kvt = a->kv_cache_dtype;
+    if (!be->host_memory && kvt == ASSAY_KV_F16) kvt = ASSAY_KV_BF16; /* the GPU's 16-bit cache is the model's bf16 */
+    if (!be->host_memory && kvt == ASSAY_KV_F32)
+        return assay_fail(ASSAY_ERR_ARG, "--kv-cache-dtype f32 is a CPU cache; on --device %s: bf16, fp8, fp8_e5m2 or int8",
+                          be->ops->name);
+    so.kv_dtype = kvt;
     so.kv_calc_tokens = a->calculate_kv_scales;
     so.n_ctx = e->max_model_len;
     so.n_seq = 0;
     so.n_batch = e->n_batch;
     /* the KV pool: the bytes asked for, or room for every sequence at full length, capped */
-    assay_kv_geom g = {a->kv_cache_dtype, c->n_head_kv, c->head_dim};
+    assay_kv_geom g = {kvt, c->n_head_kv, c->head_dim};
     size_t block_bytes = assay_kv_cache_block_bytes(&g, c->n_layer);
-    int64_t blocks;
+    int64_t blocks = 0;
     const char *how;
-    if (a->kv_cache_memory > 0) {
+    char plan[400] = "";
+    assay_status st;
+    if (a->kv_cache_memory <= 0 && be->ops->memory_info) {
+        if ((st = plan_device_memory(e, &so, block_bytes, &blocks, plan, sizeof plan))) return st;
+        how = plan;
+    } else if (a->kv_cache_memory > 0) {
         blocks = a->kv_cache_memory / (int64_t)block_bytes;
         how = "--kv-cache-memory";
     } else {
@@ -224,8 +301,7 @@ static assay_status engine_setup(assay_engine *e) {
         return assay_fail(ASSAY_ERR_ARG, "--kv-cache-memory %lld bytes holds no KV block (one block of %d tokens takes %zu "
                           "bytes)", (long long)a->kv_cache_memory, ASSAY_KV_BLOCK, block_bytes);
     so.kv_blocks = blocks;
-    assay_status st = assay_session_open(&e->s, e->m, &so);
-    if (st) return st;
+    if ((st = assay_session_open(&e->s, e->m, &so))) return st;
     e->bm = assay_block_manager_new(blocks, a->enable_prefix_caching);
     e->sampler = assay_sampler_new(&(assay_sampler_params){0}, e->n_vocab);
     int64_t B = e->n_batch, S = a->max_num_seqs;

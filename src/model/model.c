@@ -40,6 +40,8 @@ struct assay_model {
     float *inv_freq, *inv_freq_local; /* [head_dim/2] */
     void **owned;                     /* permuted copies */
     int n_owned;
+    void **dev_owned;                 /* device copies of the vectors (a backend without host memory) */
+    int n_dev_owned;
     size_t weight_bytes;
     int fp8; /* on-the-fly FP8 (model.h): block linear weights hold code*scale, their inputs are fake-quantized */
     assay_ckpt ck;            /* a quantized checkpoint's loader (ck.loader NULL: none) */
@@ -66,6 +68,7 @@ struct assay_session {
     /* scratch, [n_batch][...] */
     float *x, *h, *q, *k, *v, *att, *gate, *up, *act;
     float *rows; /* [n_batch][n_embd]: hidden states of the tokens whose logits are wanted */
+    float *logits_dev; /* [n_batch][n_vocab] on a device backend: logits before they are downloaded as f32 */
     int32_t *row_idx; /* [n_batch] host: which tokens those are */
     int8_t *mask; /* [n_batch] rows that want logits */
     assay_calib_fn calib;
@@ -103,6 +106,48 @@ static void *own(assay_model *m, void *p) {
     m->owned = assay_xrealloc(m->owned, (size_t)(m->n_owned + 1) * sizeof(void *));
     m->owned[m->n_owned++] = p;
     return p;
+}
+
+/* A vector of n floats moved into the backend's memory (the host copy stays for the one-layer API). */
+static assay_status device_vec(assay_model *m, float **v, int64_t n) {
+    if (!*v) return ASSAY_OK;
+    float *d = m->be->ops->alloc(m->be, (size_t)n * sizeof(float));
+    if (!d) return assay_fail(ASSAY_ERR_NOMEM, "no device memory for a vector of %lld floats", (long long)n);
+    m->be->ops->upload(m->be, d, *v, (size_t)n * sizeof(float));
+    m->dev_owned = assay_xrealloc(m->dev_owned, (size_t)(m->n_dev_owned + 1) * sizeof(void *));
+    m->dev_owned[m->n_dev_owned++] = d;
+    *v = d;
+    return ASSAY_OK;
+}
+
+/* A device backend: every vector into its memory, the embedding table prepared (get_rows reads it there) and shared
+ * with a tied output matrix. Quantized activations (W8A8 checkpoints, --quantization fp8) are not on the GPU yet. */
+static assay_status device_setup(assay_model *m) {
+    const assay_model_config *c = &m->c;
+    int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;
+    assay_status st = ASSAY_OK;
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        model_layer *L = &m->layers[l];
+        const assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
+        for (int i = 0; i < 7; i++)
+            if (acts[i]->kind != ASSAY_ACT_QUANT_NONE) {
+                char how[96];
+                assay_act_quant_describe(acts[i], how, sizeof how);
+                return assay_fail(ASSAY_ERR_UNSUPPORTED, "--device %s: quantized activations (%s) are not wired into "
+                                  "the GPU backend yet; weight-only checkpoints and bf16 run", m->be->ops->name, how);
+            }
+        float **vecs[] = {&L->attn_norm, &L->ffn_norm, &L->post_attn_norm, &L->post_ffn_norm, &L->q_norm, &L->k_norm,
+                          &L->bq, &L->bk, &L->bv};
+        int64_t lens[] = {E, E, E, E, hd, hd, qd, kvd, kvd};
+        for (int i = 0; i < 9 && st == ASSAY_OK; i++) st = device_vec(m, vecs[i], lens[i]);
+    }
+    if (st == ASSAY_OK) st = device_vec(m, &m->output_norm, E);
+    if (st == ASSAY_OK) st = device_vec(m, &m->inv_freq, hd / 2);
+    if (st == ASSAY_OK) st = device_vec(m, &m->inv_freq_local, hd / 2);
+    int tied = m->output.data == m->tok_embd.data;
+    if (st == ASSAY_OK) st = m->be->ops->prepare_weight(m->be, &m->tok_embd);
+    if (st == ASSAY_OK && tied) m->output.prepared = m->tok_embd.prepared;
+    return st;
 }
 
 /* llama / mistral HF q/k rows get llama.cpp's permutation (model_file.h); the heads to permute for, or 0. */
@@ -401,6 +446,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     m->inv_freq = own(m, rope_freqs(c, c->rope_theta, hd));
     m->inv_freq_local = own(m, rope_freqs(c, c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta, hd));
     if ((st = assay_backend_open(&m->be, opt->device, opt->n_threads))) goto fail;
+    if (!m->be->host_memory && (st = device_setup(m))) goto fail;
     /* every matmul weight once, packed the backend's way */
     for (int64_t l = 0; l < c->n_layer && st == ASSAY_OK; l++) {
         model_layer *L = &m->layers[l];
@@ -436,6 +482,8 @@ fail:
 
 void assay_model_free(assay_model *m) {
     if (!m) return;
+    for (int i = 0; i < m->n_dev_owned; i++) m->be->ops->free(m->be, m->dev_owned[i]);
+    free(m->dev_owned);
     assay_backend_close(m->be);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -447,6 +495,7 @@ void assay_model_free(assay_model *m) {
 const assay_model_config *assay_model_get_config(const assay_model *m) { return &m->c; }
 const assay_model_file *assay_model_get_file(const assay_model *m) { return m->mf; }
 size_t assay_model_weight_bytes(const assay_model *m) { return m->weight_bytes; }
+assay_backend *assay_model_backend(const assay_model *m) { return m->be; }
 const char *assay_model_kernels(const assay_model *m) { return assay_backend_cpu_kernels(m->be); }
 int64_t assay_model_kv_scale_layers(const assay_model *m) { return m->n_kv_scales; }
 
@@ -600,9 +649,9 @@ assay_status assay_session_open(assay_session **out, assay_model *m, const assay
     /* activations live in backend memory, of the backend's activation type */
     assay_backend *be = m->be;
     size_t as = assay_backend_act_size(be);
-    float **bufs[] = {&s->x, &s->h, &s->rows, &s->q, &s->att, &s->k, &s->v, &s->gate, &s->up, &s->act};
-    int64_t widths[] = {E, E, E, qd, qd, kvd, kvd, c->n_ff, c->n_ff, c->n_ff};
-    for (int i = 0; i < 10; i++)
+    float **bufs[] = {&s->x, &s->h, &s->rows, &s->q, &s->att, &s->k, &s->v, &s->gate, &s->up, &s->act, &s->logits_dev};
+    int64_t widths[] = {E, E, E, qd, qd, kvd, kvd, c->n_ff, c->n_ff, c->n_ff, c->n_vocab};
+    for (int i = 0; i < (be->host_memory ? 10 : 11); i++)
         if (!(*bufs[i] = be->ops->alloc(be, (size_t)(B * widths[i]) * as))) {
             assay_session_close(s);
             return assay_fail(ASSAY_ERR_NOMEM, "session: no memory for activations of %lld tokens", (long long)B);
@@ -620,8 +669,8 @@ void assay_session_close(assay_session *s) {
     free(s->tables); free(s->table_ids); free(s->seq_lens); free(s->seq_of_tok); free(s->slot);
     if (s->kv.layers) assay_kv_cache_free(&s->kv);
     assay_backend *be = s->m->be;
-    float *bufs[] = {s->x, s->h, s->rows, s->q, s->att, s->k, s->v, s->gate, s->up, s->act};
-    for (int i = 0; i < 10; i++)
+    float *bufs[] = {s->x, s->h, s->rows, s->q, s->att, s->k, s->v, s->gate, s->up, s->act, s->logits_dev};
+    for (int i = 0; i < 11; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     free(s->mask);
     free(s->row_idx);
@@ -676,6 +725,7 @@ assay_status assay_session_run_step(assay_session *s, const assay_step *step, fl
             return assay_fail(ASSAY_ERR_RANGE, "token id %d is outside the vocabulary (%lld)", tok[t], (long long)c->n_vocab);
 
     float *x = s->x, *h = s->h;
+    if (op->begin_step) op->begin_step(be, step);
     op->get_rows(be, x, &m->tok_embd, tok, n);
     if (c->scale_embeddings) op->scale(be, x, sqrtf((float)E), n * E);
     float eps = (float)c->norm_eps;
@@ -721,9 +771,10 @@ assay_status assay_session_run_step(assay_session *s, const assay_step *step, fl
     if (r == 0) return ASSAY_OK;
     op->gather_rows(be, s->rows, x, s->row_idx, r, E);
     op->rmsnorm(be, s->rows, s->rows, m->output_norm, E, r, eps);
-    float *out = logits;
+    float *out = be->host_memory ? logits : s->logits_dev;
     linear(s, out, &m->output, &m->output_act, s->rows, r, NULL);
     if (c->final_logit_softcap > 0) op->tanh_cap(be, out, r * c->n_vocab, (float)c->final_logit_softcap);
+    if (!be->host_memory && logits) op->download_f32(be, logits, out, r * c->n_vocab);
     return ASSAY_OK;
 }
 

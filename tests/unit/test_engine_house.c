@@ -313,9 +313,15 @@ static void test_bad_args(void) {
     a.model = check_shared_path("models/house");
     a.device = "cuda";
     assay_engine *e = NULL;
-    CHECK(assay_engine_open(&e, &a) != ASSAY_OK && e == NULL);
-    printf("--device cuda: %s\n", assay_last_error());
-    CHECK(strchr(assay_last_error(), '\n') == NULL);
+    if (assay_engine_open(&e, &a) == ASSAY_OK) { /* a build with the CUDA backend on a machine with a GPU */
+        printf("--device cuda: opened\n");
+        assay_engine_close(e);
+        e = NULL;
+    } else { /* no CUDA backend in this build, or no GPU: one line that says which */
+        CHECK(e == NULL);
+        printf("--device cuda: %s\n", assay_last_error());
+        CHECK(strchr(assay_last_error(), '\n') == NULL);
+    }
     a.device = "tpu";
     CHECK(assay_engine_open(&e, &a) == ASSAY_ERR_ARG);
     a.device = "cpu";

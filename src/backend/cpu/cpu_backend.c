@@ -91,6 +91,9 @@ static void cpu_free(assay_backend *be, void *p) { free(p); }
 /* host memory is the CPU backend's memory: copies are plain, and nothing is ever in flight */
 static void cpu_copy(assay_backend *be, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 static void cpu_synchronize(assay_backend *be) {}
+static void cpu_download_f32(assay_backend *be, float *dst, const float *src, int64_t n) {
+    memmove(dst, src, (size_t)n * sizeof(float));
+}
 
 static assay_status cpu_prepare_weight(assay_backend *be, assay_weight *w) {
     cpu_backend *cb = cpu_of(be);
@@ -675,6 +678,7 @@ static const assay_backend_ops cpu_ops = {
     .tanh_cap = cpu_tanh_cap,
     .absmax = cpu_absmax,
     .add_rmsnorm = cpu_add_rmsnorm,
+    .download_f32 = cpu_download_f32,
     .swiglu = cpu_swiglu,
     .geglu = cpu_geglu,
     .add = cpu_add,
@@ -718,6 +722,7 @@ static void cpu_open_with(assay_backend **out, int n_threads, const assay_cpu_ke
     cb->base.ops = &cpu_ops;
     cb->base.impl = cb;
     cb->base.act_type = ASSAY_TYPE_F32;
+    cb->base.host_memory = 1;
     cb->k = k;
     cb->exact = exact;
     if (n_threads <= 0) {
