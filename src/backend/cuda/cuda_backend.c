@@ -83,9 +83,12 @@ static void die_cuda(const char *what, const char *msg) {
         if ((expr) != 0) die_cuda(#expr, assay_cuda_last_error());                                \
     } while (0)
 
-static void *grow(grow_buf *b, size_t bytes) {
+static void *grow(cudaStream_t st, grow_buf *b, size_t bytes) {
     if (bytes <= b->cap) return b->p;
-    if (b->p) CK(cudaFree(b->p));
+    if (b->p) { /* kernels queued before may still read the old buffer */
+        CK(cudaStreamSynchronize(st));
+        CK(cudaFree(b->p));
+    }
     b->cap = bytes + bytes / 4 + 4096;
     CK(cudaMalloc(&b->p, b->cap));
     return b->p;
@@ -120,7 +123,7 @@ static void cuda_synchronize(assay_backend *be) { CK(cudaStreamSynchronize(cuda_
 
 static void cuda_download_f32(assay_backend *be, float *dst, const float *src, int64_t n) {
     cuda_backend *cb = cuda_of(be);
-    float *tmp = grow(&cb->f32, (size_t)n * sizeof(float));
+    float *tmp = grow(cb->st, &cb->f32, (size_t)n * sizeof(float));
     KK(cuda_op_bf16_to_f32(src, tmp, n, cb->st));
     cuda_download(be, dst, tmp, (size_t)n * sizeof(float));
 }
@@ -172,13 +175,16 @@ static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
                 for (int64_t i = 0; i < w->n_in; i++) h[r * w->n_in + i] = bf16_rne(f[r * w->n_in + i]);
             }
         }
-        CK(cudaMemcpy((uint16_t *)cw->w + r0 * w->n_in, h, (size_t)(nr * w->n_in) * 2, cudaMemcpyHostToDevice));
+        /* on the backend's (non-blocking) stream, finished before the host chunk is refilled */
+        CK(cudaMemcpyAsync((uint16_t *)cw->w + r0 * w->n_in, h, (size_t)(nr * w->n_in) * 2, cudaMemcpyHostToDevice, cb->st));
+        CK(cudaStreamSynchronize(cb->st));
     }
     free(f);
     free(h);
     if (w->perm) {
         CK(cudaMalloc((void **)&cw->perm, (size_t)w->n_in * sizeof(int32_t)));
-        CK(cudaMemcpy(cw->perm, w->perm, (size_t)w->n_in * sizeof(int32_t), cudaMemcpyHostToDevice));
+        CK(cudaMemcpyAsync(cw->perm, w->perm, (size_t)w->n_in * sizeof(int32_t), cudaMemcpyHostToDevice, cb->st));
+        CK(cudaStreamSynchronize(cb->st));
     }
     if (cb->n_weights == cb->cap_weights) {
         cb->cap_weights = cb->cap_weights ? 2 * cb->cap_weights : 64;
@@ -206,7 +212,8 @@ static void *stage_take(cuda_backend *cb, size_t bytes, void **dev) {
         CK(cudaMalloc((void **)&d, cap));
         if (cb->stage_n) {
             memcpy(h, cb->stage_h, cb->stage_n);
-            CK(cudaMemcpy(d, cb->stage_d, cb->stage_n, cudaMemcpyDeviceToDevice));
+            CK(cudaMemcpyAsync(d, cb->stage_d, cb->stage_n, cudaMemcpyDeviceToDevice, cb->st));
+            CK(cudaStreamSynchronize(cb->st));
         }
         if (cb->stage_h) CK(cudaFreeHost(cb->stage_h));
         if (cb->stage_d) CK(cudaFree(cb->stage_d));
@@ -359,7 +366,7 @@ static void cuda_linear(assay_backend *be, float *y, const assay_weight *w, cons
     if (act && act->kind != ASSAY_ACT_QUANT_NONE)
         die_cuda("linear", "quantized activations are not wired into the CUDA backend yet");
     if (cw && cw->perm) {
-        void *xp = grow(&cb->xperm, (size_t)(n_tok * w->n_in) * 2);
+        void *xp = grow(cb->st, &cb->xperm, (size_t)(n_tok * w->n_in) * 2);
         KK(cuda_op_gather_cols(xp, x, cw->perm, n_tok, w->n_in, cb->st));
         x = xp;
     }
@@ -464,8 +471,8 @@ static void attend_decode(cuda_backend *cb, void *out, const void *q, const assa
     const void *qq = q;
     void *oo = out;
     if (!cb->all_decode) {
-        qq = grow(&cb->qg, (size_t)(nd * qd) * 2);
-        oo = grow(&cb->og, (size_t)(nd * qd) * 2);
+        qq = grow(cb->st, &cb->qg, (size_t)(nd * qd) * 2);
+        oo = grow(cb->st, &cb->og, (size_t)(nd * qd) * 2);
         KK(cuda_op_gather_rows((void *)qq, q, cb->d_dec_rows, nd, qd, cb->st));
     }
     assay_cuda_attn_decode_args d = {0};
@@ -496,7 +503,7 @@ static void attend_decode(cuda_backend *cb, void *out, const void *q, const assa
     d.scale = ap->scale;
     d.kv_dtype = decode_dtype(kv->elem);
     size_t ws = assay_cuda_attn_decode_workspace(&d);
-    d.workspace = grow(&cb->ws, ws);
+    d.workspace = grow(cb->st, &cb->ws, ws);
     d.workspace_bytes = cb->ws.cap;
     KK(assay_cuda_attn_decode(&d, cb->st));
     if (!cb->all_decode) {
@@ -510,9 +517,9 @@ static void attend_prefill(cuda_backend *cb, void *out, const void *q, const ass
     int64_t qd = ap->n_head * ap->head_dim, kvd = ap->n_head_kv * ap->head_dim;
     /* separate from the decode part's scratch: both parts of a mixed step are in flight on the stream */
     size_t qb = (size_t)(cb->pre_q * qd) * 2, kb = (size_t)(cb->pre_k * kvd) * 2;
-    uint8_t *qo = grow(&cb->pre_qo, 2 * qb);
+    uint8_t *qo = grow(cb->st, &cb->pre_qo, 2 * qb);
     void *qg = qo, *og = qo + qb;
-    void *kg = grow(&cb->kg, kb), *vg = grow(&cb->vg, kb);
+    void *kg = grow(cb->st, &cb->kg, kb), *vg = grow(cb->st, &cb->vg, kb);
     KK(cuda_op_gather_rows(qg, q, cb->d_pre_rows, cb->pre_q, qd, cb->st));
     KK(cuda_op_kv_gather(kv, cb->d_pre_slots, cb->pre_k, kg, vg, cb->st));
     assay_cuda_attn_prefill_args a = {0};
