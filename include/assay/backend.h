@@ -41,6 +41,9 @@ typedef struct assay_weight {
      * column c multiplies x[perm[c]]; the backend's linear op gathers x in that order (matmul never sees it) */
     const int32_t *perm;
     void *prepared; /* the backend's own packing (prepare_weight), or NULL: data as stored */
+    /* > 0: the (f32) values are e4m3 codes times this one per-tensor scale (on-the-fly fp8): a backend with FP8
+     * tensor cores keeps the codes and multiplies them as they are; the CPU multiplies the values */
+    float fp8_scale;
 } assay_weight;
 
 /* Paged KV storage of one layer, allocated by the KV pool (engine/kv_cache.h) through ops->alloc. Blocks hold

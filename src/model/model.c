@@ -121,7 +121,8 @@ static assay_status device_vec(assay_model *m, float **v, int64_t n) {
 }
 
 /* A device backend: every vector into its memory, the embedding table prepared (get_rows reads it there) and shared
- * with a tied output matrix. Quantized activations (W8A8 checkpoints, --quantization fp8) are not on the GPU yet. */
+ * with a tied output matrix. Of the quantized activations only --quantization fp8's (per-token e4m3 in front of
+ * per-tensor e4m3 weights) run on the GPU yet; W8A8 checkpoints are refused with a message. */
 static assay_status device_setup(assay_model *m) {
     const assay_model_config *c = &m->c;
     int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;
@@ -129,8 +130,10 @@ static assay_status device_setup(assay_model *m) {
     for (int64_t l = 0; l < c->n_layer; l++) {
         model_layer *L = &m->layers[l];
         const assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
+        const assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < 7; i++)
-            if (acts[i]->kind != ASSAY_ACT_QUANT_NONE) {
+            if (acts[i]->kind != ASSAY_ACT_QUANT_NONE &&
+                !(acts[i]->kind == ASSAY_ACT_QUANT_FP8_TOKEN && acts[i]->fmt == ASSAY_FP8_E4M3 && lin[i]->fp8_scale > 0)) {
                 char how[96];
                 assay_act_quant_describe(acts[i], how, sizeof how);
                 return assay_fail(ASSAY_ERR_UNSUPPORTED, "--device %s: quantized activations (%s) are not wired into "
@@ -306,6 +309,7 @@ static assay_status fp8_weight(assay_model *m, assay_weight *w) {
         float scale;
         assay_fp8_quantize_weight(ASSAY_FP8_E4M3, ASSAY_FP8_GRAN_TENSOR, 0, 0, 0, f, w->n_out, w->n_in, q, &scale);
         assay_fp8_dequantize_weight(ASSAY_FP8_E4M3, ASSAY_FP8_GRAN_TENSOR, 0, 0, q, &scale, w->n_out, w->n_in, f);
+        w->fp8_scale = scale;
         w->type = ASSAY_TYPE_F32;
         w->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, w->n_in);
         w->data = own(m, f);

@@ -2,7 +2,8 @@
  * small ops of backend_ops.cu.
  *
  * Activations are bf16 (be->act_type); weights are uploaded once by prepare_weight as bf16 (any stored type the CPU
- * can dequantize; the packed FP8/INT4 GEMMs are not wired in yet); matmuls go through cuBLASLt.
+ * can dequantize), or as e4m3 codes for on-the-fly fp8 (--quantization fp8: W8A8 with per-token activation scales
+ * through cuBLASLt's FP8 GEMM); matmuls go through cuBLASLt (the measured decode GEMMs are not wired in yet).
  * Each step's descriptor (token ids, positions, slots, block tables) is copied to the device in one transfer by
  * begin_step, together with the attention plan worked out on the host:
  *   - every sequence of the step has one query token (a decode step): the paged decode kernel, split-KV;
@@ -23,11 +24,13 @@
 #include "assay/backend.h"
 #include "assay/cuda_kernels.h"
 #include "assay/dequant.h"
+#include "assay/quant_fp8.h"
 #include "backend_ops.h"
 
 typedef struct cuda_weight {
-    void *w;       /* bf16 [n_out][n_in] */
-    int32_t *perm; /* device copy of the weight's perm, or NULL */
+    void *w;         /* bf16 [n_out][n_in], or e4m3 codes [n_out][n_in] when w_scale is set */
+    float *w_scale;  /* FP8 weights: [n_out] per-channel scales (the per-tensor scale repeated), else NULL */
+    int32_t *perm;   /* device copy of the weight's perm, or NULL */
 } cuda_weight;
 
 /* a device buffer that grows on demand (outside graph capture) */
@@ -60,7 +63,7 @@ typedef struct cuda_backend {
     int32_t *d_pre_rows, *d_cu_pq, *d_cu_pk;
     int64_t *d_pre_slots;
     /* scratch */
-    grow_buf qg, og, pre_qo, kg, vg, xperm, ws, f32;
+    grow_buf qg, og, pre_qo, kg, vg, xperm, ws, f32, xq, xs;
     float *d_absmax;
     /* every prepared weight, freed at close */
     cuda_weight **weights;
@@ -142,6 +145,30 @@ static uint16_t bf16_rne(float f) {
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 
+/* On-the-fly fp8 weights (values = e4m3 code x one scale): the codes themselves, one byte each, for cuBLASLt's FP8
+ * GEMM with per-token x per-channel scales. */
+static assay_status prepare_fp8(cuda_backend *cb, const assay_weight *w, cuda_weight *cw) {
+    size_t n = (size_t)(w->n_in * w->n_out);
+    if (cudaMalloc(&cw->w, n) != cudaSuccess || cudaMalloc((void **)&cw->w_scale, (size_t)w->n_out * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        if (cw->w) cudaFree(cw->w);
+        return assay_fail(ASSAY_ERR_NOMEM, "%s: no GPU memory for %.1f MiB of fp8 weights", w->name, (double)n / 1048576.0);
+    }
+    const float *f = w->data;
+    float inv = 1.0f / w->fp8_scale;
+    uint8_t *q = assay_xmalloc(n);
+    for (size_t i = 0; i < n; i++) q[i] = assay_fp8_encode(ASSAY_FP8_E4M3, f[i] * inv); /* exact: f is code x scale */
+    float *sc = assay_xmalloc((size_t)w->n_out * sizeof(float));
+    for (int64_t o = 0; o < w->n_out; o++) sc[o] = w->fp8_scale;
+    CK(cudaMemcpyAsync(cw->w, q, n, cudaMemcpyHostToDevice, cb->st));
+    CK(cudaMemcpyAsync(cw->w_scale, sc, (size_t)w->n_out * sizeof(float), cudaMemcpyHostToDevice, cb->st));
+    CK(cudaStreamSynchronize(cb->st));
+    free(q);
+    free(sc);
+    cb->base.weight_bytes += n + (size_t)w->n_out * sizeof(float);
+    return ASSAY_OK;
+}
+
 static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
     cuda_backend *cb = cuda_of(be);
     if (w->prepared) return ASSAY_OK;
@@ -149,6 +176,14 @@ static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the CUDA backend has no kernel for %s weights", w->name,
                           assay_type_name(w->type));
     cuda_weight *cw = assay_xcalloc(1, sizeof *cw);
+    if (w->fp8_scale > 0 && w->type == ASSAY_TYPE_F32 && !w->perm && w->n_in % 16 == 0 && w->n_out % 16 == 0) {
+        assay_status st = prepare_fp8(cb, w, cw);
+        if (st) {
+            free(cw);
+            return st;
+        }
+        goto done;
+    }
     size_t bytes = (size_t)(w->n_in * w->n_out) * 2;
     if (cudaMalloc(&cw->w, bytes) != cudaSuccess) {
         cudaGetLastError();
@@ -181,17 +216,18 @@ static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
     }
     free(f);
     free(h);
+    be->weight_bytes += bytes;
     if (w->perm) {
         CK(cudaMalloc((void **)&cw->perm, (size_t)w->n_in * sizeof(int32_t)));
         CK(cudaMemcpyAsync(cw->perm, w->perm, (size_t)w->n_in * sizeof(int32_t), cudaMemcpyHostToDevice, cb->st));
         CK(cudaStreamSynchronize(cb->st));
     }
+done:
     if (cb->n_weights == cb->cap_weights) {
         cb->cap_weights = cb->cap_weights ? 2 * cb->cap_weights : 64;
         cb->weights = assay_xrealloc(cb->weights, cb->cap_weights * sizeof *cb->weights);
     }
     cb->weights[cb->n_weights++] = cw;
-    be->weight_bytes += bytes;
     w->prepared = cw;
     return ASSAY_OK;
 }
@@ -363,8 +399,18 @@ static void cuda_linear(assay_backend *be, float *y, const assay_weight *w, cons
                         int64_t n_tok, const float *bias) {
     cuda_backend *cb = cuda_of(be);
     const cuda_weight *cw = w->prepared;
+    if (cw && cw->w_scale) { /* W8A8: per-token e4m3 activations (vLLM's dynamic scales) x per-channel e4m3 weights */
+        if (!act || act->kind != ASSAY_ACT_QUANT_FP8_TOKEN) die_cuda("linear", "fp8 weights need per-token fp8 inputs");
+        uint8_t *xq = grow(cb->st, &cb->xq, (size_t)(n_tok * w->n_in));
+        float *xs = grow(cb->st, &cb->xs, (size_t)n_tok * sizeof(float));
+        KK(assay_cuda_quant_fp8_per_token(x, xq, xs, (int32_t)n_tok, (int32_t)w->n_in, cb->st));
+        KK(assay_cuda_blas_gemm_fp8(cb->blas, xq, xs, cw->w, cw->w_scale, ASSAY_CUDA_FP8_PER_TOKEN_CHANNEL, y,
+                                    (int32_t)n_tok, (int32_t)w->n_out, (int32_t)w->n_in, cb->st));
+        if (bias) KK(cuda_op_add_bias(y, bias, n_tok, w->n_out, cb->st));
+        return;
+    }
     if (act && act->kind != ASSAY_ACT_QUANT_NONE)
-        die_cuda("linear", "quantized activations are not wired into the CUDA backend yet");
+        die_cuda("linear", "this input quantization is not wired into the CUDA backend yet");
     if (cw && cw->perm) {
         void *xp = grow(cb->st, &cb->xperm, (size_t)(n_tok * w->n_in) * 2);
         KK(cuda_op_gather_cols(xp, x, cw->perm, n_tok, w->n_in, cb->st));
@@ -572,11 +618,12 @@ static void cuda_close(assay_backend *be) {
     cudaStreamSynchronize(cb->st);
     for (size_t i = 0; i < cb->n_weights; i++) {
         cudaFree(cb->weights[i]->w);
+        if (cb->weights[i]->w_scale) cudaFree(cb->weights[i]->w_scale);
         if (cb->weights[i]->perm) cudaFree(cb->weights[i]->perm);
         free(cb->weights[i]);
     }
     free(cb->weights);
-    grow_buf *bufs[] = {&cb->qg, &cb->og, &cb->pre_qo, &cb->kg, &cb->vg, &cb->xperm, &cb->ws, &cb->f32};
+    grow_buf *bufs[] = {&cb->qg, &cb->og, &cb->pre_qo, &cb->kg, &cb->vg, &cb->xperm, &cb->ws, &cb->f32, &cb->xq, &cb->xs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]->p) cudaFree(bufs[i]->p);
     if (cb->d_absmax) cudaFree(cb->d_absmax);
