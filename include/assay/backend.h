@@ -51,12 +51,16 @@ typedef struct assay_weight {
  * head's keys of a block are contiguous. `k_scale`/`v_scale` ([n_blocks][n_head_kv][ASSAY_KV_BLOCK] floats, the
  * dequant multiplier of each slot) are used by the scaled dtypes only (kv_type.h); kv_store writes them and attention
  * reads them. `k_static`/`v_static` > 0: kv_store writes every slot with this per-layer scale (stored =
- * sat(x / scale), vLLM's k_scale/v_scale semantics); 0: each slot gets its own dynamic absmax scale. */
+ * sat(x / scale), vLLM's k_scale/v_scale semantics); 0: each slot gets its own dynamic absmax scale. Either way
+ * kv_store records the scale it used in the slot's k_scale/v_scale entry. */
 #define ASSAY_KV_BLOCK 16
 typedef struct assay_kv_layer {
     void *k, *v;
     float *k_scale, *v_scale;
     float k_static, v_static;
+    /* 1: every slot written so far carries the static scales (checkpoint scales set before any write, or calculated
+     * scales after kv_requantize re-encoded the cache with them), so one per-layer scale decodes the whole layer */
+    int static_uniform;
 } assay_kv_layer;
 
 /* The step descriptor: everything a forward pass needs to know about the batch, built once per step by the model
@@ -139,6 +143,9 @@ typedef struct assay_backend_ops {
      * computed tile by tile with an online softmax (no score matrix). q and out: [n_tokens][n_head*head_dim]. */
     void (*attention)(assay_backend *be, float *out, const float *q, const assay_attn_params *ap,
                       const assay_kv_layer *layer, const assay_kv_geom *g, const assay_step *step);
+    /* Optional (NULL: the backend always decodes with the per-slot scales): re-encodes every slot of the layer whose
+     * recorded scale differs from the layer's static scales with those (once, when calculated scales freeze). */
+    void (*kv_requantize)(assay_backend *be, const assay_kv_layer *layer, const assay_kv_geom *g, int64_t n_blocks);
     /* Copies physical block src to dst in one layer (values and scales): copy-on-write of a shared block. */
     void (*kv_copy_block)(assay_backend *be, const assay_kv_layer *layer, const assay_kv_geom *g, int64_t src, int64_t dst);
     /* out[i] = act(gate[i]) * up[i] for rows of n; gate/up rows are `stride` floats apart, out rows n apart. */

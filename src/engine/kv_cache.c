@@ -62,6 +62,7 @@ void assay_kv_cache_set_static(assay_kv_cache *kv, int64_t layer, float k_scale,
     ASSAY_ASSERT(layer >= 0 && layer < kv->n_layer && k_scale > 0 && v_scale > 0);
     kv->layers[layer].k_static = k_scale;
     kv->layers[layer].v_static = v_scale;
+    kv->layers[layer].static_uniform = 1; /* set before anything is written */
 }
 
 void assay_kv_cache_calc_begin(assay_kv_cache *kv, int64_t target_tokens) {
@@ -72,7 +73,10 @@ void assay_kv_cache_calc_begin(assay_kv_cache *kv, int64_t target_tokens) {
     c->seen = assay_xcalloc((size_t)kv->n_layer, sizeof *c->seen);
     c->k_amax = assay_xcalloc((size_t)kv->n_layer, sizeof *c->k_amax);
     c->v_amax = assay_xcalloc((size_t)kv->n_layer, sizeof *c->v_amax);
-    for (int64_t l = 0; l < kv->n_layer; l++) kv->layers[l].k_static = kv->layers[l].v_static = 0;
+    for (int64_t l = 0; l < kv->n_layer; l++) {
+        kv->layers[l].k_static = kv->layers[l].v_static = 0;
+        kv->layers[l].static_uniform = 0;
+    }
 }
 
 void assay_kv_cache_calc_pause(assay_kv_cache *kv, int paused) { kv->calc.paused = paused; }
@@ -107,4 +111,10 @@ void assay_kv_cache_observe(assay_kv_cache *kv, int64_t layer, const float *k, c
     float ks = c->k_amax[layer] / qmax, vs = c->v_amax[layer] / qmax;
     L->k_static = ks > 0 ? ks : 0;
     L->v_static = vs > 0 ? vs : 0;
+    if (c->seen[layer] >= c->target && L->k_static > 0 && L->v_static > 0) {
+        /* frozen: what was written while the scales grew is re-encoded with the final ones (a backend that always
+         * decodes with per-slot scales needs nothing), so from now on one scale per layer decodes the layer */
+        if (kv->be->ops->kv_requantize) kv->be->ops->kv_requantize(kv->be, L, &kv->geom, kv->n_blocks);
+        L->static_uniform = 1;
+    }
 }

@@ -326,7 +326,7 @@ static void test_attention(assay_backend *be, assay_kv_dtype dt, double tol) {
     const int32_t *tables[1] = {table};
     size_t es = assay_kv_dtype_size(dt);
     assay_kv_layer L = {calloc(n_blocks * n_kv * ASSAY_KV_BLOCK * hd, es), calloc(n_blocks * n_kv * ASSAY_KV_BLOCK * hd, es),
-                        calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4), calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4), 0, 0};
+                        calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4), calloc(n_blocks * n_kv * ASSAY_KV_BLOCK, 4), 0, 0, 0};
     assay_kv_geom g = {dt, n_kv, hd};
     float *k = malloc(n_pos * n_kv * hd * 4), *v = malloc(n_pos * n_kv * hd * 4), *q = malloc(n_pos * n_head * hd * 4);
     float *out = malloc(n_pos * n_head * hd * 4);

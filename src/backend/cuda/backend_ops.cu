@@ -210,8 +210,6 @@ __device__ __forceinline__ int64_t scale_index(int64_t slot, int64_t h, int64_t 
 
 __device__ __forceinline__ float kv_slot_scale(const cuda_kv_view &kv, int is_v, int64_t slot, int64_t h) {
     if (kv.elem == CUDA_KV_BF16) return 1.f;
-    float st = is_v ? kv.v_static : kv.k_static;
-    if (st > 0) return st;
     return (is_v ? kv.v_scale : kv.k_scale)[scale_index(slot, h, kv.n_head_kv)];
 }
 
@@ -234,8 +232,8 @@ __global__ void k_kv_store(cuda_kv_view kv, const __nv_bfloat16 *k, const __nv_b
             for (int64_t d = lane; d < hd; d += 32) amax = fmaxf(amax, fabsf(__bfloat162float(src[d])));
             for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             sc = amax > 0 ? amax / kv_qmax(kv.elem) : 1.f;
-            if (lane == 0) (is_v ? kv.v_scale : kv.k_scale)[scale_index(slot, h, nkv)] = sc;
         }
+        if (lane == 0) (is_v ? kv.v_scale : kv.k_scale)[scale_index(slot, h, nkv)] = sc;
         inv = 1.f / sc;
     }
     void *dst = is_v ? kv.v : kv.k;
@@ -244,6 +242,26 @@ __global__ void k_kv_store(cuda_kv_view kv, const __nv_bfloat16 *k, const __nv_b
         if (kv.elem != CUDA_KV_BF16) x *= inv;
         kv_put(dst, is_v ? v_index(slot, h, d, nkv, hd) : k_index(slot, h, d, nkv, hd), kv.elem, x);
     }
+}
+
+// One warp per (block, head, slot, k|v).
+__global__ void k_kv_requantize(cuda_kv_view kv, int64_t n_slots) {
+    int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    int64_t nkv = kv.n_head_kv, hd = kv.head_dim;
+    if (w >= n_slots * nkv * 2) return;
+    int is_v = (int)(w % 2);
+    int64_t h = (w / 2) % nkv, slot = w / 2 / nkv;
+    float *sp = (is_v ? kv.v_scale : kv.k_scale) + scale_index(slot, h, nkv);
+    float old = *sp, now = is_v ? kv.v_static : kv.k_static;
+    if (old == now || !(old > 0)) return;
+    void *base = is_v ? kv.v : kv.k;
+    for (int64_t d = lane; d < hd; d += 32) {
+        int64_t i = is_v ? v_index(slot, h, d, nkv, hd) : k_index(slot, h, d, nkv, hd);
+        kv_put(base, i, kv.elem, kv_get(base, i, kv.elem) * old / now);
+    }
+    __syncwarp();
+    if (lane == 0) *sp = now;
 }
 
 __global__ void k_kv_gather(cuda_kv_view kv, const int64_t *slots, int64_t n_rows, __nv_bfloat16 *k, __nv_bfloat16 *v) {
@@ -417,6 +435,13 @@ int cuda_op_kv_store(const cuda_kv_view *kv, const void *k, const void *v, const
     if (n_tok <= 0) return 0;
     int64_t warps = n_tok * kv->n_head_kv * 2;
     k_kv_store<<<grid_for(warps * 32, 256), 256, 0, st>>>(*kv, CBF(k), CBF(v), slot, n_tok);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+int cuda_op_kv_requantize(const cuda_kv_view *kv, int64_t n_blocks, assay_cuda_stream st) {
+    if (kv->elem == CUDA_KV_BF16 || !(kv->k_static > 0 && kv->v_static > 0) || n_blocks <= 0) return 0;
+    int64_t warps = n_blocks * KV_BLOCK * kv->n_head_kv * 2;
+    k_kv_requantize<<<grid_for(warps * 32, 256), 256, 0, st>>>(*kv, n_blocks * KV_BLOCK);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }

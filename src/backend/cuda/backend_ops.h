@@ -7,8 +7,8 @@
  * int32/int64. The KV cache of one layer, per block of ASSAY_KV_BLOCK (16) tokens and KV head:
  *   K [n_blocks][n_head_kv][16][head_dim]  (token rows)
  *   V [n_blocks][n_head_kv][head_dim][16]  (transposed inside the block: the layout the decode kernel reads)
- * in the cache's element type; the scaled types keep one float per (block, head, slot) in k_scale/v_scale
- * ([n_blocks][n_head_kv][16]) when the layer has no static scale, and the static scale otherwise.
+ * in the cache's element type; the scaled types record the scale of every (block, head, slot) in k_scale/v_scale
+ * ([n_blocks][n_head_kv][16]): the static one when the layer has it, else the slot's own absmax scale.
  */
 #ifndef ASSAY_CUDA_BACKEND_OPS_H
 #define ASSAY_CUDA_BACKEND_OPS_H
@@ -28,7 +28,8 @@ typedef enum cuda_kv_elem { CUDA_KV_BF16, CUDA_KV_FP8_E4M3, CUDA_KV_FP8_E5M2, CU
 typedef struct cuda_kv_view {
     void *k, *v;
     float *k_scale, *v_scale; /* per-slot scales (scaled types without a static scale) */
-    float k_static, v_static; /* > 0: every slot of the layer uses this scale */
+    float k_static, v_static; /* > 0: kv_store writes with this scale (and records it per slot) */
+    int uniform;              /* every written slot carries the static scales (backend.h, static_uniform) */
     cuda_kv_elem elem;
     int32_t n_head_kv, head_dim;
 } cuda_kv_view;
@@ -66,6 +67,8 @@ int cuda_op_absmax(const void *x, int64_t n, float *out, assay_cuda_stream st);
 /* Writes rows k/v ([n_tok][n_head_kv*head_dim] bf16) at their slots. */
 int cuda_op_kv_store(const cuda_kv_view *kv, const void *k, const void *v, const int64_t *slot, int64_t n_tok,
                      assay_cuda_stream st);
+/* Re-encodes every slot whose recorded scale differs from the static scales with them (n_blocks of the layer). */
+int cuda_op_kv_requantize(const cuda_kv_view *kv, int64_t n_blocks, assay_cuda_stream st);
 /* k/v [n_rows][n_head_kv*head_dim] bf16 = the decoded cache slots slot[r] (prefill attention over the cache). */
 int cuda_op_kv_gather(const cuda_kv_view *kv, const int64_t *slot, int64_t n_rows, void *k, void *v,
                       assay_cuda_stream st);

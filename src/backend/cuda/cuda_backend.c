@@ -475,7 +475,7 @@ static float cuda_absmax(assay_backend *be, const float *x, int64_t n) {
 /* ---- KV cache and attention ------------------------------------------------------------------------------------ */
 
 static cuda_kv_view kv_view(const assay_kv_layer *L, const assay_kv_geom *g) {
-    cuda_kv_view v = {L->k, L->v, L->k_scale, L->v_scale, L->k_static, L->v_static, CUDA_KV_BF16,
+    cuda_kv_view v = {L->k, L->v, L->k_scale, L->v_scale, L->k_static, L->v_static, L->static_uniform, CUDA_KV_BF16,
                       (int32_t)g->n_head_kv, (int32_t)g->head_dim};
     switch (g->dtype) {
     case ASSAY_KV_BF16: v.elem = CUDA_KV_BF16; break;
@@ -504,6 +504,11 @@ static void cuda_kv_copy_block(assay_backend *be, const assay_kv_layer *L, const
         cuda_copy(be, L->k_scale + dst * slots, L->k_scale + src * slots, slots * sizeof(float));
         cuda_copy(be, L->v_scale + dst * slots, L->v_scale + src * slots, slots * sizeof(float));
     }
+}
+
+static void cuda_kv_requantize(assay_backend *be, const assay_kv_layer *L, const assay_kv_geom *g, int64_t n_blocks) {
+    cuda_kv_view kv = kv_view(L, g);
+    KK(cuda_op_kv_requantize(&kv, n_blocks, cuda_of(be)->st));
 }
 
 static assay_cuda_dtype decode_dtype(cuda_kv_elem e) {
@@ -591,7 +596,8 @@ static void attend_prefill(cuda_backend *cb, void *out, const void *q, const ass
 static int use_reference_attention(const cuda_backend *cb, const assay_attn_params *ap, const cuda_kv_view *kv) {
     static int forced = -1;
     if (forced < 0) forced = getenv("ASSAY_CUDA_ATTN_REF") && atoi(getenv("ASSAY_CUDA_ATTN_REF")) != 0;
-    int dynamic = kv->elem != CUDA_KV_BF16 && !(kv->k_static > 0 && kv->v_static > 0);
+    /* the decode kernel takes one scale per layer: only when every slot carries it */
+    int dynamic = kv->elem != CUDA_KV_BF16 && !(kv->k_static > 0 && kv->v_static > 0 && kv->uniform);
     return forced || !cb->have_cu || ap->window > 0 || ap->softcap > 0 || (ap->head_dim != 64 && ap->head_dim != 128) ||
            dynamic || ap->n_head / ap->n_head_kv > 16;
 }
@@ -652,6 +658,7 @@ static const assay_backend_ops cuda_ops = {
     .kv_store = cuda_kv_store,
     .attention = cuda_attention,
     .kv_copy_block = cuda_kv_copy_block,
+    .kv_requantize = cuda_kv_requantize,
     .swiglu = cuda_swiglu,
     .geglu = cuda_geglu,
     .add = cuda_add,
