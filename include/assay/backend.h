@@ -84,6 +84,10 @@ typedef struct assay_step {
     const int32_t *cu_seqlens_q; /* [n_seqs + 1] or NULL */
     const int32_t *seq_lens;     /* [n_seqs] */
     const int32_t *const *block_tables; /* [n_seqs] -> [blocks of the sequence] */
+    /* > 0: the step is (or will be) replayed from a captured graph: a device backend lays the descriptor out for
+     * contexts up to this many tokens whatever the sequences' lengths, so every step of its size has one layout;
+     * rows with slot -1 are padding (no KV written). 0: laid out for this step alone. */
+    int64_t graph_ctx;
 } assay_step;
 
 typedef struct assay_kv_geom {
@@ -175,6 +179,17 @@ typedef struct assay_backend_ops {
     void (*begin_step)(assay_backend *be, const assay_step *step);
     /* Optional (NULL: host memory, not planned): device memory free and in total, in bytes. */
     void (*memory_info)(assay_backend *be, size_t *free_bytes, size_t *total_bytes);
+
+    /* Optional CUDA-graph-like replay of whole steps (NULL: none). After begin_step, graph_launch(key) replays the
+     * ops captured for key (returns 1), or returns 0 when there are none. graph_capture_begin/end record the ops
+     * issued between them (they do not run) into key's graph; end then launches it and returns 1, or returns 0 when
+     * the ops could not be captured (nothing ran: the caller runs them itself). graph_reset drops every graph (the
+     * buffers they were captured on are going away). Captured steps must come after an eager step of the same shape
+     * (buffers that grow on demand have grown) and use no host arrays beyond the step's own. */
+    int (*graph_launch)(assay_backend *be, int64_t key);
+    void (*graph_capture_begin)(assay_backend *be, int64_t key);
+    int (*graph_capture_end)(assay_backend *be, int64_t key);
+    void (*graph_reset)(assay_backend *be);
 
     /* Fused ops a backend may provide (NULL: the model runs the unfused ops). */
     /* x += h, then y = rmsnorm(x) * gamma: the residual add and the next layer's norm in one pass. */

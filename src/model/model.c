@@ -78,6 +78,13 @@ struct assay_session {
     char kv_desc[256];
     const char *kv_kind;
     int64_t layer_limit; /* > 0: calibration passes stop after this many layers (no logits) */
+    /* decode steps replayed from CUDA graphs (run_step_graph): the padded step's arrays, uses per bucket */
+    int32_t *g_tok, *g_pos, *g_seq, *g_cu, *g_len;
+    int64_t *g_slot;
+    int8_t *g_want;
+    const int32_t **g_tables;
+    int graph_uses[257];
+    int no_graphs;
 };
 
 void assay_model_options_default(assay_model_options *o) {
@@ -678,6 +685,9 @@ void assay_session_close(assay_session *s) {
         if (bufs[i]) be->ops->free(be, bufs[i]);
     free(s->mask);
     free(s->row_idx);
+    free(s->g_tok); free(s->g_pos); free(s->g_seq); free(s->g_cu); free(s->g_len); free(s->g_slot); free(s->g_want);
+    free(s->g_tables);
+    if (s->m->be->ops->graph_reset) s->m->be->ops->graph_reset(s->m->be);
     free(s);
 }
 
@@ -711,8 +721,9 @@ static void linear(assay_session *s, float *y, const assay_weight *w, const assa
     be->ops->linear(be, y, w, act, x, n, bias);
 }
 
-/* One step (at most n_batch tokens) as its descriptor says; the rows that want logits go to `logits` in order. */
-assay_status assay_session_run_step(assay_session *s, const assay_step *step, float *logits) {
+/* The ops of one step after begin_step: the layers, then the logits of the rows that want them into `out` (backend
+ * memory, or the host buffer on a host-memory backend). Returns the number of logits rows (-1: a truncated pass). */
+static int64_t forward_ops(assay_session *s, const assay_step *step, float *out) {
     assay_model *m = s->m;
     const assay_model_config *c = &m->c;
     assay_backend *be = m->be;
@@ -721,15 +732,7 @@ assay_status assay_session_run_step(assay_session *s, const assay_step *step, fl
     int64_t n = step->n_tokens;
     const int32_t *tok = step->token, *pos = step->pos;
     const int8_t *want = step->want_logits;
-    if (n > s->o.n_batch)
-        return assay_fail(ASSAY_ERR_ARG, "a step of %lld tokens exceeds the session's batch of %lld", (long long)n,
-                          (long long)s->o.n_batch);
-    for (int64_t t = 0; t < n; t++)
-        if (tok[t] < 0 || tok[t] >= c->n_vocab)
-            return assay_fail(ASSAY_ERR_RANGE, "token id %d is outside the vocabulary (%lld)", tok[t], (long long)c->n_vocab);
-
     float *x = s->x, *h = s->h;
-    if (op->begin_step) op->begin_step(be, step);
     op->get_rows(be, x, &m->tok_embd, tok, n);
     if (c->scale_embeddings) op->scale(be, x, sqrtf((float)E), n * E);
     float eps = (float)c->norm_eps;
@@ -767,18 +770,107 @@ assay_status assay_session_run_step(assay_session *s, const assay_step *step, fl
         if (L->post_ffn_norm) op->rmsnorm(be, h, h, L->post_ffn_norm, E, n, eps);
         op->add(be, x, x, h, n * E);
     }
-    if (n_run < c->n_layer) return ASSAY_OK; /* a truncated calibration pass */
+    if (n_run < c->n_layer) return -1; /* a truncated calibration pass */
     /* only the rows that asked for logits go through the final norm and the (large) output matrix */
     int64_t r = 0;
     for (int64_t t = 0; t < n; t++)
         if (want[t]) s->row_idx[r++] = (int32_t)t;
-    if (r == 0) return ASSAY_OK;
-    op->gather_rows(be, s->rows, x, s->row_idx, r, E);
-    op->rmsnorm(be, s->rows, s->rows, m->output_norm, E, r, eps);
-    float *out = be->host_memory ? logits : s->logits_dev;
+    if (r == 0) return 0;
+    float *rows = x;
+    if (r < n) {
+        op->gather_rows(be, s->rows, x, s->row_idx, r, E);
+        rows = s->rows;
+    }
+    op->rmsnorm(be, s->rows, rows, m->output_norm, E, r, eps);
     linear(s, out, &m->output, &m->output_act, s->rows, r, NULL);
     if (c->final_logit_softcap > 0) op->tanh_cap(be, out, r * c->n_vocab, (float)c->final_logit_softcap);
-    if (!be->host_memory && logits) op->download_f32(be, logits, out, r * c->n_vocab);
+    return r;
+}
+
+/* Buckets of decode batch sizes that get a CUDA graph each (vLLM's capture sizes): 1, 2, 4, then multiples of 8. */
+static int64_t graph_bucket(int64_t n) {
+    if (n <= 2) return n;
+    if (n <= 4) return 4;
+    return (n + 7) / 8 * 8;
+}
+enum { GRAPH_MAX_BATCH = 256 };
+
+/* A decode step (one new token for each sequence, every row wanting logits) padded to its bucket and replayed from a
+ * graph captured on the bucket's second use (the first runs eagerly and sizes every buffer). Padding rows write no KV
+ * (slot -1) and see an empty sequence. Returns 1 when the step ran this way. */
+static int run_step_graph(assay_session *s, const assay_step *step, float *logits) {
+    assay_backend *be = s->m->be;
+    const assay_backend_ops *op = be->ops;
+    int64_t n = step->n_tokens, V = s->m->c.n_vocab;
+    if (!op->graph_launch || s->no_graphs || s->calib || s->kv_hook || s->layer_limit > 0 || !step->cu_seqlens_q ||
+        n != step->n_seqs || step->n_logits != n || n > GRAPH_MAX_BATCH || (s->kv.calc.target > 0 && !assay_kv_cache_calc_frozen(&s->kv)))
+        return 0;
+    for (int64_t i = 0; i <= n; i++)
+        if (step->cu_seqlens_q[i] != i) return 0;
+    int64_t B = graph_bucket(n);
+    if (B > s->o.n_batch) return 0;
+    if (!s->g_tok) {
+        s->g_tok = assay_xmalloc(GRAPH_MAX_BATCH * sizeof(int32_t));
+        s->g_pos = assay_xmalloc(GRAPH_MAX_BATCH * sizeof(int32_t));
+        s->g_seq = assay_xmalloc(GRAPH_MAX_BATCH * sizeof(int32_t));
+        s->g_cu = assay_xmalloc((GRAPH_MAX_BATCH + 1) * sizeof(int32_t));
+        s->g_len = assay_xmalloc(GRAPH_MAX_BATCH * sizeof(int32_t));
+        s->g_slot = assay_xmalloc(GRAPH_MAX_BATCH * sizeof(int64_t));
+        s->g_want = assay_xmalloc(GRAPH_MAX_BATCH);
+        s->g_tables = assay_xmalloc(GRAPH_MAX_BATCH * sizeof(int32_t *));
+    }
+    static const int32_t empty_table[1] = {0};
+    for (int64_t i = 0; i < B; i++) {
+        int real = i < n;
+        s->g_tok[i] = real ? step->token[i] : 0;
+        s->g_pos[i] = real ? step->pos[i] : 0;
+        s->g_seq[i] = (int32_t)i;
+        s->g_cu[i] = (int32_t)i;
+        s->g_len[i] = real ? step->seq_lens[i] : 0;
+        s->g_slot[i] = real ? step->slot[i] : -1;
+        s->g_want[i] = 1;
+        s->g_tables[i] = real ? step->block_tables[i] : empty_table;
+    }
+    s->g_cu[B] = (int32_t)B;
+    assay_step g = {.n_tokens = B, .token = s->g_tok, .pos = s->g_pos, .seq_of_tok = s->g_seq, .slot = s->g_slot,
+                    .want_logits = s->g_want, .n_logits = B, .n_seqs = B, .cu_seqlens_q = s->g_cu, .seq_lens = s->g_len,
+                    .block_tables = (const int32_t *const *)s->g_tables, .graph_ctx = s->o.n_ctx};
+    op->begin_step(be, &g);
+    int uses = s->graph_uses[B]++;
+    if (!op->graph_launch(be, B)) {
+        if (uses == 0) forward_ops(s, &g, s->logits_dev); /* warm-up: every buffer reaches its size */
+        else {
+            op->graph_capture_begin(be, B);
+            forward_ops(s, &g, s->logits_dev);
+            if (!op->graph_capture_end(be, B)) { /* not capturable here: run it, and no graphs from now on */
+                s->no_graphs = 1;
+                forward_ops(s, &g, s->logits_dev);
+            }
+        }
+    }
+    if (logits) op->download_f32(be, logits, s->logits_dev, n * V);
+    return 1;
+}
+
+/* One step (at most n_batch tokens) as its descriptor says; the rows that want logits go to `logits` in order. */
+assay_status assay_session_run_step(assay_session *s, const assay_step *step, float *logits) {
+    assay_model *m = s->m;
+    const assay_model_config *c = &m->c;
+    assay_backend *be = m->be;
+    const assay_backend_ops *op = be->ops;
+    int64_t n = step->n_tokens;
+    if (n > s->o.n_batch)
+        return assay_fail(ASSAY_ERR_ARG, "a step of %lld tokens exceeds the session's batch of %lld", (long long)n,
+                          (long long)s->o.n_batch);
+    for (int64_t t = 0; t < n; t++)
+        if (step->token[t] < 0 || step->token[t] >= c->n_vocab)
+            return assay_fail(ASSAY_ERR_RANGE, "token id %d is outside the vocabulary (%lld)", step->token[t],
+                              (long long)c->n_vocab);
+    if (!be->host_memory && run_step_graph(s, step, logits)) return ASSAY_OK;
+    if (op->begin_step) op->begin_step(be, step);
+    float *out = be->host_memory ? logits : s->logits_dev;
+    int64_t r = forward_ops(s, step, out);
+    if (r > 0 && !be->host_memory && logits) op->download_f32(be, logits, out, r * c->n_vocab);
     return ASSAY_OK;
 }
 

@@ -224,6 +224,7 @@ __global__ void k_kv_store(cuda_kv_view kv, const __nv_bfloat16 *k, const __nv_b
     int64_t h = (w / 2) % nkv, t = w / 2 / nkv;
     const __nv_bfloat16 *src = (is_v ? v : k) + t * nkv * hd + h * hd;
     int64_t slot = slots[t];
+    if (slot < 0) return; // a padding row of a captured step
     float inv = 1.f;
     if (kv.elem != CUDA_KV_BF16) {
         float sc = is_v ? kv.v_static : kv.k_static;

@@ -65,6 +65,14 @@ typedef struct cuda_backend {
     /* scratch */
     grow_buf qg, og, pre_qo, kg, vg, xperm, ws, f32, xq, xs;
     float *d_absmax;
+    /* captured steps (graph_launch): one executable graph per key */
+    struct { int64_t key; cudaGraphExec_t exec; } graphs[64];
+    int n_graphs, capturing, capture_failed;
+    void *retired[16]; /* buffers replaced while capturing (a captured graph may still point at them) */
+    int n_retired;
+    /* one static scale per KV head for the decode kernel, per layer (keyed by the layer's K storage) */
+    struct layer_scales { const void *k; float ks, vs; float *d; } *lscales;
+    int n_lscales;
     /* every prepared weight, freed at close */
     cuda_weight **weights;
     size_t n_weights, cap_weights;
@@ -86,11 +94,17 @@ static void die_cuda(const char *what, const char *msg) {
         if ((expr) != 0) die_cuda(#expr, assay_cuda_last_error());                                \
     } while (0)
 
-static void *grow(cudaStream_t st, grow_buf *b, size_t bytes) {
+static void graphs_drop(cuda_backend *cb);
+
+static void *grow(cuda_backend *cb, grow_buf *b, size_t bytes) {
     if (bytes <= b->cap) return b->p;
-    if (b->p) { /* kernels queued before may still read the old buffer */
-        CK(cudaStreamSynchronize(st));
+    if (cb->capturing) { /* no synchronizing now: keep the old buffer until the graphs go, and fail the capture */
+        cb->capture_failed = 1;
+        if (b->p && cb->n_retired < 16) cb->retired[cb->n_retired++] = b->p;
+    } else if (b->p) { /* kernels queued before may still read the old buffer; graphs captured on it go */
+        CK(cudaStreamSynchronize(cb->st));
         CK(cudaFree(b->p));
+        graphs_drop(cb);
     }
     b->cap = bytes + bytes / 4 + 4096;
     CK(cudaMalloc(&b->p, b->cap));
@@ -126,7 +140,7 @@ static void cuda_synchronize(assay_backend *be) { CK(cudaStreamSynchronize(cuda_
 
 static void cuda_download_f32(assay_backend *be, float *dst, const float *src, int64_t n) {
     cuda_backend *cb = cuda_of(be);
-    float *tmp = grow(cb->st, &cb->f32, (size_t)n * sizeof(float));
+    float *tmp = grow(cb, &cb->f32, (size_t)n * sizeof(float));
     KK(cuda_op_bf16_to_f32(src, tmp, n, cb->st));
     cuda_download(be, dst, tmp, (size_t)n * sizeof(float));
 }
@@ -265,6 +279,8 @@ static void *stage_take(cuda_backend *cb, size_t bytes, void **dev) {
         cb->stage_h = h;
         cb->stage_d = d;
         cb->stage_cap = cap;
+        if (cb->capturing) cb->capture_failed = 1;
+        graphs_drop(cb); /* they read the step from the old device buffer */
     }
     cb->stage_n = off + bytes;
     *dev = cb->stage_d + off;
@@ -294,6 +310,7 @@ static const void *dev_array(cuda_backend *cb, const void *host, size_t bytes) {
     if (s && host == s->token) return cb->d_token;
     if (s && host == s->pos) return cb->d_pos;
     void *dev;
+    if (cb->capturing) cb->capture_failed = 1; /* a graph would copy whatever the buffer holds when it replays */
     memcpy(stage_take(cb, bytes, &dev), host, bytes);
     stage_send(cb);
     return dev;
@@ -317,6 +334,10 @@ static void cuda_begin_step(assay_backend *be, const assay_step *s) {
     for (int64_t i = 0; i < S; i++) {
         int64_t nb = ((int64_t)s->seq_lens[i] + ASSAY_KV_BLOCK - 1) / ASSAY_KV_BLOCK;
         if (nb > stride) stride = nb;
+    }
+    if (s->graph_ctx > 0) { /* one layout for every step of this size: tables as wide as the longest context */
+        int64_t g = (s->graph_ctx + ASSAY_KV_BLOCK - 1) / ASSAY_KV_BLOCK;
+        if (g > stride) stride = g;
     }
     cb->table_stride = stride;
     /* room for the whole descriptor and plan (at most) plus the step's later small arrays, so that no pointer
@@ -352,6 +373,7 @@ static void cuda_begin_step(assay_backend *be, const assay_step *s) {
             }
         }
         cb->all_decode = cb->n_dec == S && n == S;
+        if (s->graph_ctx > cb->max_dec_len) cb->max_dec_len = s->graph_ctx; /* the decode split, fixed too */
         if (cb->n_dec > 0) {
             int32_t *rows = TAKE(cb->d_dec_rows, cb->n_dec, int32_t);
             int32_t *dt = TAKE(cb->d_dec_tables, cb->n_dec * stride, int32_t);
@@ -401,8 +423,8 @@ static void cuda_linear(assay_backend *be, float *y, const assay_weight *w, cons
     const cuda_weight *cw = w->prepared;
     if (cw && cw->w_scale) { /* W8A8: per-token e4m3 activations (vLLM's dynamic scales) x per-channel e4m3 weights */
         if (!act || act->kind != ASSAY_ACT_QUANT_FP8_TOKEN) die_cuda("linear", "fp8 weights need per-token fp8 inputs");
-        uint8_t *xq = grow(cb->st, &cb->xq, (size_t)(n_tok * w->n_in));
-        float *xs = grow(cb->st, &cb->xs, (size_t)n_tok * sizeof(float));
+        uint8_t *xq = grow(cb, &cb->xq, (size_t)(n_tok * w->n_in));
+        float *xs = grow(cb, &cb->xs, (size_t)n_tok * sizeof(float));
         KK(assay_cuda_quant_fp8_per_token(x, xq, xs, (int32_t)n_tok, (int32_t)w->n_in, cb->st));
         KK(assay_cuda_blas_gemm_fp8(cb->blas, xq, xs, cw->w, cw->w_scale, ASSAY_CUDA_FP8_PER_TOKEN_CHANNEL, y,
                                     (int32_t)n_tok, (int32_t)w->n_out, (int32_t)w->n_in, cb->st));
@@ -412,7 +434,7 @@ static void cuda_linear(assay_backend *be, float *y, const assay_weight *w, cons
     if (act && act->kind != ASSAY_ACT_QUANT_NONE)
         die_cuda("linear", "this input quantization is not wired into the CUDA backend yet");
     if (cw && cw->perm) {
-        void *xp = grow(cb->st, &cb->xperm, (size_t)(n_tok * w->n_in) * 2);
+        void *xp = grow(cb, &cb->xperm, (size_t)(n_tok * w->n_in) * 2);
         KK(cuda_op_gather_cols(xp, x, cw->perm, n_tok, w->n_in, cb->st));
         x = xp;
     }
@@ -516,14 +538,42 @@ static assay_cuda_dtype decode_dtype(cuda_kv_elem e) {
     return map[e];
 }
 
+/* The layer's static k/v scales repeated per KV head, in device memory that stays (a captured graph reads it). */
+static float *layer_scales(cuda_backend *cb, const cuda_kv_view *kv) {
+    struct layer_scales *ls = NULL;
+    for (int i = 0; i < cb->n_lscales && !ls; i++)
+        if (cb->lscales[i].k == kv->k) ls = &cb->lscales[i];
+    if (!ls) {
+        cb->lscales = assay_xrealloc(cb->lscales, (size_t)(cb->n_lscales + 1) * sizeof *cb->lscales);
+        ls = &cb->lscales[cb->n_lscales++];
+        ls->k = kv->k;
+        ls->ks = ls->vs = -1;
+        CK(cudaMalloc((void **)&ls->d, 2 * (size_t)kv->n_head_kv * sizeof(float)));
+    }
+    if (ls->ks != kv->k_static || ls->vs != kv->v_static) {
+        if (cb->capturing) cb->capture_failed = 1;
+        float h[2 * 64];
+        int nk = kv->n_head_kv < 64 ? kv->n_head_kv : 64;
+        for (int i = 0; i < nk; i++) {
+            h[i] = kv->k_static;
+            h[nk + i] = kv->v_static;
+        }
+        CK(cudaMemcpyAsync(ls->d, h, 2 * (size_t)nk * sizeof(float), cudaMemcpyHostToDevice, cb->st));
+        CK(cudaStreamSynchronize(cb->st));
+        ls->ks = kv->k_static;
+        ls->vs = kv->v_static;
+    }
+    return ls->d;
+}
+
 /* The decode sequences of the step: the paged decode kernel, split-KV. */
 static void attend_decode(cuda_backend *cb, void *out, const void *q, const assay_attn_params *ap, const cuda_kv_view *kv) {
     int64_t qd = ap->n_head * ap->head_dim, nd = cb->n_dec;
     const void *qq = q;
     void *oo = out;
     if (!cb->all_decode) {
-        qq = grow(cb->st, &cb->qg, (size_t)(nd * qd) * 2);
-        oo = grow(cb->st, &cb->og, (size_t)(nd * qd) * 2);
+        qq = grow(cb, &cb->qg, (size_t)(nd * qd) * 2);
+        oo = grow(cb, &cb->og, (size_t)(nd * qd) * 2);
         KK(cuda_op_gather_rows((void *)qq, q, cb->d_dec_rows, nd, qd, cb->st));
     }
     assay_cuda_attn_decode_args d = {0};
@@ -534,13 +584,7 @@ static void attend_decode(cuda_backend *cb, void *out, const void *q, const assa
     d.block_table = cb->d_dec_tables;
     d.seq_lens = cb->d_dec_lens;
     if (kv->elem != CUDA_KV_BF16) { /* one static scale per layer, given per KV head */
-        float *sc;
-        float *h = TAKE(sc, 2 * kv->n_head_kv, float);
-        for (int i = 0; i < kv->n_head_kv; i++) {
-            h[i] = kv->k_static;
-            h[kv->n_head_kv + i] = kv->v_static;
-        }
-        stage_send(cb);
+        float *sc = layer_scales(cb, kv);
         d.k_scale = sc;
         d.v_scale = sc + kv->n_head_kv;
     }
@@ -554,7 +598,7 @@ static void attend_decode(cuda_backend *cb, void *out, const void *q, const assa
     d.scale = ap->scale;
     d.kv_dtype = decode_dtype(kv->elem);
     size_t ws = assay_cuda_attn_decode_workspace(&d);
-    d.workspace = grow(cb->st, &cb->ws, ws);
+    d.workspace = grow(cb, &cb->ws, ws);
     d.workspace_bytes = cb->ws.cap;
     KK(assay_cuda_attn_decode(&d, cb->st));
     if (!cb->all_decode) {
@@ -568,9 +612,9 @@ static void attend_prefill(cuda_backend *cb, void *out, const void *q, const ass
     int64_t qd = ap->n_head * ap->head_dim, kvd = ap->n_head_kv * ap->head_dim;
     /* separate from the decode part's scratch: both parts of a mixed step are in flight on the stream */
     size_t qb = (size_t)(cb->pre_q * qd) * 2, kb = (size_t)(cb->pre_k * kvd) * 2;
-    uint8_t *qo = grow(cb->st, &cb->pre_qo, 2 * qb);
+    uint8_t *qo = grow(cb, &cb->pre_qo, 2 * qb);
     void *qg = qo, *og = qo + qb;
-    void *kg = grow(cb->st, &cb->kg, kb), *vg = grow(cb->st, &cb->vg, kb);
+    void *kg = grow(cb, &cb->kg, kb), *vg = grow(cb, &cb->vg, kb);
     KK(cuda_op_gather_rows(qg, q, cb->d_pre_rows, cb->pre_q, qd, cb->st));
     KK(cuda_op_kv_gather(kv, cb->d_pre_slots, cb->pre_k, kg, vg, cb->st));
     assay_cuda_attn_prefill_args a = {0};
@@ -617,11 +661,65 @@ static void cuda_attention(assay_backend *be, float *out, const float *q, const 
     if (cb->n_pre > 0) attend_prefill(cb, out, q, ap, &kv);
 }
 
+/* ---- graphs ------------------------------------------------------------------------------------------------------ */
+
+static void graphs_drop(cuda_backend *cb) {
+    for (int i = 0; i < cb->n_graphs; i++) cudaGraphExecDestroy(cb->graphs[i].exec);
+    cb->n_graphs = 0;
+    if (!cb->capturing) {
+        for (int i = 0; i < cb->n_retired; i++) cudaFree(cb->retired[i]);
+        cb->n_retired = 0;
+    }
+}
+
+static int cuda_graph_launch(assay_backend *be, int64_t key) {
+    cuda_backend *cb = cuda_of(be);
+    for (int i = 0; i < cb->n_graphs; i++)
+        if (cb->graphs[i].key == key) {
+            CK(cudaGraphLaunch(cb->graphs[i].exec, cb->st));
+            return 1;
+        }
+    return 0;
+}
+
+static void cuda_graph_capture_begin(assay_backend *be, int64_t key) {
+    cuda_backend *cb = cuda_of(be);
+    (void)key;
+    CK(cudaStreamBeginCapture(cb->st, cudaStreamCaptureModeThreadLocal));
+    cb->capturing = 1;
+    cb->capture_failed = 0;
+}
+
+static int cuda_graph_capture_end(assay_backend *be, int64_t key) {
+    cuda_backend *cb = cuda_of(be);
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(cb->st, &g);
+    cb->capturing = 0;
+    cudaGraphExec_t exec = NULL;
+    if (e == cudaSuccess && !cb->capture_failed && cb->n_graphs < 64) e = cudaGraphInstantiate(&exec, g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (e != cudaSuccess || cb->capture_failed || !exec) {
+        cudaGetLastError();
+        if (exec) cudaGraphExecDestroy(exec);
+        graphs_drop(cb);
+        return 0;
+    }
+    cb->graphs[cb->n_graphs].key = key;
+    cb->graphs[cb->n_graphs++].exec = exec;
+    CK(cudaGraphLaunch(exec, cb->st));
+    return 1;
+}
+
+static void cuda_graph_reset(assay_backend *be) { graphs_drop(cuda_of(be)); }
+
 /* ---- open / close --------------------------------------------------------------------------------------------- */
 
 static void cuda_close(assay_backend *be) {
     cuda_backend *cb = cuda_of(be);
     cudaStreamSynchronize(cb->st);
+    graphs_drop(cb);
+    for (int i = 0; i < cb->n_lscales; i++) cudaFree(cb->lscales[i].d);
+    free(cb->lscales);
     for (size_t i = 0; i < cb->n_weights; i++) {
         cudaFree(cb->weights[i]->w);
         if (cb->weights[i]->w_scale) cudaFree(cb->weights[i]->w_scale);
@@ -672,6 +770,10 @@ static const assay_backend_ops cuda_ops = {
     .begin_step = cuda_begin_step,
     .download_f32 = cuda_download_f32,
     .memory_info = cuda_memory_info,
+    .graph_launch = cuda_graph_launch,
+    .graph_capture_begin = cuda_graph_capture_begin,
+    .graph_capture_end = cuda_graph_capture_end,
+    .graph_reset = cuda_graph_reset,
 };
 
 assay_status assay_backend_cuda_open(assay_backend **out, int n_threads) {
@@ -701,6 +803,7 @@ assay_status assay_backend_cuda_open(assay_backend **out, int n_threads) {
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "--device cuda: %s", cudaGetErrorString(e));
     }
     CK(cudaEventRecord(cb->stage_ev, cb->st));
+    stage_reserve(cb, 16u << 20); /* steps rarely need more: a captured graph's step pointers then never move */
     if (assay_cuda_blas_open(&cb->blas) != 0) {
         assay_status st = assay_fail(ASSAY_ERR_UNSUPPORTED, "--device cuda: cuBLASLt: %s", assay_cuda_last_error());
         cuda_close(&cb->base);
