@@ -164,14 +164,16 @@ def main():
                 model(x)
             torch.cuda.synchronize()
             speed["transformers_prefill_512"] = 5120 / (time.perf_counter() - t)
-        for b in (1, 32):
-            p = subprocess.run([a.assay, "bench", a.model, "--device", "cuda", "-b", str(b), "-p", "16", "-n", "128",
-                                "-r", "3", "--json"], capture_output=True, text=True)
-            if p.returncode == 0:
-                pt = json.loads(p.stdout.strip().splitlines()[-1])["bench"]["points"][0]
-                speed[f"assay_decode_b{b}"] = pt["decode_tps"]
-            else:
-                log(p.stderr[-2000:])
+        for graphs in ("1", "0"):
+            for b in (1, 32):
+                p = subprocess.run([a.assay, "bench", a.model, "--device", "cuda", "-b", str(b), "-p", "16", "-n", "128",
+                                    "-r", "3", "--json"], capture_output=True, text=True,
+                                   env=dict(os.environ, ASSAY_CUDA_GRAPHS=graphs))
+                if p.returncode == 0:
+                    pt = json.loads(p.stdout.strip().splitlines()[-1])["bench"]["points"][0]
+                    speed[f"assay_decode_b{b}" + ("" if graphs == "1" else "_no_graphs")] = pt["decode_tps"]
+                else:
+                    log(p.stderr[-2000:])
         p = subprocess.run([a.assay, "bench", a.model, "--device", "cuda", "-b", "1", "-p", "512", "-n", "1", "-r", "5",
                             "--json"], capture_output=True, text=True)
         if p.returncode == 0:

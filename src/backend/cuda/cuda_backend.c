@@ -12,6 +12,8 @@
  *     bottom-right, so a chunk of a long prompt sees the chunks before it;
  *   - a sliding window, a score softcap, a head size other than 64/128, a cache with per-slot dynamic scales or a
  *     step without cu_seqlens_q: the reference paged kernel (backend_ops.cu) for every token.
+ * Decode steps are replayed from CUDA graphs captured per batch-size bucket (model.c, run_step_graph);
+ * ASSAY_CUDA_GRAPHS=0 runs every step eagerly. ASSAY_CUDA_ATTN_REF=1 sends all attention to the reference kernel.
  * A CUDA error inside an op cannot be returned through the op table: it is reported and the process exits 1 (an
  * illegal address leaves the context unusable anyway).
  */
@@ -68,6 +70,7 @@ typedef struct cuda_backend {
     /* captured steps (graph_launch): one executable graph per key */
     struct { int64_t key; cudaGraphExec_t exec; } graphs[64];
     int n_graphs, capturing, capture_failed;
+    int graphs_off; /* ASSAY_CUDA_GRAPHS=0: every step runs eagerly (for comparisons) */
     void *retired[16]; /* buffers replaced while capturing (a captured graph may still point at them) */
     int n_retired;
     /* one static scale per KV head for the decode kernel, per layer (keyed by the layer's K storage) */
@@ -685,6 +688,7 @@ static int cuda_graph_launch(assay_backend *be, int64_t key) {
 static void cuda_graph_capture_begin(assay_backend *be, int64_t key) {
     cuda_backend *cb = cuda_of(be);
     (void)key;
+    if (cb->graphs_off) return;
     CK(cudaStreamBeginCapture(cb->st, cudaStreamCaptureModeThreadLocal));
     cb->capturing = 1;
     cb->capture_failed = 0;
@@ -692,6 +696,7 @@ static void cuda_graph_capture_begin(assay_backend *be, int64_t key) {
 
 static int cuda_graph_capture_end(assay_backend *be, int64_t key) {
     cuda_backend *cb = cuda_of(be);
+    if (cb->graphs_off) return 0;
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(cb->st, &g);
     cb->capturing = 0;
@@ -803,6 +808,7 @@ assay_status assay_backend_cuda_open(assay_backend **out, int n_threads) {
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "--device cuda: %s", cudaGetErrorString(e));
     }
     CK(cudaEventRecord(cb->stage_ev, cb->st));
+    cb->graphs_off = getenv("ASSAY_CUDA_GRAPHS") && strcmp(getenv("ASSAY_CUDA_GRAPHS"), "0") == 0;
     stage_reserve(cb, 16u << 20); /* steps rarely need more: a captured graph's step pointers then never move */
     if (assay_cuda_blas_open(&cb->blas) != 0) {
         assay_status st = assay_fail(ASSAY_ERR_UNSUPPORTED, "--device cuda: cuBLASLt: %s", assay_cuda_last_error());
