@@ -116,6 +116,8 @@ typedef struct assay_request_output {
     int n_prompt_top;
     const int32_t *tokens;          /* every generated token so far [n_generated] */
     int64_t n_generated, n_prompt, n_cached; /* n_cached: prompt tokens whose KV came from the prefix cache */
+    double queue_time;              /* seconds from add_request to the step that first scheduled it (vLLM's queue
+                                     * time: the WAITING phase); -1 when it was never scheduled (aborted waiting) */
     const char *text;               /* the generated text so far (stop strings cut off), text_len bytes */
     size_t text_len;
     assay_finish_reason finish;
@@ -142,6 +144,8 @@ void assay_engine_close(assay_engine *e);
 assay_model *assay_engine_model(assay_engine *e);
 assay_tokenizer *assay_engine_tokenizer(assay_engine *e);
 int64_t assay_engine_max_model_len(const assay_engine *e);
+/* The flags the engine was opened with (its strings are the caller's), for reports and a server's info metric. */
+const assay_engine_args *assay_engine_get_args(const assay_engine *e);
 /* The model runner (model.h's session the engine steps), for its KV-scale reports. */
 struct assay_session *assay_engine_runner(assay_engine *e);
 /* One line saying how the KV pool was sized and where its scales come from, for a log. */

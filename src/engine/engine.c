@@ -14,6 +14,7 @@
 
 #include "assay/backend.h"
 #include "assay/model.h"
+#include "assay/progress.h"
 #include "assay/sampler.h"
 #include "assay/strbuf.h"
 #include "assay/tokenizer.h"
@@ -47,6 +48,7 @@ typedef struct request {
     int stop_index;
     int counted_prompt;
     int64_t sched_n;          /* tokens scheduled in the current step */
+    double t_added, t_scheduled; /* monotonic seconds: add_request, first scheduled (0: not yet) */
     int news;                 /* this step gave it a token or its prompt logprobs */
     int emit_prompt_lp;       /* this step hands out the prompt logprobs */
 } request;
@@ -404,6 +406,7 @@ void assay_engine_close(assay_engine *e) {
 assay_model *assay_engine_model(assay_engine *e) { return e->m; }
 assay_tokenizer *assay_engine_tokenizer(assay_engine *e) { return e->tok; }
 int64_t assay_engine_max_model_len(const assay_engine *e) { return e->max_model_len; }
+const assay_engine_args *assay_engine_get_args(const assay_engine *e) { return &e->a; }
 assay_session *assay_engine_runner(assay_engine *e) { return e->s; }
 const char *assay_engine_describe(const assay_engine *e) { return e->desc; }
 
@@ -488,6 +491,7 @@ assay_status assay_engine_add_request(assay_engine *e, const int32_t *prompt, in
     }
     r->stop_token = -1;
     r->stop_index = -1;
+    r->t_added = assay_now_seconds();
     list_push(&e->waiting, r);
     *id = r->id;
     return ASSAY_OK;
@@ -609,6 +613,7 @@ static void schedule(assay_engine *e) {
         }
         r->n_computed = cached;
         r->n_cached = cached;
+        if (r->t_scheduled == 0) r->t_scheduled = assay_now_seconds();
         list_remove_at(&e->waiting, 0);
         list_push(&e->running, r);
         r->sched_n = n;
@@ -728,6 +733,7 @@ static void push_output(assay_engine *e, request *r, int new_token) {
     o->n_generated = n_gen;
     o->n_prompt = r->n_prompt;
     o->n_cached = r->n_cached;
+    o->queue_time = r->t_scheduled > 0 ? r->t_scheduled - r->t_added : -1;
     o->text = r->text ? r->text : "";
     o->text_len = r->text_len;
     o->finish = r->finish;
