@@ -1,21 +1,25 @@
-/* cmd_serve.c — `assay serve MODEL [--host H] [--port P] [--api-key KEY] [--served-model-name NAME] [engine flags]`:
- * the OpenAI-compatible server (server.h) over one engine, until SIGINT or SIGTERM (then in-flight requests are
- * aborted and it exits 0). --host defaults to 127.0.0.1 (this machine only; vLLM listens on every address by default:
- * pass --host 0.0.0.0 for that). The API key may also come from the environment (ASSAY_API_KEY). */
+/* cmd_serve.c — `assay serve MODEL [--host H] [--port P] [--api-key KEY] [--served-model-name NAME]
+ * [--chat-template T] [engine flags]`: the OpenAI-compatible server (server.h) over one engine, until SIGINT or SIGTERM
+ * (then in-flight requests are aborted and it exits 0). --host defaults to 127.0.0.1 (this machine only; vLLM listens
+ * on every address by default: pass --host 0.0.0.0 for that). The API key may also come from the environment
+ * (ASSAY_API_KEY). --chat-template, as vLLM's: a file or the template text, or one of chat_template.h's families by
+ * name, for a model without a template (or to replace its own). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "assay/engine.h"
+#include "assay/file.h"
 #include "assay/server.h"
 #include "cli.h"
 #include "commands.h"
 #include "engine_cli.h"
 
 int assay_cmd_serve(int argc, char **argv) {
-    const char *host = "127.0.0.1", *api_key = NULL, *name = NULL;
+    const char *host = "127.0.0.1", *api_key = NULL, *name = NULL, *chat_template = NULL;
     int64_t port = 8000;
     engine_cli ec;
     engine_cli_init(&ec);
@@ -25,9 +29,11 @@ int assay_cmd_serve(int argc, char **argv) {
         {NULL, "--api-key", CLI_STRING, &api_key, "KEY",
          "require \"Authorization: Bearer KEY\" on /v1/ paths (default: $ASSAY_API_KEY, else none)"},
         {NULL, "--served-model-name", CLI_STRING, &name, "NAME", "the model's name in the API (default: MODEL as given)"},
+        {NULL, "--chat-template", CLI_STRING, &chat_template, "T",
+         "chat template: a file, the template itself, or chatml|llama3|gemma|llama2|mistral (default: the model's)"},
         ENGINE_CLI_OPTIONS(ec),
         {0}};
-    const cli_spec spec = {"serve", "MODEL [--host ADDR] [--port N] [--api-key KEY] [--served-model-name NAME] [engine flags]",
+    const cli_spec spec = {"serve", "MODEL [--host ADDR] [--port N] [--api-key KEY] [--served-model-name NAME] [--chat-template T] [engine flags]",
                            "OpenAI-compatible HTTP server with Prometheus metrics", opts, 1, 1};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
@@ -51,6 +57,11 @@ int assay_cmd_serve(int argc, char **argv) {
     int exit_code = CLI_EXIT_ERROR;
     assay_engine *e = NULL;
     assay_server *s = NULL;
+    char *template_text = NULL;
+    size_t template_len = 0;
+    if (chat_template && access(chat_template, R_OK) == 0 &&
+        assay_read_file(chat_template, &template_text, &template_len) != ASSAY_OK)
+        goto done;
     if (assay_engine_open(&e, &ea) != ASSAY_OK) goto done;
     assay_server_options so;
     assay_server_options_default(&so);
@@ -59,6 +70,7 @@ int assay_cmd_serve(int argc, char **argv) {
     so.api_key = api_key;
     so.served_model_name = name ? name : model;
     so.model_path = model;
+    so.chat_template = template_text ? template_text : chat_template;
     if (assay_server_start(&s, e, &so) != ASSAY_OK) goto done;
     fprintf(stderr, "assay serve: %s as \"%s\" on http://%s:%d (max-model-len %lld%s)\n", model, so.served_model_name,
             host, assay_server_port(s), (long long)assay_engine_max_model_len(e), api_key && api_key[0] ? ", API key required" : "");
@@ -71,6 +83,7 @@ int assay_cmd_serve(int argc, char **argv) {
 done:
     if (exit_code != CLI_EXIT_OK) cli_report_error("serve");
     assay_engine_close(e);
+    free(template_text);
     cli_args_free(&args);
     return exit_code;
 }

@@ -13,11 +13,14 @@
  * while others run join the running batch at the next step (continuous batching). A streaming client that goes away
  * has its request aborted, which frees its KV blocks.
  *
- * Endpoints: POST /v1/completions, POST /v1/chat/completions (the model's chat template, chat_template.h), GET
- * /v1/models, GET /health, GET /version, GET /metrics (Prometheus text, vLLM's names, a model_name label), POST
- * /tokenize, POST /detokenize. Errors are OpenAI's error object {"error": {"message", "type", "param", "code"}}:
- * 400 bad JSON or parameters or a prompt longer than the context, 401 a missing or wrong API key (paths under /v1),
- * 404 an unknown path or model name, 413 a body over max_body_bytes, 503 while shutting down.
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions (the model's chat template, chat_template.h, or the
+ * options'), GET /v1/models, GET /health, GET /version, GET /metrics (Prometheus text, vLLM's names, a model_name
+ * label: counters, gauges, vLLM's latency and size histograms, the configuration as info gauges), POST /tokenize,
+ * POST /detokenize. `n` samples per prompt are n engine requests (choice index = prompt x n + sample; with a seed,
+ * sample j uses seed + j, as vLLM does). Errors are OpenAI's error object {"error": {"message", "type", "param",
+ * "code"}}: 400 bad JSON or parameters or a prompt longer than the context, 401 a missing or wrong API key (paths
+ * under /v1), 404 an unknown path or model name, 405 a known path asked with another method (Allow says which),
+ * 413 a body over max_body_bytes, 503 while shutting down.
  * The engine must have a tokenizer (assay_engine_tokenizer) for text prompts and outputs. */
 #ifndef ASSAY_SERVER_H
 #define ASSAY_SERVER_H
@@ -36,6 +39,8 @@ typedef struct assay_server_options {
     const char *served_model_name; /* the model's name in requests, /v1/models and metrics (required) */
     const char *model_path;        /* shown as the model's root in /v1/models (may be NULL) */
     size_t max_body_bytes;         /* request bodies above this get 413 (default 16 MiB) */
+    const char *chat_template;     /* NULL: the model's; else a Jinja template's text (recognised as chat_template.h
+                                    * does) or a family name ("chatml", "llama3", "gemma", "llama2", "mistral") */
 } assay_server_options;
 
 void assay_server_options_default(assay_server_options *o);

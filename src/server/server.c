@@ -28,6 +28,7 @@
 #include "assay/tokenizer.h"
 
 #define MAX_PROMPTS 64
+#define MAX_CHOICES 128 /* prompts x n */
 
 /* ---- requests ---------------------------------------------------------------------------------------------- */
 
@@ -36,7 +37,8 @@ typedef struct call call;
 /* One prompt's engine request and what came out of it so far. */
 typedef struct sreq {
     call *c;
-    int index;
+    int index;  /* the choice's index: prompt * n + sample */
+    int sample; /* which of the prompt's n samples (0 .. n-1) */
     int32_t *prompt;
     int64_t n_prompt;
     char *prompt_text; /* the prompt as text, for echo */
@@ -560,11 +562,47 @@ static void completion_logprobs_json(assay_server *s, assay_strbuf *b, const sre
     assay_strbuf_puts(b, "]}");
 }
 
+/* One chat logprob entry: {"token", "logprob", "bytes"} (+ "top_logprobs" when top is not NULL). */
+static void chat_logprob_entry(assay_server *s, assay_strbuf *b, int32_t id, float lp, int with_top,
+                               const assay_top_logprob *top, int n_top) {
+    size_t len = 0;
+    const char *p = assay_tokenizer_token_bytes(s->tok, id, &len);
+    if (!p) p = "", len = 0;
+    assay_strbuf_puts(b, "{\"token\": ");
+    assay_strbuf_json_string(b, p, len);
+    assay_strbuf_puts(b, ", \"logprob\": ");
+    num_or_null(b, lp);
+    assay_strbuf_puts(b, ", \"bytes\": [");
+    for (size_t k = 0; k < len; k++) assay_strbuf_printf(b, "%s%u", k ? ", " : "", (unsigned char)p[k]);
+    assay_strbuf_putc(b, ']');
+    if (with_top) {
+        assay_strbuf_puts(b, ", \"top_logprobs\": [");
+        for (int k = 0; k < n_top; k++) {
+            if (k) assay_strbuf_puts(b, ", ");
+            chat_logprob_entry(s, b, top[k].token, top[k].logprob, 0, NULL, 0);
+        }
+        assay_strbuf_putc(b, ']');
+    }
+    assay_strbuf_putc(b, '}');
+}
+
+/* The chat logprobs object of generated tokens [t0, t1): {"content": [...]}, OpenAI's shape. */
+static void chat_logprobs_json(assay_server *s, assay_strbuf *b, const sreq *r, int64_t t0, int64_t t1) {
+    assay_strbuf_puts(b, "{\"content\": [");
+    for (int64_t i = t0; i < t1; i++) {
+        if (i > t0) assay_strbuf_puts(b, ", ");
+        int nt = r->n_top > 0 ? r->n_top : 0;
+        chat_logprob_entry(s, b, r->toks[i], r->lps[i], 1, nt ? r->tops + i * nt : NULL, nt);
+    }
+    assay_strbuf_puts(b, "]}");
+}
+
 /* ---- request parsing --------------------------------------------------------------------------------------- */
 
 typedef struct gen_request {
     int chat, stream, include_usage, echo, n_prompts;
-    int logprobs; /* completions: -1 none */
+    int n;        /* samples per prompt */
+    int logprobs; /* -1 none; completions: the top alternatives per token; chat: top_logprobs (logprobs: true) */
     int64_t max_tokens; /* -1: not given */
     call *c;
 } gen_request;
@@ -602,12 +640,11 @@ static int parse_sampling(assay_server *s, const assay_json *root, gen_request *
     assay_sampling_params sp;
     assay_sampling_params_default(&sp);
     double temp = 1, top_p = 1, min_p = 0;
-    int64_t top_k = -1, seed = -1, min_tokens = 0, n = 1;
+    int64_t top_k = -1, seed = -1, min_tokens = 0;
     int ignore_eos = 0, has_seed = 0;
     if (!get_number(root, "temperature", 0, 1e9, &temp, er) || !get_number(root, "top_p", 1e-9, 1, &top_p, er) ||
         !get_number(root, "min_p", 0, 1, &min_p, er) || !get_int(root, "top_k", -1, INT32_MAX, &top_k, er) ||
-        !get_int(root, "min_tokens", 0, INT64_MAX / 2, &min_tokens, er) || !get_int(root, "n", 1, 1, &n, er) ||
-        !get_bool(root, "ignore_eos", &ignore_eos, er))
+        !get_int(root, "min_tokens", 0, INT64_MAX / 2, &min_tokens, er) || !get_bool(root, "ignore_eos", &ignore_eos, er))
         return 0;
     const assay_json *sv = assay_json_get(root, "seed");
     if (sv && sv->type != ASSAY_JSON_NULL) {
@@ -645,6 +682,7 @@ static int parse_sampling(assay_server *s, const assay_json *root, gen_request *
     for (int i = 0; i < g->c->n; i++) {
         sreq *r = &g->c->reqs[i];
         r->sp = sp;
+        if (has_seed) r->sp.seed = (uint64_t)seed + (uint64_t)r->sample; /* n samples: seed, seed + 1, ... (vLLM) */
         if (n_stop) {
             r->stop = calloc((size_t)n_stop, sizeof *r->stop);
             if (stop->type == ASSAY_JSON_STRING) r->stop[0] = strdup(stop->str);
@@ -781,14 +819,24 @@ static int parse_generate(assay_server *s, const assay_json *root, int chat, gen
         int64_t lp = -1;
         if (!get_int(root, "logprobs", 0, 20, &lp, er)) return 0;
         g->logprobs = (int)lp;
+    } else {
+        int want = 0;
+        int64_t top = -1;
+        if (!get_bool(root, "logprobs", &want, er) || !get_int(root, "top_logprobs", 0, 20, &top, er)) return 0;
+        if (top >= 0 && !want)
+            return set_err(er, 400, "top_logprobs", "when using `top_logprobs`, `logprobs` must be set to true");
+        if (want) g->logprobs = top >= 0 ? (int)top : 0;
     }
+    int64_t n_samples = 1;
+    if (!get_int(root, "n", 1, MAX_CHOICES, &n_samples, er)) return 0;
+    g->n = (int)n_samples;
     if (!get_int(root, "max_tokens", 0, INT64_MAX / 2, &g->max_tokens, er)) return 0;
     if (chat && !get_int(root, "max_completion_tokens", 0, INT64_MAX / 2, &g->max_tokens, er)) return 0;
     if (!chat && g->max_tokens < 0) g->max_tokens = 16; /* vLLM's completions default */
 
     /* the prompts */
     if (chat) {
-        g->c = call_new(1);
+        g->c = call_new(g->n);
         if (!chat_prompt(s, assay_json_get(root, "messages"), &g->c->reqs[0], er)) return 0;
     } else {
         const assay_json *p = assay_json_get(root, "prompt");
@@ -801,11 +849,13 @@ static int parse_generate(assay_server *s, const assay_json *root, int chat, gen
             if (n > MAX_PROMPTS) return set_err(er, 400, "prompt", "at most %d prompts per request", MAX_PROMPTS);
         } else if (p->type != ASSAY_JSON_STRING && p->type != ASSAY_JSON_ARRAY)
             return set_err(er, 400, "prompt", "prompt must be a string, a list of token ids, or a list of those");
-        g->c = call_new(n);
+        if ((int64_t)n * g->n > MAX_CHOICES)
+            return set_err(er, 400, "n", "at most %d choices per request (prompts x n), got %d x %d", MAX_CHOICES, n, g->n);
+        g->c = call_new(n * g->n);
         int flags = ASSAY_TOK_ADD_SPECIAL;
         const assay_json *x = batch ? p->first : p;
         for (int i = 0; i < n; i++, x = x->next) {
-            sreq *r = &g->c->reqs[i];
+            sreq *r = &g->c->reqs[i * g->n];
             if (x->type == ASSAY_JSON_STRING) {
                 if (!prompt_from_text(s, x->str, x->str_len, flags, r, er)) return 0;
             } else if (x->type == ASSAY_JSON_ARRAY) {
@@ -814,7 +864,20 @@ static int parse_generate(assay_server *s, const assay_json *root, int chat, gen
                 return set_err(er, 400, "prompt", "prompt must be a string, a list of token ids, or a list of those");
         }
     }
-    g->n_prompts = g->c->n;
+    g->n_prompts = g->c->n / g->n;
+    /* each prompt's other samples: the same prompt, their own engine requests */
+    for (int i = 0; i < g->c->n; i++) {
+        sreq *r = &g->c->reqs[i], *first = &g->c->reqs[i - i % g->n];
+        r->sample = i % g->n;
+        if (r == first) continue;
+        r->n_prompt = first->n_prompt;
+        r->prompt = malloc((size_t)r->n_prompt * sizeof *r->prompt);
+        memcpy(r->prompt, first->prompt, (size_t)r->n_prompt * sizeof *r->prompt);
+        r->prompt_text_len = first->prompt_text_len;
+        r->prompt_text = malloc(r->prompt_text_len + 1);
+        memcpy(r->prompt_text, first->prompt_text, r->prompt_text_len);
+        r->prompt_text[r->prompt_text_len] = 0;
+    }
     if (!parse_sampling(s, root, g, er)) return 0;
     for (int i = 0; i < g->c->n; i++) {
         sreq *r = &g->c->reqs[i];
@@ -852,7 +915,10 @@ static void make_id(assay_server *s, const char *prefix, char *out, size_t n) {
 
 static void usage_json(assay_strbuf *b, const call *c) {
     int64_t p = 0, g = 0;
-    for (int i = 0; i < c->n; i++) p += c->reqs[i].n_prompt, g += c->reqs[i].sp.prompt_only ? 0 : c->reqs[i].n_toks;
+    for (int i = 0; i < c->n; i++) {
+        if (c->reqs[i].sample == 0) p += c->reqs[i].n_prompt; /* a prompt counts once, whatever n */
+        g += c->reqs[i].sp.prompt_only ? 0 : c->reqs[i].n_toks;
+    }
     assay_strbuf_printf(b, "{\"prompt_tokens\": %lld, \"completion_tokens\": %lld, \"total_tokens\": %lld}", (long long)p,
                         (long long)g, (long long)(p + g));
 }
@@ -877,7 +943,9 @@ static void full_response(assay_server *s, const gen_request *g, const char *id,
         if (g->chat) {
             assay_strbuf_puts(b, "\"message\": {\"role\": \"assistant\", \"content\": ");
             assay_strbuf_json_string(b, r->text ? r->text : "", r->text_len);
-            assay_strbuf_puts(b, "}, \"logprobs\": null");
+            assay_strbuf_puts(b, "}, \"logprobs\": ");
+            if (g->logprobs >= 0) chat_logprobs_json((assay_server *)s, b, r, 0, r->n_toks);
+            else assay_strbuf_puts(b, "null");
         } else {
             assay_strbuf_puts(b, "\"text\": ");
             assay_strbuf t = {0};
@@ -984,7 +1052,9 @@ static int stream_fill(stream *st) {
                 assay_strbuf_puts(b, "\"content\": ");
                 assay_strbuf_json_string(b, t.data, t.len);
             }
-            assay_strbuf_puts(b, "}, \"logprobs\": null");
+            assay_strbuf_puts(b, "}, \"logprobs\": ");
+            if (st->g.logprobs >= 0 && t1 > st->sent_toks[i]) chat_logprobs_json(s, b, r, st->sent_toks[i], t1);
+            else assay_strbuf_puts(b, "null");
         } else {
             assay_strbuf_puts(b, "\"text\": ");
             assay_strbuf_json_string(b, t.data ? t.data : "", t.len);
@@ -1319,7 +1389,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     if (cc->responded) return MHD_YES;
     cc->responded = 1;
     if (cc->too_big) return send_error(con, 413, NULL, "the request body is over the limit of %zu bytes", s->max_body);
-    int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
     if (!authorized(s, con, url)) return send_error(con, 401, NULL, "Incorrect API key provided.");
     const char *body = cc->body.data ? cc->body.data : "";
     size_t len = cc->body.len;
@@ -1333,6 +1403,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     if (get && strcmp(url, "/version") == 0) {
         const char v[] = "{\"version\": \"" ASSAY_VERSION "\"}";
         return send_text(con, 200, "application/json", v, sizeof v - 1);
+    }
+    /* a known path asked with another method: 405 with the methods it takes */
+    static const struct {
+        const char *path, *allow;
+    } known[] = {{"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/tokenize", "POST"},
+                 {"/detokenize", "POST"},     {"/v1/models", "GET"},           {"/metrics", "GET"},
+                 {"/health", "GET"},          {"/version", "GET"}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strcmp(url, known[i].path) != 0) continue;
+        assay_strbuf b = {0};
+        char msg[256];
+        snprintf(msg, sizeof msg, "Method %s not allowed on %s (allowed: %s)", method, url, known[i].allow);
+        error_json(&b, 405, msg, NULL);
+        struct MHD_Response *resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_COPY);
+        assay_strbuf_free(&b);
+        if (!resp) return MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, known[i].allow);
+        enum MHD_Result ret = MHD_queue_response(con, 405, resp);
+        MHD_destroy_response(resp);
+        return ret;
     }
     return send_error(con, 404, NULL, "%s %s: no such endpoint", method, url);
 }
@@ -1370,13 +1461,14 @@ static void server_free(assay_server *s) {
     free(s);
 }
 
-/* The model's chat template, once; where there is none (or it is not supported) chat requests get the reason. */
-static void load_chat_template(assay_server *s) {
+/* The chat template (the options', else the model's), once; where there is none (or it is not supported) chat
+ * requests get the reason. An option's template that cannot be used fails the start. */
+static assay_status load_chat_template(assay_server *s, const char *given) {
     const assay_model_file *mf = assay_model_get_file(assay_engine_model(s->e));
-    const char *tmpl = mf ? assay_model_file_chat_template(mf) : NULL;
+    const char *tmpl = given ? given : mf ? assay_model_file_chat_template(mf) : NULL;
     if (!tmpl) {
-        s->ct_err = strdup("this model has no chat template: use /v1/completions");
-        return;
+        s->ct_err = strdup("this model has no chat template: use /v1/completions, or start the server with --chat-template");
+        return ASSAY_OK;
     }
     char bos[256] = "", eos[256] = "";
     size_t len;
@@ -1385,12 +1477,18 @@ static void load_chat_template(assay_server *s) {
         memcpy(bos, p, len), bos[len] = 0;
     if (assay_tokenizer_eos(s->tok) >= 0 && (p = assay_tokenizer_piece(s->tok, assay_tokenizer_eos(s->tok), &len)) && len < sizeof eos)
         memcpy(eos, p, len), eos[len] = 0;
+    if (given) {
+        assay_status st = strchr(given, '{') ? assay_chat_template_parse(&s->ct, tmpl, bos[0] ? bos : NULL, eos[0] ? eos : NULL)
+                                             : assay_chat_template_builtin(&s->ct, given, bos[0] ? bos : NULL, eos[0] ? eos : NULL);
+        return st ? assay_fail_context(st, "--chat-template") : ASSAY_OK;
+    }
     if (assay_chat_template_parse(&s->ct, tmpl, bos[0] ? bos : NULL, eos[0] ? eos : NULL) != ASSAY_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "the model's chat template cannot be used: %s", assay_last_error());
         s->ct_err = strdup(msg);
         s->ct = NULL;
     }
+    return ASSAY_OK;
 }
 
 /* vLLM's buckets (vllm/v1/metrics): TTFT, inter-token latency, request latencies, token counts by 1-2-5 up to the
@@ -1481,7 +1579,10 @@ assay_status assay_server_start(assay_server **out, assay_engine *e, const assay
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->tok_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
-    load_chat_template(s);
+    if (load_chat_template(s, o->chat_template) != ASSAY_OK) {
+        server_free(s);
+        return ASSAY_ERR_ARG;
+    }
     assay_engine_counters_get(e, &s->counters);
     metrics_init(s);
     if (pthread_create(&s->engine_thread, NULL, engine_main, s) != 0) {
