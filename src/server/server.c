@@ -977,7 +977,8 @@ typedef struct stream {
     int64_t *sent_toks; /* per prompt: tokens whose logprobs were sent */
     int *ended;         /* per prompt: the finish chunk was sent */
     int *echo_sent;     /* per prompt: the echoed prompt was sent */
-    int role_sent, usage_sent, done_sent;
+    int *role_sent;     /* chat, per choice: the opening {"role": "assistant"} chunk was sent */
+    int usage_sent, done_sent;
     assay_strbuf buf;
     size_t off;
 } stream;
@@ -1016,13 +1017,15 @@ static int stream_fill(stream *st) {
     call *c = st->g.c;
     assay_strbuf *b = &st->buf;
     size_t before = b->len;
-    if (st->g.chat && !st->role_sent) {
-        for (int i = 0; i < c->n; i++) {
-            chunk_head(st, b);
-            assay_strbuf_printf(b, "{\"index\": %d, \"delta\": {\"role\": \"assistant\", \"content\": \"\"}, "
-                                   "\"logprobs\": null, \"finish_reason\": null}]}\n\n", i);
-        }
-        st->role_sent = 1;
+    /* chat: a choice's opening role chunk goes out with its first output, as vLLM sends it (a client timing the
+     * first chunk measures the time to the first token) */
+    for (int i = 0; st->g.chat && i < c->n; i++) {
+        sreq *r = &c->reqs[i];
+        if (st->role_sent[i] || r->err || (r->n_toks == 0 && r->text_len == 0 && r->state != 2)) continue;
+        chunk_head(st, b);
+        assay_strbuf_printf(b, "{\"index\": %d, \"delta\": {\"role\": \"assistant\", \"content\": \"\"}, "
+                               "\"logprobs\": null, \"finish_reason\": null}]}\n\n", i);
+        st->role_sent[i] = 1;
     }
     for (int i = 0; i < c->n; i++) {
         sreq *r = &c->reqs[i];
@@ -1124,6 +1127,7 @@ static void stream_free(void *cls) {
     free(st->sent_toks);
     free(st->ended);
     free(st->echo_sent);
+    free(st->role_sent);
     free(st);
 }
 
@@ -1160,6 +1164,7 @@ static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *c
         st->sent_toks = calloc((size_t)c->n, sizeof *st->sent_toks);
         st->ended = calloc((size_t)c->n, sizeof *st->ended);
         st->echo_sent = calloc((size_t)c->n, sizeof *st->echo_sent);
+        st->role_sent = calloc((size_t)c->n, sizeof *st->role_sent);
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
         if (!resp) {
             stream_free(st);
