@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a CUDA build of assay (the CLI and the GPU tests) with the shared libraries it needs beyond glibc and the CUDA
 # runtime, for a GPU machine that has the NVIDIA driver and CUDA but not assay's build dependencies (PCRE2, utf8proc,
-# libmicrohttpd and theirs). The model folder is packed beside it when given.
+# libmicrohttpd, libcurl and theirs). The model folder is packed beside it when given.
 #
 #   scripts/gpu-bundle.sh BUILD_DIR OUT_DIR [MODEL_DIR]     -> OUT_DIR/bin.tar.xz [, OUT_DIR/model.tar.xz]
 #

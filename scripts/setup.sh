@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(build-essential cmake pkg-config git libpcre2-dev libutf8proc-dev libmicrohttpd-dev)
+APT_PACKAGES=(build-essential cmake pkg-config git libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

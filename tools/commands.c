@@ -17,7 +17,7 @@ const assay_command assay_commands[] = {
     {"compare", "paired statistics between two result files and a ship/monitor/investigate verdict", assay_cmd_compare},
     {"decide", "baseline vs candidate: eval + throughput + compare -> report.md and report.html", assay_cmd_decide},
     {"bench", "offline throughput and memory: prefill/decode tok/s by batch and context", assay_cmd_bench},
-    {"bench-serve", "load generator for any OpenAI-compatible server: TTFT, TPOT, ITL, E2E", NULL},
+    {"bench-serve", "load generator for any OpenAI-compatible server: TTFT, TPOT, ITL, E2E", assay_cmd_bench_serve},
     {"plan", "memory planner: weights + KV cache -> context and concurrency", NULL},
     {NULL, NULL, NULL},
 };

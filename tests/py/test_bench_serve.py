@@ -1,0 +1,118 @@
+"""test_bench_serve.py — `assay bench-serve` against `assay serve` on the house model: the random dataset (8 prompts of
+32 tokens, 16 output tokens with --ignore-eos, 4 in flight) all succeed; the summary block has vLLM's lines and
+agrees with the result file; the file has vLLM's keys, and its statistics are those of its own per-request lists
+(numpy's mean / median / linear p99); the server's own counters saw the same requests and tokens. Then openai-chat
+with a ShareGPT file at a Poisson rate, and a wrong model name failing with exit 1."""
+import json
+import os
+import re
+import subprocess
+
+import testlib
+from testlib import check, finish, scratch_dir
+from servelib import BIN, NAME, http, start, stop
+
+KEYS = ["date", "backend", "model_id", "num_prompts", "request_rate", "max_concurrency", "duration", "completed",
+        "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
+        "input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors"] + \
+       [f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "std", "p99")]
+LINES = ["Successful requests:", "Benchmark duration (s):", "Total input tokens:", "Total generated tokens:",
+         "Request throughput (req/s):", "Output token throughput (tok/s):", "Total Token throughput (tok/s):"] + \
+        [f"{s} {m} (ms):" for m in ("TTFT", "TPOT", "ITL", "E2EL") for s in ("Mean", "Median", "P99")]
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return 0.0
+    pos = p / 100 * (len(xs) - 1)
+    lo = int(pos)
+    return xs[lo] if lo + 1 >= len(xs) else xs[lo] + (xs[lo + 1] - xs[lo]) * (pos - lo)
+
+
+def counter(base, name, **labels):
+    text = http("GET", base + "/metrics")[1]
+    want = ",".join([f'model_name="{NAME}"'] + [f'{k}="{v}"' for k, v in labels.items()])
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} "):
+            return float(line.split()[-1])
+    return None
+
+
+def bench(base, *args):
+    return subprocess.run([BIN, "bench-serve", "--base-url", base, *args], capture_output=True, text=True, timeout=120)
+
+
+tmp = scratch_dir("bench-serve-")
+proc, base = start(["--chat-template", "chatml"])
+try:
+    if base is None:
+        raise SystemExit
+    gen0 = counter(base, "vllm:generation_tokens_total")
+    done0 = counter(base, "vllm:request_success_total", finished_reason="length")
+    out = os.path.join(tmp, "r.json")
+    p = bench(base, "--num-prompts", "8", "--max-concurrency", "4", "--random-input-len", "32", "--random-output-len",
+              "16", "--ignore-eos", "--result-file", out)
+    check(p.returncode == 0, f"bench-serve exit {p.returncode}: {p.stderr[-2000:]}")
+    r = json.load(open(out)) if os.path.exists(out) else {}
+    check(all(k in r for k in KEYS), f"result keys: missing {[k for k in KEYS if k not in r]}")
+    check(r.get("completed") == 8 and r.get("num_prompts") == 8 and r.get("max_concurrency") == 4 and
+          r.get("request_rate") == "inf" and r.get("backend") == "openai" and r.get("model_id") == NAME,
+          f"8 successes: {({k: r.get(k) for k in ('completed', 'num_prompts', 'max_concurrency', 'request_rate')})}")
+    check(r.get("errors") == [""] * 8, f"no errors: {r.get('errors')}")
+    check(r.get("input_lens") == [32] * 8 and r.get("total_input_tokens") == 256, f"input lens {r.get('input_lens')}")
+    check(r.get("output_lens") == [16] * 8 and r.get("total_output_tokens") == 128, f"output lens {r.get('output_lens')}")
+    check(all(t > 0 for t in r.get("ttfts", [0])) and all(len(x) <= 15 for x in r.get("itls", [])),
+          "a TTFT per request, at most 15 ITLs each")
+    d = r.get("duration", 0)
+    check(d > 0 and abs(r["output_throughput"] - 128 / d) < 1e-6 * r["output_throughput"] and
+          abs(r["total_token_throughput"] - 384 / d) < 1e-6 * r["total_token_throughput"] and
+          abs(r["request_throughput"] - 8 / d) < 1e-6 * r["request_throughput"], "throughputs = totals / duration")
+    ttfts = [x * 1000 for x in r.get("ttfts", [])]
+    itls = [x * 1000 for xs in r.get("itls", []) for x in xs]
+    for name, xs in (("ttft", ttfts), ("itl", itls)):
+        mean = sum(xs) / len(xs) if xs else 0
+        want = {"mean": mean, "median": pct(xs, 50), "p99": pct(xs, 99)}
+        got = {k: r.get(f"{k}_{name}_ms") for k in want}
+        check(all(got[k] is not None and abs(got[k] - want[k]) <= 1e-9 + 1e-9 * abs(want[k]) for k in want),
+              f"{name} statistics {got} == those of the list {want}")
+    check(r.get("mean_e2el_ms", 0) >= r.get("mean_ttft_ms", 1) and r.get("mean_tpot_ms", 0) > 0, "E2EL >= TTFT, TPOT > 0")
+    # the summary block: vLLM's header and lines, in order, agreeing with the file
+    text = p.stdout
+    check("============ Serving Benchmark Result ============" in text, "summary header")
+    pos = [text.find(l) for l in LINES]
+    check(all(x >= 0 for x in pos) and pos == sorted(pos), f"summary lines in vLLM's order: {list(zip(LINES, pos))}")
+    m = re.search(r"Successful requests:\s+(\d+)", text)
+    check(m and int(m.group(1)) == 8, "Successful requests: 8")
+    m = re.search(r"Total generated tokens:\s+(\d+)", text)
+    check(m and int(m.group(1)) == 128, "Total generated tokens: 128")
+    m = re.search(r"Mean TTFT \(ms\):\s+([\d.]+)", text)
+    check(m and abs(float(m.group(1)) - r.get("mean_ttft_ms", -1)) <= 0.006, "Mean TTFT printed == the file's")
+    # the server counted the same: 8 requests + the initial test request, 16 tokens each
+    gen1 = counter(base, "vllm:generation_tokens_total")
+    done1 = counter(base, "vllm:request_success_total", finished_reason="length")
+    check(gen1 - gen0 == 9 * 16 and done1 - done0 == 9, f"server counters: {gen1 - gen0} tokens, {done1 - done0} requests")
+
+    # openai-chat, ShareGPT file, Poisson arrivals
+    sg = os.path.join(tmp, "sharegpt.json")
+    json.dump([{"id": str(i), "conversations": [
+        {"from": "human", "value": f"Tell me about room {i} of the house, its windows and its doors."},
+        {"from": "gpt", "value": f"Room {i} has two windows and one door, and the floor is made of old oak."}]}
+        for i in range(6)] + [{"id": "short", "conversations": [{"from": "human", "value": "hi"}]}], open(sg, "w"))
+    out2 = os.path.join(tmp, "r2.json")
+    p = bench(base, "--backend", "openai-chat", "--dataset-name", "sharegpt", "--dataset-path", sg, "--num-prompts",
+              "4", "--request-rate", "50", "--seed", "1", "--result-file", out2)
+    r2 = json.load(open(out2)) if os.path.exists(out2) else {}
+    check(p.returncode == 0 and r2.get("completed") == 4 and r2.get("backend") == "openai-chat" and
+          r2.get("request_rate") == 50, f"chat + sharegpt + rate 50: {p.returncode} {p.stderr[-1000:]}")
+    check(all(x >= 4 for x in r2.get("input_lens", [0])) and all(x > 0 for x in r2.get("output_lens", [0])),
+          f"sharegpt lens {r2.get('input_lens')} {r2.get('output_lens')}")
+
+    # a wrong model name: the initial test request fails, exit 1 with the server's message
+    p = bench(base, "--model", "nope", "--num-prompts", "2", "--random-input-len", "8", "--random-output-len", "4")
+    check(p.returncode == 1 and "does not exist" in p.stderr, f"wrong model: {p.returncode} {p.stderr[-300:]}")
+    p = bench(base, "--backend", "nope")
+    check(p.returncode == 2, f"bad --backend: usage error {p.returncode}")
+finally:
+    stop(proc, testlib.failures > 0)
+finish("bench-serve")
