@@ -167,6 +167,9 @@ typedef struct assay_backend_ops {
     void (*gather_rows)(assay_backend *be, float *dst, const float *src, const int32_t *rows, int64_t n_rows, int64_t width);
     /* x[i] = cap * tanh(x[i] / cap) (a final logit softcap). */
     void (*tanh_cap)(assay_backend *be, float *x, int64_t n, float cap);
+    /* ids[r] = the index of the largest of row r's n activations, the first on ties, returned to the host
+     * (synchronizes): greedy decoding. */
+    void (*argmax)(assay_backend *be, int32_t *ids, const float *x, int64_t n, int64_t n_rows);
     /* max |x[i]| over n values, returned to the host (synchronizes): KV-scale calibration. */
     float (*absmax)(assay_backend *be, const float *x, int64_t n);
 

@@ -191,6 +191,9 @@ void assay_session_seq_clear(assay_session *s, int seq);
  * n_batch tokens, and writes step->n_logits rows of n_vocab logits. The sequence API above must not be used on
  * the same session. Errors: a token id outside the vocabulary, a step larger than n_batch. */
 assay_status assay_session_run_step(assay_session *s, const assay_step *step, float *logits);
+/* The same step, but only the index of each wanted row's largest logit (the first on ties) comes back, in `ids`
+ * ([n_logits]): greedy decoding without the logits' download (on a GPU, the argmax runs there). */
+assay_status assay_session_run_step_argmax(assay_session *s, const assay_step *step, int32_t *ids);
 /* Copies KV block src to dst in every layer (copy-on-write of a shared block, before the step that writes dst). */
 void assay_session_copy_block(assay_session *s, int64_t src, int64_t dst);
 int64_t assay_session_n_batch(const assay_session *s);

@@ -80,6 +80,7 @@ struct assay_engine {
     int32_t *cu_seqlens, *seq_lens;
     const int32_t **tables;
     float *logits;                       /* [logits_rows][n_vocab]: the rows a step wants, grown on demand */
+    int32_t *argmax;                     /* [logits_rows]: their argmax, for steps of greedy rows only */
     int64_t logits_rows;
     assay_request_output *outs;
     int64_t n_outs, outs_cap;
@@ -318,6 +319,7 @@ static assay_status engine_setup(assay_engine *e) {
     /* logits rows: one per scheduled request, more only for prompt logprobs; grown on demand */
     e->logits_rows = S < B ? S : B;
     e->logits = assay_xmalloc((size_t)(e->logits_rows * e->n_vocab) * sizeof(float));
+    e->argmax = assay_xmalloc((size_t)e->logits_rows * sizeof(int32_t));
     snprintf(e->desc, sizeof e->desc,
              "KV pool %lld blocks of %d tokens (%.1f MiB, %s; %lld tokens = %.1f x max-model-len %lld), prefix caching "
              "%s; %s", (long long)blocks, ASSAY_KV_BLOCK, (double)blocks * (double)block_bytes / 1048576.0, how,
@@ -399,7 +401,7 @@ void assay_engine_close(assay_engine *e) {
         assay_model_free(e->m);
     }
     free(e->tok_ids); free(e->pos); free(e->seq_of_tok); free(e->slot); free(e->want);
-    free(e->cu_seqlens); free(e->seq_lens); free(e->tables); free(e->logits); free(e->outs);
+    free(e->cu_seqlens); free(e->seq_lens); free(e->tables); free(e->logits); free(e->argmax); free(e->outs);
     free(e);
 }
 
@@ -704,6 +706,8 @@ static void grow_logits(assay_engine *e, int64_t rows) {
     e->logits_rows = rows;
     free(e->logits);
     e->logits = assay_xmalloc((size_t)(rows * e->n_vocab) * sizeof(float));
+    free(e->argmax);
+    e->argmax = assay_xmalloc((size_t)rows * sizeof(int32_t));
 }
 
 static void push_output(assay_engine *e, request *r, int new_token) {
@@ -750,6 +754,7 @@ assay_status assay_engine_step(assay_engine *e, const assay_request_output **out
     schedule(e);
     /* the step descriptor: each scheduled request's tokens contiguous, in position order */
     int64_t nt = 0, n_logits = 0, V = e->n_vocab;
+    int greedy = 0;
     for (int64_t i = 0; i < e->sched.n; i++) {
         request *r = e->sched.r[i];
         r->news = r->emit_prompt_lp = 0;
@@ -774,7 +779,15 @@ assay_status assay_engine_step(assay_engine *e, const assay_request_output **out
         assay_step step = {.n_tokens = nt, .token = e->tok_ids, .pos = e->pos, .seq_of_tok = e->seq_of_tok,
                            .slot = e->slot, .want_logits = e->want, .n_logits = n_logits, .n_seqs = e->sched.n,
                            .cu_seqlens_q = e->cu_seqlens, .seq_lens = e->seq_lens, .block_tables = e->tables};
-        assay_status st = assay_session_run_step(e->s, &step, e->logits);
+        /* every wanted row picks a greedy token and reports no logprobs: only the argmax is needed (on a GPU it
+         * runs there, and the logits stay on the device) */
+        greedy = n_logits > 0;
+        for (int64_t i = 0; i < e->sched.n && greedy; i++) {
+            request *r = e->sched.r[i];
+            greedy = r->sp.temperature <= 0 && !r->logprobs && !wants_prompt_rows(r) && !r->sp.prompt_only;
+        }
+        assay_status st = greedy ? assay_session_run_step_argmax(e->s, &step, e->argmax)
+                                 : assay_session_run_step(e->s, &step, e->logits);
         if (st) return st; /* the scheduled requests stay as they were; the caller decides */
         e->c.steps++;
     }
@@ -786,6 +799,10 @@ assay_status assay_engine_step(assay_engine *e, const assay_request_output **out
         for (int64_t j = 0; j < r->sched_n; j++) {
             int64_t t = e->cu_seqlens[i] + j, p = r->n_computed + j;
             if (!e->want[t]) continue;
+            if (greedy) {
+                next = e->argmax[row++];
+                continue;
+            }
             const float *lg = e->logits + row++ * V;
             if (p == r->n_tokens - 1 && !r->sp.prompt_only) {
                 assay_sampler_params spar = {r->sp.temperature, r->sp.top_k > 0 ? r->sp.top_k : 0, r->sp.top_p, r->sp.min_p, 0};

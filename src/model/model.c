@@ -681,7 +681,7 @@ void assay_session_close(assay_session *s) {
     if (s->kv.layers) assay_kv_cache_free(&s->kv);
     assay_backend *be = s->m->be;
     float *bufs[] = {s->x, s->h, s->rows, s->q, s->att, s->k, s->v, s->gate, s->up, s->act, s->logits_dev};
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < (be->host_memory ? 10 : 11); i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     free(s->mask);
     free(s->row_idx);
@@ -798,7 +798,7 @@ enum { GRAPH_MAX_BATCH = 256 };
 /* A decode step (one new token for each sequence, every row wanting logits) padded to its bucket and replayed from a
  * graph captured on the bucket's second use (the first runs eagerly and sizes every buffer). Padding rows write no KV
  * (slot -1) and see an empty sequence. Returns 1 when the step ran this way. */
-static int run_step_graph(assay_session *s, const assay_step *step, float *logits) {
+static int run_step_graph(assay_session *s, const assay_step *step, float *logits, int32_t *ids) {
     assay_backend *be = s->m->be;
     const assay_backend_ops *op = be->ops;
     int64_t n = step->n_tokens, V = s->m->c.n_vocab;
@@ -848,12 +848,13 @@ static int run_step_graph(assay_session *s, const assay_step *step, float *logit
             }
         }
     }
-    if (logits) op->download_f32(be, logits, s->logits_dev, n * V);
+    if (ids) op->argmax(be, ids, s->logits_dev, V, n);
+    else if (logits) op->download_f32(be, logits, s->logits_dev, n * V);
     return 1;
 }
 
-/* One step (at most n_batch tokens) as its descriptor says; the rows that want logits go to `logits` in order. */
-assay_status assay_session_run_step(assay_session *s, const assay_step *step, float *logits) {
+/* One step: the wanted rows' logits into `logits` (host f32, in token order), or only their argmax into `ids`. */
+static assay_status run_step(assay_session *s, const assay_step *step, float *logits, int32_t *ids) {
     assay_model *m = s->m;
     const assay_model_config *c = &m->c;
     assay_backend *be = m->be;
@@ -866,12 +867,25 @@ assay_status assay_session_run_step(assay_session *s, const assay_step *step, fl
         if (step->token[t] < 0 || step->token[t] >= c->n_vocab)
             return assay_fail(ASSAY_ERR_RANGE, "token id %d is outside the vocabulary (%lld)", step->token[t],
                               (long long)c->n_vocab);
-    if (!be->host_memory && run_step_graph(s, step, logits)) return ASSAY_OK;
+    if (!be->host_memory && run_step_graph(s, step, logits, ids)) return ASSAY_OK;
     if (op->begin_step) op->begin_step(be, step);
-    float *out = be->host_memory ? logits : s->logits_dev;
+    /* the host buffer is written directly by a host-memory backend, unless only the argmax is wanted */
+    if (ids && !s->logits_dev)
+        s->logits_dev = be->ops->alloc(be, (size_t)(s->o.n_batch * c->n_vocab) * assay_backend_act_size(be));
+    if (ids && !s->logits_dev) return assay_fail(ASSAY_ERR_NOMEM, "no memory for a step's logits");
+    float *out = be->host_memory && !ids ? logits : s->logits_dev;
     int64_t r = forward_ops(s, step, out);
-    if (r > 0 && !be->host_memory && logits) op->download_f32(be, logits, out, r * c->n_vocab);
+    if (r > 0 && ids) op->argmax(be, ids, out, c->n_vocab, r);
+    else if (r > 0 && !be->host_memory && logits) op->download_f32(be, logits, out, r * c->n_vocab);
     return ASSAY_OK;
+}
+
+assay_status assay_session_run_step(assay_session *s, const assay_step *step, float *logits) {
+    return run_step(s, step, logits, NULL);
+}
+
+assay_status assay_session_run_step_argmax(assay_session *s, const assay_step *step, int32_t *ids) {
+    return run_step(s, step, NULL, ids);
 }
 
 /* The sequence API: reserves blocks for the chunk's positions in each token's sequence table, then runs it. */

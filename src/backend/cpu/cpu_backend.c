@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "assay/backend.h"
+#include "assay/sampler.h"
 #include "assay/dequant.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/kv_convert.h"
@@ -385,6 +386,10 @@ static void cpu_tanh_cap(assay_backend *be, float *x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
+static void cpu_argmax(assay_backend *be, int32_t *ids, const float *x, int64_t n, int64_t n_rows) {
+    for (int64_t r = 0; r < n_rows; r++) ids[r] = assay_argmax(x + r * n, n);
+}
+
 static float cpu_absmax(assay_backend *be, const float *x, int64_t n) {
     float m = 0;
     for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
@@ -679,6 +684,7 @@ static const assay_backend_ops cpu_ops = {
     .absmax = cpu_absmax,
     .add_rmsnorm = cpu_add_rmsnorm,
     .download_f32 = cpu_download_f32,
+    .argmax = cpu_argmax,
     .swiglu = cpu_swiglu,
     .geglu = cpu_geglu,
     .add = cpu_add,

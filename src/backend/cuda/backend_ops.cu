@@ -156,6 +156,38 @@ __global__ void k_add_bias(__nv_bfloat16 *y, const float *bias, int64_t n_tok, i
         y[k] = __float2bfloat16_rn(ld(y, k) + bias[k % n]);
 }
 
+// One block per row: (value, index) pairs reduced to the largest value, the lowest index among equals.
+__global__ void k_argmax(const __nv_bfloat16 *x, int64_t n, int32_t *ids) {
+    const __nv_bfloat16 *row = x + blockIdx.x * n;
+    float best = -INFINITY;
+    int32_t bi = 0x7fffffff;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = __bfloat162float(row[i]);
+        if (v > best) { best = v; bi = (int32_t)i; } // i grows per thread: the first of equals stays
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+    }
+    __shared__ float sv[32];
+    __shared__ int32_t si[32];
+    int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    if (l == 0) { sv[w] = best; si[w] = bi; }
+    __syncthreads();
+    if (w == 0) {
+        int nw = blockDim.x / 32;
+        best = l < nw ? sv[l] : -INFINITY;
+        bi = l < nw ? si[l] : 0x7fffffff;
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+        }
+        if (l == 0) ids[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
+    }
+}
+
 __global__ void k_absmax(const __nv_bfloat16 *x, int64_t n, float *out) {
     float m = 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -420,6 +452,12 @@ int cuda_op_gather_cols(void *y, const void *x, const int32_t *perm, int64_t n_t
 int cuda_op_add_bias(void *y, const float *bias, int64_t n_tok, int64_t n, assay_cuda_stream st) {
     if (n_tok * n <= 0) return 0;
     k_add_bias<<<FLAT(n_tok * n)>>>(BF(y), bias, n_tok, n);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+int cuda_op_argmax(const void *x, int64_t n, int64_t rows, int32_t *ids, assay_cuda_stream st) {
+    if (rows <= 0) return 0;
+    k_argmax<<<(unsigned)rows, 1024, 0, st>>>(CBF(x), n, ids);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }

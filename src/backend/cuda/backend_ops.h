@@ -61,6 +61,8 @@ int cuda_op_scatter_rows(void *dst, const void *src, const int32_t *rows, int64_
 int cuda_op_gather_cols(void *y, const void *x, const int32_t *perm, int64_t n_tok, int64_t n, assay_cuda_stream st);
 /* y[t][o] += bias[o] */
 int cuda_op_add_bias(void *y, const float *bias, int64_t n_tok, int64_t n, assay_cuda_stream st);
+/* ids[r] = index of the largest of row r (bf16, n values), the first on ties (device int32) */
+int cuda_op_argmax(const void *x, int64_t n, int64_t rows, int32_t *ids, assay_cuda_stream st);
 /* max |x| into *out (device float) */
 int cuda_op_absmax(const void *x, int64_t n, float *out, assay_cuda_stream st);
 

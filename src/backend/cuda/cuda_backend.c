@@ -65,7 +65,7 @@ typedef struct cuda_backend {
     int32_t *d_pre_rows, *d_cu_pq, *d_cu_pk;
     int64_t *d_pre_slots;
     /* scratch */
-    grow_buf qg, og, pre_qo, kg, vg, xperm, ws, f32, xq, xs;
+    grow_buf qg, og, pre_qo, kg, vg, xperm, ws, f32, xq, xs, ids;
     float *d_absmax;
     /* captured steps (graph_launch): one executable graph per key */
     struct { int64_t key; cudaGraphExec_t exec; } graphs[64];
@@ -489,6 +489,13 @@ static void cuda_gather_rows(assay_backend *be, float *dst, const float *src, co
     cuda_backend *cb = cuda_of(be);
     KK(cuda_op_gather_rows(dst, src, dev_array(cb, rows, (size_t)n_rows * 4), n_rows, width, cb->st));
 }
+static void cuda_argmax(assay_backend *be, int32_t *ids, const float *x, int64_t n, int64_t n_rows) {
+    cuda_backend *cb = cuda_of(be);
+    int32_t *d = grow(cb, &cb->ids, (size_t)n_rows * sizeof(int32_t));
+    KK(cuda_op_argmax(x, n, n_rows, d, cb->st));
+    cuda_download(be, ids, d, (size_t)n_rows * sizeof(int32_t));
+}
+
 static float cuda_absmax(assay_backend *be, const float *x, int64_t n) {
     cuda_backend *cb = cuda_of(be);
     KK(cuda_op_absmax(x, n, cb->d_absmax, cb->st));
@@ -732,7 +739,7 @@ static void cuda_close(assay_backend *be) {
         free(cb->weights[i]);
     }
     free(cb->weights);
-    grow_buf *bufs[] = {&cb->qg, &cb->og, &cb->pre_qo, &cb->kg, &cb->vg, &cb->xperm, &cb->ws, &cb->f32, &cb->xq, &cb->xs};
+    grow_buf *bufs[] = {&cb->qg, &cb->og, &cb->pre_qo, &cb->kg, &cb->vg, &cb->xperm, &cb->ws, &cb->f32, &cb->xq, &cb->xs, &cb->ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]->p) cudaFree(bufs[i]->p);
     if (cb->d_absmax) cudaFree(cb->d_absmax);
@@ -771,6 +778,7 @@ static const assay_backend_ops cuda_ops = {
     .gather_rows = cuda_gather_rows,
     .tanh_cap = cuda_tanh_cap,
     .absmax = cuda_absmax,
+    .argmax = cuda_argmax,
     .add_rmsnorm = cuda_add_rmsnorm,
     .begin_step = cuda_begin_step,
     .download_f32 = cuda_download_f32,
