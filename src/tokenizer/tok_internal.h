@@ -122,6 +122,8 @@ void tok_reserve_merges(assay_tokenizer *t, int64_t n);
 assay_status tok_add_regex(assay_tokenizer *t, const char *pattern, size_t len, int literal, tok_split_behavior b, int invert);
 /* The GGUF pre-tokenizer names (tokenizer.ggml.pre) -> regex list; ASSAY_ERR_UNSUPPORTED names unknown ones. */
 assay_status tok_set_pre_by_name(assay_tokenizer *t, const char *name, size_t len);
+/* The pre-tokenizer table's i-th family: its space-separated tokenizer.ggml.pre names (" a b "), NULL past the end. */
+const char *tok_pre_family_names(size_t i);
 /* Computes decoded bytes, the byte table, the special matcher, EOG set; call last. */
 assay_status tok_finish(assay_tokenizer *t);
 
