@@ -9,7 +9,7 @@
  *   r.points[i].batch, .prefill_tps, .decode_tps (medians), .prefill_s / .decode_s (median seconds)
  *
  * Method, per batch size B, through the serving engine (engine.h) on the given model: B requests of n_prompt tokens
- * submitted at once, greedy, each generating n_gen + 1 tokens, prefix caching off:
+ * submitted at once, greedy (or sampled as the options say), each generating n_gen + 1 tokens, prefix caching off:
  *   prefill: the steps until every request has its first token (the prompts go through in chunks of the token
  *            budget, so.n_batch, default 512; logits of each prompt's last token only) -> B * n_prompt / seconds;
  *   decode:  the n_gen steps after that, one token per request each (the greedy pick included, as generation
@@ -35,6 +35,10 @@ typedef struct assay_bench_options {
     int64_t n_prompt;                    /* prompt tokens per sequence */
     int64_t n_gen;                       /* generated tokens per sequence */
     int reps;                            /* repeats; the median is reported */
+    /* sampling of the generated tokens: temp 0 (default) is greedy; otherwise temperature, top-k, top-p and min-p as
+     * the engine applies them (sampling's cost against greedy's) */
+    float temp, top_p, min_p;
+    int top_k;
 } assay_bench_options;
 
 typedef struct assay_bench_point {

@@ -14,6 +14,7 @@ void assay_bench_options_default(assay_bench_options *o) {
     o->n_prompt = 256;
     o->n_gen = 32;
     o->reps = 3;
+    o->top_p = 1;
 }
 
 assay_status assay_bench_parse_batches(const char *text, assay_bench_options *o) {
@@ -77,7 +78,10 @@ static assay_status bench_point(assay_model *m, const assay_session_options *bas
         for (int64_t i = 0; i < P; i++) tok[(int64_t)b * P + i] = (int32_t)(1 + (i * 7919 + (int64_t)b * 104729) % (V - 1));
     assay_sampling_params sp;
     assay_sampling_params_default(&sp);
-    sp.temperature = 0; /* greedy: the argmax of each row, as the decode of a generation does */
+    sp.temperature = o->temp; /* 0: greedy, the argmax of each row, as the decode of a generation does */
+    sp.top_k = o->top_k;
+    sp.top_p = o->top_p > 0 ? o->top_p : 1;
+    sp.min_p = o->min_p;
     sp.ignore_eos = 1;
     double *pre = assay_xmalloc(sizeof(double) * (size_t)o->reps), *dec = assay_xmalloc(sizeof(double) * (size_t)o->reps);
     int64_t id = 0, first = 0;
