@@ -268,12 +268,12 @@ static void *stage_take(cuda_backend *cb, size_t bytes, void **dev) {
             CK(cudaMemcpyAsync(d, cb->stage_d, cb->stage_n, cudaMemcpyDeviceToDevice, cb->st));
             CK(cudaStreamSynchronize(cb->st));
         }
+        /* the device pointers handed out so far move with the buffer */
+        ptrdiff_t shift = cb->stage_d ? (ptrdiff_t)((uintptr_t)d - (uintptr_t)cb->stage_d) : 0;
         if (cb->stage_h) CK(cudaFreeHost(cb->stage_h));
         if (cb->stage_d) CK(cudaFree(cb->stage_d));
-        /* the device pointers handed out so far moved */
-        ptrdiff_t shift = d - cb->stage_d;
 #define MOVE(p) if (p) p = (void *)((uint8_t *)(p) + shift)
-        if (cb->stage_d) {
+        if (shift) {
             MOVE(cb->d_token); MOVE(cb->d_pos); MOVE(cb->d_seq_of_tok); MOVE(cb->d_tables); MOVE(cb->d_slot);
             MOVE(cb->d_dec_rows); MOVE(cb->d_dec_tables); MOVE(cb->d_dec_lens);
             MOVE(cb->d_pre_rows); MOVE(cb->d_cu_pq); MOVE(cb->d_cu_pk); MOVE(cb->d_pre_slots);
