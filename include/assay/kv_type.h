@@ -11,6 +11,7 @@
 #define ASSAY_KV_TYPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "assay/status.h"
 
@@ -36,6 +37,11 @@ const char *assay_kv_dtype_name(assay_kv_dtype t);              /* "unknown" for
 size_t assay_kv_dtype_size(assay_kv_dtype t);
 int assay_kv_dtype_scaled(assay_kv_dtype t);
 float assay_kv_dtype_qmax(assay_kv_dtype t); /* scaled types only */
+/* Bytes one token's keys and values take in one layer: 2 x n_head_kv x head_dim elements, plus, when
+ * `slot_scales` and the type is scaled, one f32 scale per (token, KV head) for K and for V: the layout of assay's
+ * engine. vLLM's fp8 cache keeps one scale per layer instead (slot_scales = 0). The engine's KV pool and
+ * `assay plan` both size tokens with this. */
+size_t assay_kv_token_bytes(assay_kv_dtype t, int64_t n_head_kv, int64_t head_dim, int slot_scales);
 /* "f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8", and "fp8" (= fp8_e4m3, vLLM's name); case-insensitive. */
 assay_status assay_kv_dtype_from_name(const char *name, assay_kv_dtype *out);
 

@@ -6,10 +6,8 @@
 #include <string.h>
 
 size_t assay_kv_cache_block_bytes(const assay_kv_geom *g, int64_t n_layer) {
-    size_t slots = (size_t)g->n_head_kv * ASSAY_KV_BLOCK;
-    size_t per_layer = 2 * slots * (size_t)g->head_dim * assay_kv_dtype_size(g->dtype);
-    if (assay_kv_dtype_scaled(g->dtype)) per_layer += 2 * slots * sizeof(float);
-    return per_layer * (size_t)n_layer;
+    /* the engine keeps a scale per slot for the scaled types (kv_type.h) */
+    return assay_kv_token_bytes(g->dtype, g->n_head_kv, g->head_dim, 1) * ASSAY_KV_BLOCK * (size_t)n_layer;
 }
 
 assay_status assay_kv_cache_init(assay_kv_cache *kv, assay_backend *be, const assay_kv_geom *g, int64_t n_layer,

@@ -24,6 +24,15 @@ const char *assay_kv_dtype_name(assay_kv_dtype t) {
 size_t assay_kv_dtype_size(assay_kv_dtype t) { return assay_kv_type_get(t)->bytes; }
 int assay_kv_dtype_scaled(assay_kv_dtype t) { return assay_kv_type_get(t)->scaled; }
 
+size_t assay_kv_token_bytes(assay_kv_dtype t, int64_t n_head_kv, int64_t head_dim, int slot_scales) {
+    ASSAY_ASSERT(n_head_kv > 0 && head_dim > 0);
+    const assay_kv_type_info *ki = assay_kv_type_get(t);
+    size_t heads = (size_t)n_head_kv;
+    size_t bytes = 2 * heads * (size_t)head_dim * ki->bytes;  /* K and V */
+    if (slot_scales && ki->scaled) bytes += 2 * heads * sizeof(float);
+    return bytes;
+}
+
 float assay_kv_dtype_qmax(assay_kv_dtype t) {
     ASSAY_ASSERT(assay_kv_dtype_scaled(t));
     return kv_types[t].max;
