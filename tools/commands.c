@@ -18,6 +18,6 @@ const assay_command assay_commands[] = {
     {"decide", "baseline vs candidate: eval + throughput + compare -> report.md and report.html", assay_cmd_decide},
     {"bench", "offline throughput and memory: prefill/decode tok/s by batch and context", assay_cmd_bench},
     {"bench-serve", "load generator for any OpenAI-compatible server: TTFT, TPOT, ITL, E2E", assay_cmd_bench_serve},
-    {"plan", "memory planner: weights + KV cache -> context and concurrency", NULL},
+    {"plan", "size a deployment: weights per GPU, KV cache, concurrency, a decode bound; the guides' figures checked", assay_cmd_plan},
     {NULL, NULL, NULL},
 };
