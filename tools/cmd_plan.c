@@ -39,6 +39,14 @@ static const char *grouped(double v, char *buf, size_t cap) {
     return buf;
 }
 
+/* bytes as GB (10^9), or MB below 1 GB so a small model's numbers still say something */
+static const char *size_str(double bytes, char *buf, size_t cap) {
+    double a = bytes < 0 ? -bytes : bytes;
+    if (a >= 1e9 || a == 0) snprintf(buf, cap, "%.2f GB", bytes / 1e9);
+    else snprintf(buf, cap, "%.1f MB", bytes / 1e6);
+    return buf;
+}
+
 /* The scheme a Hugging Face config declares: quantization_config (fp8, awq, gptq, compressed-tensors) or dtype. */
 static assay_status hf_scheme(const char *config_path, assay_plan_scheme *out, char *note, size_t cap) {
     assay_json_doc *doc;
@@ -272,12 +280,17 @@ static void plan_text(const assay_plan_request *r, const assay_plan *p, const ch
         if (p->replicas > 1) assay_strbuf_printf(b, ", %lld data-parallel replicas", (long long)p->replicas);
         assay_strbuf_puts(b, ")");
     }
+    char s1[32], s2[32], s3[32], s4[32], s5[32];
+    char params[32];
+    if (p->params >= 1e9) snprintf(params, sizeof params, "%.2fB", p->params / 1e9);
+    else grouped(p->params, params, sizeof params);
     assay_strbuf_printf(b, "\n  model        %lld layers, hidden %lld, %lld heads, %lld KV heads x %lld, FFN %lld, vocab %lld, "
-                        "%s; %.2fB parameters\n", (long long)c->n_layer, (long long)c->n_embd, (long long)c->n_head,
+                        "%s; %s parameters\n", (long long)c->n_layer, (long long)c->n_embd, (long long)c->n_head,
                         (long long)c->n_head_kv, (long long)c->head_dim, (long long)c->n_ff, (long long)c->n_vocab,
-                        c->tied_embeddings ? "lm_head tied" : "lm_head untied", p->params / 1e9);
-    assay_strbuf_printf(b, "  weights      %s: %.2f GB in all (%.2f bits a weight), %.2f GB per GPU\n", r->scheme.name,
-                        p->weight_bytes / GB, p->bits_per_weight, p->weight_bytes_per_gpu / GB);
+                        c->tied_embeddings ? "lm_head tied" : "lm_head untied", params);
+    assay_strbuf_printf(b, "  weights      %s: %s in all (%.2f bits a weight), %s per GPU\n", r->scheme.name,
+                        size_str(p->weight_bytes, s1, sizeof s1), p->bits_per_weight,
+                        size_str(p->weight_bytes_per_gpu, s2, sizeof s2));
     assay_strbuf_printf(b, "               (%s)\n", assay_plan_scheme_describe(&r->scheme));
     if (note && note[0]) assay_strbuf_printf(b, "               note: %s\n", note);
     assay_strbuf_printf(b, "  KV cache     %s (%s layout): %s bytes a token", assay_kv_dtype_name(r->kv_dtype),
@@ -288,9 +301,10 @@ static void plan_text(const assay_plan_request *r, const assay_plan *p, const ch
         if (p->kv_head_copies > 1) assay_strbuf_printf(b, "; each head kept on %lld GPUs", (long long)p->kv_head_copies);
         assay_strbuf_puts(b, ")");
     }
-    assay_strbuf_printf(b, "\n  memory/GPU   %.2f x %.2f GB = %.2f GB - weights %.2f GB - reserve %.2f GB = %.2f GB for the KV cache\n",
-                        r->gpu_memory_utilization, r->gpu.memory_bytes / GB, p->usable_bytes_per_gpu / GB,
-                        p->weight_bytes_per_gpu / GB, r->reserve_bytes / GB, p->kv_pool_bytes_per_gpu / GB);
+    assay_strbuf_printf(b, "\n  memory/GPU   %.2f x %s = %s - weights %s - reserve %s = %s for the KV cache\n",
+                        r->gpu_memory_utilization, size_str(r->gpu.memory_bytes, s1, sizeof s1),
+                        size_str(p->usable_bytes_per_gpu, s2, sizeof s2), size_str(p->weight_bytes_per_gpu, s3, sizeof s3),
+                        size_str(r->reserve_bytes, s4, sizeof s4), size_str(p->kv_pool_bytes_per_gpu, s5, sizeof s5));
     if (p->kv_pool_bytes_per_gpu > 0) {
         assay_strbuf_printf(b, "  KV capacity  %s tokens (%s blocks of %d)", grouped((double)p->kv_tokens, g1, sizeof g1),
                             grouped((double)p->kv_blocks, g2, sizeof g2), ASSAY_PLAN_BLOCK);
@@ -299,17 +313,19 @@ static void plan_text(const assay_plan_request *r, const assay_plan *p, const ch
         assay_strbuf_printf(b, "\n  concurrency  %.2fx at %s tokens a sequence (vLLM's maximum concurrency)", p->concurrency,
                             grouped((double)r->max_model_len, g1, sizeof g1));
         if (p->replicas > 1) assay_strbuf_printf(b, " per replica");
-        assay_strbuf_printf(b, ": %lld whole sequences at once\n", (long long)p->max_seqs);
+        assay_strbuf_printf(b, ": %lld whole sequence%s at once\n", (long long)p->max_seqs, p->max_seqs == 1 ? "" : "s");
     }
     if (has_bw && p->kv_pool_bytes_per_gpu > 0) {
-        assay_strbuf_printf(b, "  decode bound %.2f TB/s memory bandwidth, each sequence holding %s tokens of context:\n",
-                            r->gpu.bandwidth / 1e12, grouped((double)r->decode_context, g1, sizeof g1));
+        assay_strbuf_printf(b, "  decode bound %s GB/s of memory bandwidth, each sequence holding %s tokens of context:\n",
+                            grouped(r->gpu.bandwidth / 1e9, g2, sizeof g2), grouped((double)r->decode_context, g1, sizeof g1));
         for (int i = 0; i < 2; i++) {
             const assay_plan_decode *d = &p->decode[i];
-            assay_strbuf_printf(b, "               batch %2lld: %9s tok/s (%.2f GB read a step per GPU)",
-                                (long long)d->batch, grouped(d->tokens_per_s * (double)p->replicas, g1, sizeof g1),
-                                d->bytes_per_step / GB);
-            if (p->replicas > 1) assay_strbuf_printf(b, ", %lld replicas", (long long)p->replicas);
+            assay_strbuf_printf(b, "               batch %2lld: %9s tok/s", (long long)d->batch,
+                                grouped(d->tokens_per_s, g1, sizeof g1));
+            if (p->replicas > 1)
+                assay_strbuf_printf(b, " a replica, %s with %lld replicas", grouped(d->tokens_per_s * (double)p->replicas, g2, sizeof g2),
+                                    (long long)p->replicas);
+            assay_strbuf_printf(b, " (%s read a step per GPU)", size_str(d->bytes_per_step, s1, sizeof s1));
             if (!d->kv_fits) assay_strbuf_puts(b, " - more KV than the cache holds");
             assay_strbuf_puts(b, "\n");
         }

@@ -38,7 +38,7 @@ static const guide_spec specs[] = {
      CAP("llama-3.1-70b", "bf16", "h100", "bf16", 1), {0}, M_WEIGHTS, CMP_NEAR, 140, 0, 0.05, NULL},
     {"H100 70B", "model weights VRAM, FP8: 70 GB", "llama-3.1-70b fp8", "GB",
      CAP("llama-3.1-70b", "fp8", "h100", "bf16", 1), {0}, M_WEIGHTS, CMP_NEAR, 70, 0, 0.05,
-     "the embedding and lm_head stay bf16 under vLLM's fp8 (4.2 GB), so 72.7 GB; within 5%"},
+     "72.7 GB: the embedding and lm_head stay bf16 under vLLM's fp8 (4.2 GB instead of 2.1)"},
     {"H100 70B", "KV cache VRAM available on 4xH100, BF16: 180 GB", "4 x H100, TP 4, bf16, util 1.0, no reserve", "GB",
      CAP("llama-3.1-70b", "bf16", "h100", "bf16", 4), {0}, M_KV_POOL, CMP_NEAR, 180, 0, 0.05, NULL},
     {"H100 70B", "KV cache VRAM available on 4xH100, FP8: 250 GB", "4 x H100, TP 4, fp8, util 1.0, no reserve", "GB",
@@ -58,9 +58,11 @@ static const guide_spec specs[] = {
      CAP("llama-3.1-70b", "bf16", "h100", "bf16", 4), CAP("llama-3.1-70b", "fp8", "h100", "bf16", 4), M_KV_TOKENS,
      CMP_GROWTH, 39, 0, 0.05, "the ratio holds (it is the ratio of the pools); the absolute figures do not"},
     {"H100 70B", "decode throughput at batch 32, BF16: ~1,800 tok/s", "4 x H100, TP 4, bf16, context 1,024", "tok/s",
-     CAP("llama-3.1-70b", "bf16", "h100", "bf16", 4), {0}, M_DECODE32, CMP_BOUND, 1800, 0, 0, NULL},
+     CAP("llama-3.1-70b", "bf16", "h100", "bf16", 4), {0}, M_DECODE32, CMP_BOUND, 1800, 0, 0,
+     "the guide does not say on how many GPUs; on the 4 x H100 of its KV row the figure is 64% of the bound"},
     {"H100 70B", "decode throughput at batch 32, FP8: ~2,700 tok/s", "4 x H100, TP 4, fp8, context 1,024", "tok/s",
-     CAP("llama-3.1-70b", "fp8", "h100", "bf16", 4), {0}, M_DECODE32, CMP_BOUND, 2700, 0, 0, NULL},
+     CAP("llama-3.1-70b", "fp8", "h100", "bf16", 4), {0}, M_DECODE32, CMP_BOUND, 2700, 0, 0,
+     "53% of the bound; the bound grows +82% from bf16 to fp8 weights, the quoted figures +50%"},
 
     /* ---- RTX 4090, a 14B model at Q4 (Qwen 2.5 14B, Q4_K_M), f16 vs fp8 KV ---- */
     {"RTX 4090 14B Q4", "KV cache VRAM: 15 GB", "qwen2.5-14b q4_k_m on one RTX 4090", "GB",
@@ -82,7 +84,8 @@ static const guide_spec specs[] = {
      CMP_GROWTH, 120, 0, 0.05,
      "an fp8 cache doubles the tokens a byte holds: +100%; 5 -> 11 (+120%) comes from rounding 5.6 down and 11.2 up"},
     {"RTX 4090 14B Q4", "decode, f16 KV: ~45 tok/s", "the same, batch 1, context 1,024", "tok/s",
-     CAP("qwen2.5-14b", "q4_k_m", "rtx4090", "f16", 1), {0}, M_DECODE1, CMP_BOUND, 45, 0, 0, NULL},
+     CAP("qwen2.5-14b", "q4_k_m", "rtx4090", "f16", 1), {0}, M_DECODE1, CMP_BOUND, 45, 0, 0,
+     "41% of the bound: the weights (9.0 GB) dominate each step, so an fp8 cache changes little at batch 1, as quoted"},
     {"RTX 4090 14B Q4", "decode, fp8 KV: ~47 tok/s", "the same, fp8 KV", "tok/s",
      CAP("qwen2.5-14b", "q4_k_m", "rtx4090", "fp8", 1), {0}, M_DECODE1, CMP_BOUND, 47, 0, 0, NULL},
 
@@ -117,8 +120,8 @@ static const guide_spec specs[] = {
      CAP("llama-3.1-70b", "int8", "h200", "bf16", 1), {0}, M_WEIGHTS, CMP_NEAR, 70, 0, 0.05, NULL},
     {"70B formats", "INT4 AWQ / GPTQ: 35 GB", "llama-3.1-70b int4-g128", "GB",
      CAP("llama-3.1-70b", "int4", "h200", "bf16", 1), {0}, M_WEIGHTS, CMP_NEAR, 35, 0, 0.05,
-     "39.8 GB: 35 GB is 70B x 4 bits; the bf16 embedding and lm_head add 4.2 GB, the f16 scales and 4-bit zeros per "
-     "128 weights 0.6 GB"},
+     "39.8 GB: 35 GB is 70B x 4 bits, but an AWQ/GPTQ checkpoint keeps the embedding and lm_head in bf16 (4.2 GB, not "
+     "1.05) and gives every group of 128 weights an f16 scale and a 4-bit zero (1.3 GB)"},
     {"70B formats", "GGUF Q5_K_M: 49 GB", "llama-3.1-70b q5_k_m", "GB",
      CAP("llama-3.1-70b", "q5_k_m", "h200", "bf16", 1), {0}, M_WEIGHTS, CMP_NEAR, 49, 0, 0.05, NULL},
     {"70B formats", "GGUF Q3_K_M: 33 GB", "llama-3.1-70b q3_k_m", "GB",
