@@ -40,6 +40,21 @@ expect 2 "not a size" -- P llama-3.1-8b --gpu-memory lots
 expect 2 "a MODEL is needed" -- P --gpu h100
 expect 2 "--kv-layout is vllm or assay" -- P llama-3.1-8b --gpu h100 --kv-layout sglang
 
+# the scheme a config.json declares: AWQ (4 bits, groups of 64) and compressed-tensors fp8; -q overrides it
+mkdir -p "$tmp/awq" "$tmp/ct"
+"$py" - "$house/config.json" "$tmp" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": True}
+json.dump(c, open(sys.argv[2] + "/awq/config.json", "w"))
+c["quantization_config"] = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+    "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}, "targets": ["Linear"]}}}
+json.dump(c, open(sys.argv[2] + "/ct/config.json", "w"))
+PY
+expect 0 "int4-g64: 27.4 MB" -- P "$tmp/awq" --gpu h100
+expect 0 "fp8: 36.6 MB" -- P "$tmp/ct/config.json" --gpu h100
+expect 0 "bf16: 56.2 MB" -- P "$tmp/ct" --gpu h100 -q bf16
+
 # JSON: the fields a script reads, and a custom card without a bandwidth (no decode bound)
 P llama-3.1-8b --gpu-memory 24GB -q q4_k_m --num-gpus 2 -tp 1 --json > "$tmp/p.json"
 if "$py" - "$tmp/p.json" <<'PY'
