@@ -403,6 +403,11 @@ int assay_cmd_plan(int argc, char **argv) {
         }
         r.gpu.memory_bytes = v;
         if (!gpu) snprintf(r.gpu.name, sizeof r.gpu.name, "%.1f GB GPU", v / GB);
+        else {
+            char base[sizeof r.gpu.name];
+            snprintf(base, sizeof base, "%s", r.gpu.name);
+            snprintf(r.gpu.name, sizeof r.gpu.name, "%.24s with %.1f GB", base, v / GB);
+        }
     }
     if (gpu_bw) {
         double v = assay_plan_parse_bytes(gpu_bw);
