@@ -106,10 +106,7 @@ int assay_cmd_perplexity(int argc, char **argv) {
     int out_open = 0, bm_open = 0;
 
     assay_model_options mo;
-    assay_model_options_default(&mo);
-    mo.n_threads = ea.threads;
-    mo.quantization = ea.quantization;
-    mo.device = ea.device;
+    assay_engine_args_model_options(&ea, &mo);
     if (assay_read_file(file, &text, &text_len) != ASSAY_OK) goto done;
     if (assay_model_load(&m, path, &mo) != ASSAY_OK || assay_tokenizer_load(&tok, path) != ASSAY_OK) goto done;
     const int64_t V = assay_model_get_config(m)->n_vocab;

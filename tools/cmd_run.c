@@ -96,10 +96,7 @@ int assay_cmd_run(int argc, char **argv) {
     assay_strbuf text = {0};
     int exit_code = CLI_EXIT_ERROR;
     assay_model_options mo;
-    assay_model_options_default(&mo);
-    mo.n_threads = ea.threads;
-    mo.quantization = ea.quantization;
-    mo.device = ea.device;
+    assay_engine_args_model_options(&ea, &mo);
     double t_load = assay_now_seconds();
     if (assay_model_load(&m, path, &mo) != ASSAY_OK || assay_tokenizer_load(&tok, path) != ASSAY_OK) goto done;
     t_load = assay_now_seconds() - t_load;

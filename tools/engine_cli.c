@@ -51,6 +51,11 @@ int engine_cli_args(const engine_cli *ec, const cli_spec *spec, const char *mode
             return cli_usage_error(spec, "--quantization: %s", assay_last_error());
         a->quantization = ec->quantization;
     }
+    if (ec->load_format) {
+        if (assay_model_load_format_check(ec->load_format) != ASSAY_OK)
+            return cli_usage_error(spec, "--load-format: %s", assay_last_error());
+        a->load_format = ec->load_format;
+    }
     if (ec->kv_cache_dtype && strcmp(ec->kv_cache_dtype, "auto") != 0 &&
         assay_kv_dtype_from_name(ec->kv_cache_dtype, &a->kv_cache_dtype) != ASSAY_OK)
         return cli_usage_error(spec, "--kv-cache-dtype: %s", assay_last_error());

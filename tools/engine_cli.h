@@ -16,7 +16,7 @@
 #include "cli.h"
 
 typedef struct engine_cli {
-    const char *device, *quantization, *kv_cache_dtype, *kv_cache_memory;
+    const char *device, *quantization, *kv_cache_dtype, *kv_cache_memory, *load_format;
     int64_t threads, max_model_len, max_num_seqs, max_num_batched_tokens, kv_scale_tokens, seed;
     int calculate_kv_scales, no_prefix_caching;
     double gpu_memory_utilization;
@@ -46,7 +46,10 @@ void engine_cli_init(engine_cli *ec);
      "engine: no automatic prefix caching (on by default)"},                                                           \
     {NULL, "--gpu-memory-utilization", CLI_FLOAT, &(ec).gpu_memory_utilization, "F",                                   \
      "engine: fraction of the GPU's memory assay may use (--device cuda; default 0.9)"},                               \
-    {NULL, "--seed", CLI_INT, &(ec).seed, "S", "engine: seed of requests that bring none: same seed, same text (default 0)"}
+    {NULL, "--seed", CLI_INT, &(ec).seed, "S",                                                                         \
+     "engine: seed of requests that bring none (and of dummy weights): same seed, same text (default 0)"},             \
+    {NULL, "--load-format", CLI_STRING, &(ec).load_format, "FMT",                                                      \
+     "engine: auto (default: MODEL's weights) or dummy (seeded random weights shaped by MODEL/config.json, for speed)"}
 
 /* Checks the flags and fills *a (model = `model`); prints a usage error and returns CLI_EXIT_USAGE on a bad value,
  * else CLI_CONTINUE. */

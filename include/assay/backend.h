@@ -44,7 +44,19 @@ typedef struct assay_weight {
     /* > 0: the (f32) values are e4m3 codes times this one per-tensor scale (on-the-fly fp8): a backend with FP8
      * tensor cores keeps the codes and multiplies them as they are; the CPU multiplies the values */
     float fp8_scale;
+    /* A dummy weight (--load-format dummy): data NULL and dummy_range > 0. Element i of [n_out][n_in] (row-major)
+     * is assay_dummy_value(dummy_seed, i, dummy_range) (dummy_weights.h) stored as `type` (f32, f16 or bf16);
+     * prepare_weight makes it in the backend's own memory, so no host copy of the whole matrix is needed on a
+     * device. */
+    uint64_t dummy_seed;
+    float dummy_range;
 } assay_weight;
+
+/* 1 when w holds no data yet and prepare_weight is to fill it with its seeded values. */
+static inline int assay_weight_is_dummy(const assay_weight *w) { return !w->data && w->dummy_range > 0; }
+/* Writes rows [row0, row0 + n_rows) of a dummy weight's stored bytes (row_bytes apart) to dst, on the host.
+ * Types: f32, f16, bf16 (others: ASSAY_ERR_UNSUPPORTED). */
+assay_status assay_weight_dummy_fill(const assay_weight *w, void *dst, int64_t row0, int64_t n_rows);
 
 /* Paged KV storage of one layer, allocated by the KV pool (engine/kv_cache.h) through ops->alloc. Blocks hold
  * ASSAY_KV_BLOCK tokens; on the CPU the layout within a block is [n_head_kv][ASSAY_KV_BLOCK][head_dim], so one
@@ -124,7 +136,10 @@ typedef struct assay_backend_ops {
     void (*copy)(assay_backend *be, void *dst, const void *src, size_t bytes);
     void (*synchronize)(assay_backend *be); /* every queued op and copy has finished */
     /* Once per weight at load: the backend may pack it (w->prepared) for its kernels; the weight's host data stays
-     * valid. Error: a type the backend has no kernel for (the message names the weight). */
+     * valid. A dummy weight (assay_weight_is_dummy) is made here in the backend's memory: the CPU allocates and
+     * fills host memory (w->data then points at it, freed at close), a device fills its own copy on the device.
+     * Both count in be->weight_bytes. Error: a type the backend has no kernel for (the message names the weight),
+     * or no memory for a dummy weight. */
     assay_status (*prepare_weight)(assay_backend *be, assay_weight *w);
 
     /* One linear layer: y[t][o] = sum_i W[o][i] * q(x)[t][perm(i)] + bias[o], where q is the input treatment

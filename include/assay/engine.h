@@ -51,10 +51,18 @@ typedef struct assay_engine_args {
     int64_t kv_cache_memory;          /* KV pool bytes; 0: max_num_seqs x max_model_len tokens, at most 4 GiB */
     int enable_prefix_caching;        /* default 1 */
     double gpu_memory_utilization;    /* --device cuda: fraction of the card (default 0.9) */
-    uint64_t seed;                    /* seeds the generators of requests that bring no seed (default 0) */
+    uint64_t seed;                    /* seeds the generators of requests that bring no seed (default 0), and a dummy
+                                       * load's weights */
+    const char *load_format;          /* "auto" (default): the model's weights; "dummy": seeded random weights of the
+                                       * shape config.json describes (model.h), for speed measurements; a folder
+                                       * without tokenizer.json then opens with no tokenizer (token ids only) */
 } assay_engine_args;
 
 void assay_engine_args_default(assay_engine_args *a);
+struct assay_model_options;
+/* The model-loading half of the flags (threads, quantization, device, load format, seed) as model options, for
+ * commands that load the model themselves. */
+void assay_engine_args_model_options(const assay_engine_args *a, struct assay_model_options *mo);
 struct assay_strbuf;
 /* The flags that differ from the defaults, as a command line would give them ("--kv-cache-dtype fp8 --threads 1"),
  * for results' model_args and reports; the model is not included. */
@@ -136,9 +144,11 @@ typedef struct assay_engine_counters {
     int64_t requests_finished, steps;
 } assay_engine_counters;
 
+/* Loads args->model and its tokenizer (a dummy load without tokenizer.json: none, as assay_engine_open_model with
+ * NULL), then opens the engine on them. */
 assay_status assay_engine_open(assay_engine **out, const assay_engine_args *a);
 /* An engine over a model loaded by the caller (and its tokenizer, or NULL: no text, stop strings or EOS), which stay
- * the caller's; args->model, device, threads and quantization are ignored (the model has them). */
+ * the caller's; args->model, device, threads, quantization and load_format are ignored (the model has them). */
 assay_status assay_engine_open_model(assay_engine **out, assay_model *m, assay_tokenizer *tok, const assay_engine_args *args);
 void assay_engine_close(assay_engine *e);
 assay_model *assay_engine_model(assay_engine *e);

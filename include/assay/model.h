@@ -86,6 +86,8 @@ typedef struct assay_model_options {
     int n_threads;            /* <= 0: every core */
     const char *quantization; /* NULL: weights as stored; "fp8": on-the-fly FP8, see below */
     const char *device;       /* the backend (backend.h's assay_backend_open): "cpu" (default) or "cuda" */
+    const char *load_format;  /* NULL or "auto": the weights in the files; "dummy": see below */
+    uint64_t seed;            /* "dummy": the seed of the weights' values (default 0) */
 } assay_model_options;
 
 typedef struct assay_session_options {
@@ -103,14 +105,29 @@ void assay_model_options_default(assay_model_options *o);
 /* ASSAY_OK when `name` is an on-the-fly quantization the engine knows ("fp8"), else ASSAY_ERR_ARG with a message
  * that lists the known names (for usage errors before a model is loaded). */
 assay_status assay_model_quantization_check(const char *name);
+/* ASSAY_OK for NULL, "auto" and "dummy", else ASSAY_ERR_ARG with a message that lists them. */
+assay_status assay_model_load_format_check(const char *name);
 void assay_session_options_default(assay_session_options *o);
 
-/* `path`: a .gguf file or a Hugging Face directory (see model_file.h). */
+/* `path`: a .gguf file or a Hugging Face directory (see model_file.h).
+ *
+ * Dummy loads (load_format "dummy", vLLM's `--load-format dummy`, for measuring speed on shapes no weight file here
+ * holds): `path` is an HF directory of which only config.json is read (assay_model_file_open_config; safetensors, if
+ * any, are ignored). Every weight the config implies is made with seeded pseudo-random values (dummy_weights.h) of
+ * the dtype config.json names (torch_dtype / dtype; bf16 when it names none): linears, the embedding table and an
+ * untied lm_head uniform in [-0.02, 0.02), RMSNorm weights 1.0, biases uniform like the linears. The values depend
+ * only on opt->seed and each tensor's name, never on the backend: the CPU backend fills host memory, a device fills
+ * its own memory with a kernel (no host copy of the matrices), and both hold the same numbers. A config with a
+ * quantization_config is refused; --quantization fp8 quantizes the dummy values like stored ones. The model's text
+ * is meaningless; speed and memory are those of the real model (assay_model_weight_bytes is the real size). */
 assay_status assay_model_load(assay_model **out, const char *path, const assay_model_options *opt);
+/* 1 when the model's weights are dummy values (load_format "dummy"). */
+int assay_model_is_dummy(const assay_model *m);
 void assay_model_free(assay_model *m);
 const assay_model_config *assay_model_get_config(const assay_model *m);
 const assay_model_file *assay_model_get_file(const assay_model *m);
-/* Bytes of weights one token's forward pass reads (every linear layer once, plus the one embedding row). */
+/* Bytes of weights one token's forward pass reads (every linear layer once, plus the one embedding row); for a dummy
+ * load, the bytes the real checkpoint's weights would have in its dtype. */
 size_t assay_model_weight_bytes(const assay_model *m);
 /* The backend the model's weights live on (its ops run the model's forward passes). */
 struct assay_backend *assay_model_backend(const assay_model *m);

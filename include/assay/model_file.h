@@ -94,6 +94,11 @@ typedef struct assay_model_file assay_model_file;
 
 /* `path` is a .gguf file or a directory with config.json + *.safetensors (single or sharded). */
 assay_status assay_model_file_open(assay_model_file **out, const char *path);
+/* An HF directory's config.json alone, read as assay_model_file_open reads it: the config, the quantization_config,
+ * the dtype, the tokenizer and chat template when present, but no tensors (none is read, any safetensors are
+ * ignored; find answers NULL). tied_embeddings is config.json's tie_word_embeddings. For dummy loads (model.h).
+ * Errors: not a directory, no config.json, a config the HF reader refuses. */
+assay_status assay_model_file_open_config(assay_model_file **out, const char *path);
 void assay_model_file_close(assay_model_file *mf);
 
 assay_model_format assay_model_file_format(const assay_model_file *mf);
@@ -108,6 +113,11 @@ const assay_gguf *assay_model_file_gguf(const assay_model_file *mf);
 const char *assay_model_file_tokenizer_json(const assay_model_file *mf);
 /* HF: config.json's "quantization_config" object, NULL when absent (and always for GGUF). Valid until close. */
 const assay_json *assay_model_file_quantization_config(const assay_model_file *mf);
+/* HF: the weights' dtype config.json names (torch_dtype or dtype: F32, F16 or BF16); ASSAY_TYPE_COUNT when it names
+ * none of those, and always for GGUF. */
+assay_type assay_model_file_torch_dtype(const assay_model_file *mf);
+/* 1 when opened by assay_model_file_open_config (no tensors). */
+int assay_model_file_config_only(const assay_model_file *mf);
 /* The chat template text (GGUF tokenizer.chat_template or HF tokenizer_config.json) or NULL. */
 const char *assay_model_file_chat_template(const assay_model_file *mf);
 

@@ -2,6 +2,8 @@
 #include <string.h>
 
 #include "assay/backend.h"
+#include "assay/dtype.h"
+#include "assay/dummy_weights.h"
 
 #ifndef ASSAY_WITH_CUDA
 const char *assay_backend_cuda_device_name(const assay_backend *be) {
@@ -56,4 +58,21 @@ size_t assay_backend_act_size(const assay_backend *be) { return assay_type_row_b
 
 void assay_backend_close(assay_backend *be) {
     if (be) be->ops->close(be);
+}
+
+assay_status assay_weight_dummy_fill(const assay_weight *w, void *dst, int64_t row0, int64_t n_rows) {
+    if (w->type != ASSAY_TYPE_F32 && w->type != ASSAY_TYPE_F16 && w->type != ASSAY_TYPE_BF16)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: dummy weights are f32, f16 or bf16, not %s", w->name ? w->name : "weight",
+                          assay_type_name(w->type));
+    for (int64_t r = 0; r < n_rows; r++) {
+        uint8_t *row = (uint8_t *)dst + (size_t)r * w->row_bytes;
+        uint64_t i0 = (uint64_t)((row0 + r) * w->n_in);
+        for (int64_t c = 0; c < w->n_in; c++) {
+            float v = assay_dummy_value(w->dummy_seed, i0 + (uint64_t)c, w->dummy_range);
+            if (w->type == ASSAY_TYPE_F32) ((float *)row)[c] = v;
+            else if (w->type == ASSAY_TYPE_BF16) ((uint16_t *)row)[c] = assay_f32_to_bf16(v);
+            else ((uint16_t *)row)[c] = assay_f32_to_f16(v);
+        }
+    }
+    return ASSAY_OK;
 }

@@ -96,6 +96,16 @@ void assay_engine_args_default(assay_engine_args *a) {
     a->max_num_batched_tokens = 2048;
     a->enable_prefix_caching = 1;
     a->gpu_memory_utilization = 0.9;
+    a->load_format = "auto";
+}
+
+void assay_engine_args_model_options(const assay_engine_args *a, assay_model_options *mo) {
+    assay_model_options_default(mo);
+    mo->n_threads = a->threads;
+    mo->quantization = a->quantization;
+    if (a->device) mo->device = a->device;
+    if (a->load_format) mo->load_format = a->load_format;
+    mo->seed = a->seed;
 }
 
 void assay_engine_args_format(const assay_engine_args *a, assay_strbuf *out) {
@@ -105,6 +115,7 @@ void assay_engine_args_format(const assay_engine_args *a, assay_strbuf *out) {
 #define FLAG(...) (assay_strbuf_printf(out, "%s", sep), assay_strbuf_printf(out, __VA_ARGS__), sep = " ")
     if (a->device && strcmp(a->device, "cpu") != 0) FLAG("--device %s", a->device);
     if (a->quantization) FLAG("--quantization %s", a->quantization);
+    if (a->load_format && strcmp(a->load_format, "auto") != 0) FLAG("--load-format %s", a->load_format);
     /* vLLM's name: fp8 is e4m3 */
     if (a->kv_cache_dtype != d.kv_cache_dtype)
         FLAG("--kv-cache-dtype %s", a->kv_cache_dtype == ASSAY_KV_FP8_E4M3 ? "fp8" : assay_kv_dtype_name(a->kv_cache_dtype));
@@ -350,12 +361,11 @@ assay_status assay_engine_open(assay_engine **out, const assay_engine_args *args
     e->rng = args->seed;
     e->owns_model = 1;
     assay_model_options mo;
-    assay_model_options_default(&mo);
-    mo.n_threads = e->a.threads;
-    mo.quantization = e->a.quantization;
-    mo.device = e->a.device;
+    assay_engine_args_model_options(&e->a, &mo);
     st = assay_model_load(&e->m, e->a.model, &mo);
-    if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, e->a.model);
+    /* a dummy model's folder may hold config.json alone: then no tokenizer, and requests come as token ids */
+    if (st == ASSAY_OK && !(assay_model_is_dummy(e->m) && !assay_model_file_tokenizer_json(assay_model_get_file(e->m))))
+        st = assay_tokenizer_load(&e->tok, e->a.model);
     if (st == ASSAY_OK) st = engine_setup(e);
     if (st) {
         assay_engine_close(e);

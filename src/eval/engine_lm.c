@@ -38,8 +38,15 @@ static assay_status run_request(engine_lm *e, int64_t id, int (*on_out)(void *, 
     return ASSAY_OK;
 }
 
+/* a dummy model's folder without tokenizer.json: token-id workloads (bench) only */
+static assay_status no_tokenizer(const engine_lm *e) {
+    return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s has no tokenizer.json: a --load-format dummy model without one runs "
+                      "token-id workloads only (bench); put a tokenizer.json beside config.json for text", e->name);
+}
+
 static assay_status e_tokenize(void *ctx, const char *text, size_t len, int add_special, int32_t **ids, int64_t *n) {
     engine_lm *e = ctx;
+    if (!e->tok) return no_tokenizer(e);
     assay_tokens t = {0};
     assay_status st = assay_tokenizer_encode(e->tok, text, len, ASSAY_TOK_PARSE_SPECIAL | (add_special ? ASSAY_TOK_ADD_SPECIAL : 0), &t);
     if (st != ASSAY_OK) {
@@ -53,6 +60,7 @@ static assay_status e_tokenize(void *ctx, const char *text, size_t len, int add_
 
 static assay_status e_detokenize(void *ctx, const int32_t *ids, int64_t n, char **text, size_t *len) {
     engine_lm *e = ctx;
+    if (!e->tok) return no_tokenizer(e);
     assay_strbuf b = {0};
     assay_status st = assay_tokenizer_decode(e->tok, ids, n, ASSAY_DETOK_SKIP_SPECIAL, &b);
     if (st != ASSAY_OK) {
@@ -151,13 +159,14 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_args *args
     so.kv_dtype = args->kv_cache_dtype;
     so.kv_calc_tokens = args->calculate_kv_scales;
     engine_lm *e = assay_xcalloc(1, sizeof *e);
+    const char *base = strrchr(model, '/');
+    snprintf(e->name, sizeof e->name, "%s", base && base[1] ? base + 1 : model);
     assay_model_options mo;
-    assay_model_options_default(&mo);
-    mo.n_threads = args->threads;
-    mo.quantization = args->quantization; /* on-the-fly, as vLLM's --quantization (model.h) */
-    mo.device = args->device;
+    assay_engine_args_model_options(args, &mo); /* --quantization: on the fly, as vLLM's (model.h) */
     assay_status st = assay_model_load(&e->model, model, &mo);
-    if (st == ASSAY_OK) st = assay_tokenizer_load(&e->tok, model);
+    /* a dummy model without tokenizer.json opens for token ids (engine.h) */
+    if (st == ASSAY_OK && !(assay_model_is_dummy(e->model) && !assay_model_file_tokenizer_json(assay_model_get_file(e->model))))
+        st = assay_tokenizer_load(&e->tok, model);
     if (st != ASSAY_OK) {
         assay_eval_lm_close(&e->lm);
         return assay_fail_context(st, "%s", model);
@@ -182,9 +191,8 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_args *args
     e->n_ctx = max_len;
     e->so = so;
     int64_t V = c->n_vocab;
-    const char *base = strrchr(model, '/');
-    snprintf(e->name, sizeof e->name, "%s", base && base[1] ? base + 1 : model);
-    int32_t bos = assay_tokenizer_bos(e->tok), eos = assay_tokenizer_eos(e->tok);
+    int32_t bos = e->tok ? assay_tokenizer_bos(e->tok) : (int32_t)c->bos_id;
+    int32_t eos = e->tok ? assay_tokenizer_eos(e->tok) : (int32_t)c->eos_id;
     e->lm = (assay_lm){e, e->name, V, e->n_ctx, bos >= 0 ? bos : eos, eos, e_tokenize, e_detokenize, e_score, e_generate};
     *out = &e->lm;
     return ASSAY_OK;

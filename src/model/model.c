@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "assay/dequant.h"
+#include "assay/dummy_weights.h"
 #include "assay/progress.h"
 #include "assay/quant_fp8.h"
 #include "engine/block_manager.h"
@@ -52,6 +53,10 @@ struct assay_model {
     char ckpt_f32_note[240];  /* the first reason a packable linear was dequantized to f32 */
     int64_t n_kv_scales; /* layers with both KV-cache scales in the checkpoint */
     int n_threads;       /* the load option (<= 0: every core), for the one-layer functions' attention */
+    int tied;            /* output is the embedding table (no lm_head of its own) */
+    int dummy;           /* load_format "dummy": seeded values instead of the files' (model.h) */
+    uint64_t dummy_seed; /* the load's seed */
+    assay_type dummy_type; /* the dtype the dummy weights are stored in */
 };
 
 struct assay_session {
@@ -91,6 +96,13 @@ void assay_model_options_default(assay_model_options *o) {
     o->n_threads = 0;
     o->quantization = NULL;
     o->device = "cpu";
+    o->load_format = "auto";
+    o->seed = 0;
+}
+
+assay_status assay_model_load_format_check(const char *name) {
+    if (!name || strcmp(name, "auto") == 0 || strcmp(name, "dummy") == 0) return ASSAY_OK;
+    return assay_fail(ASSAY_ERR_ARG, "unknown load format '%s' (known: auto, dummy)", name);
 }
 
 assay_status assay_model_quantization_check(const char *name) {
@@ -127,9 +139,9 @@ static assay_status device_vec(assay_model *m, float **v, int64_t n) {
     return ASSAY_OK;
 }
 
-/* A device backend: every vector into its memory, the embedding table prepared (get_rows reads it there) and shared
- * with a tied output matrix. Of the quantized activations only --quantization fp8's (per-token e4m3 in front of
- * per-tensor e4m3 weights) run on the GPU yet; W8A8 checkpoints are refused with a message. */
+/* A device backend: every vector into its memory, the embedding table prepared (get_rows reads it there; the caller
+ * shares it with a tied output matrix). Of the quantized activations only --quantization fp8's (per-token e4m3 in
+ * front of per-tensor e4m3 weights) run on the GPU yet; W8A8 checkpoints are refused with a message. */
 static assay_status device_setup(assay_model *m) {
     const assay_model_config *c = &m->c;
     int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;
@@ -154,14 +166,13 @@ static assay_status device_setup(assay_model *m) {
     if (st == ASSAY_OK) st = device_vec(m, &m->output_norm, E);
     if (st == ASSAY_OK) st = device_vec(m, &m->inv_freq, hd / 2);
     if (st == ASSAY_OK) st = device_vec(m, &m->inv_freq_local, hd / 2);
-    int tied = m->output.data == m->tok_embd.data;
     if (st == ASSAY_OK) st = m->be->ops->prepare_weight(m->be, &m->tok_embd);
-    if (st == ASSAY_OK && tied) m->output.prepared = m->tok_embd.prepared;
     return st;
 }
 
 /* llama / mistral HF q/k rows get llama.cpp's permutation (model_file.h); the heads to permute for, or 0. */
 static int64_t permute_heads_of(const assay_model *m, const char *name) {
+    if (m->dummy) return 0; /* no file rows: the values are made in the order the forward pass uses */
     if (strcmp(m->c.arch, "llama") != 0 && strcmp(m->c.arch, "mistral") != 0) return 0;
     if (assay_model_file_format(m->mf) != ASSAY_MODEL_FORMAT_HF) return 0;
     size_t n = strlen(name);
@@ -227,10 +238,27 @@ static assay_status load_ckpt_linear(assay_model *m, const char *name, assay_wei
     return ASSAY_OK;
 }
 
-/* `act` is NULL for the embedding (not a linear layer), else receives the input's quantization. */
+/* A dummy weight (model.h): no data; the backend's prepare_weight makes its seeded values. */
+static void dummy_weight(assay_model *m, const char *name, assay_weight *w, int64_t n_in, int64_t n_out) {
+    memset(w, 0, sizeof *w);
+    w->type = m->dummy_type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = assay_type_row_bytes(w->type, n_in);
+    w->name = own(m, assay_xstrdup(name));
+    w->dummy_seed = assay_dummy_tensor_seed(m->dummy_seed, name);
+    w->dummy_range = ASSAY_DUMMY_RANGE;
+}
+
+/* `act` is NULL for the embedding (not a linear layer), else receives the input's quantization. `optional`: the
+ * lm_head, absent when the embeddings are tied. */
 static assay_status load_weight(assay_model *m, const char *name, assay_weight *w, assay_act_quant *act, int64_t n_in,
                                 int64_t n_out, int optional) {
     if (act) memset(act, 0, sizeof *act);
+    if (m->dummy) {
+        if (!(optional && m->c.tied_embeddings)) dummy_weight(m, name, w, n_in, n_out);
+        return ASSAY_OK;
+    }
     if (act && m->ck.loader) {
         int found = 0;
         assay_status st = load_ckpt_linear(m, name, w, act, n_in, n_out, &found);
@@ -263,8 +291,19 @@ static assay_status load_weight(assay_model *m, const char *name, assay_weight *
 }
 
 static assay_status load_vec(assay_model *m, const char *name, float **out, int64_t n, int optional) {
-    const assay_tensor *t = assay_model_file_find(m->mf, name);
     *out = NULL;
+    if (m->dummy) {
+        /* `optional` vectors are those this config does without; norms are 1, biases seeded like the linears */
+        if (optional) return ASSAY_OK;
+        float *v = own(m, assay_xmalloc((size_t)n * sizeof(float)));
+        size_t len = strlen(name);
+        int norm = len >= 11 && strcmp(name + len - 11, "norm.weight") == 0;
+        uint64_t seed = assay_dummy_tensor_seed(m->dummy_seed, name);
+        for (int64_t i = 0; i < n; i++) v[i] = norm ? 1.0f : assay_dummy_value(seed, (uint64_t)i, ASSAY_DUMMY_RANGE);
+        *out = v;
+        return ASSAY_OK;
+    }
+    const assay_tensor *t = assay_model_file_find(m->mf, name);
     if (!t) {
         if (optional) return ASSAY_OK;
         return assay_fail(ASSAY_ERR_FORMAT, "%s: tensor %s is missing", assay_model_file_path(m->mf), name);
@@ -362,7 +401,18 @@ static assay_status load_kv_scales(assay_model *m, int64_t l, model_layer *L) {
     return ASSAY_OK;
 }
 
-static size_t weight_bytes(const assay_weight *w) { return w->data ? w->row_bytes * (size_t)w->n_out : 0; }
+/* a weight the model has: stored data, or a dummy weight still to be made */
+static int weight_present(const assay_weight *w) { return w->data || assay_weight_is_dummy(w); }
+static size_t weight_bytes(const assay_weight *w) { return weight_present(w) ? w->row_bytes * (size_t)w->n_out : 0; }
+
+/* A dummy weight's values in host memory (the model's own copy): on-the-fly fp8 quantizes them on the host. */
+static assay_status dummy_to_host(assay_model *m, assay_weight *w) {
+    if (!assay_weight_is_dummy(w)) return ASSAY_OK;
+    void *p = own(m, assay_xmalloc(w->row_bytes * (size_t)w->n_out));
+    assay_status st = assay_weight_dummy_fill(w, p, 0, w->n_out);
+    if (st == ASSAY_OK) w->data = p;
+    return st;
+}
 
 assay_status assay_model_load(assay_model **out, const char *path, const assay_model_options *opt) {
     *out = NULL;
@@ -371,8 +421,11 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
         assay_model_options_default(&dflt);
         opt = &dflt;
     }
+    assay_status st = assay_model_load_format_check(opt->load_format);
+    if (st) return st;
     assay_model *m = assay_xcalloc(1, sizeof *m);
-    assay_status st = assay_model_file_open(&m->mf, path);
+    m->dummy = opt->load_format && strcmp(opt->load_format, "dummy") == 0;
+    st = m->dummy ? assay_model_file_open_config(&m->mf, path) : assay_model_file_open(&m->mf, path);
     if (st) {
         free(m);
         return st;
@@ -382,7 +435,17 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     const assay_model_config *c = &m->c;
     double t_load = assay_now_seconds();
     if ((st = assay_backend_check(opt->device))) goto fail;
-    if ((st = assay_ckpt_open(&m->ck, m->mf))) goto fail;
+    if (m->dummy) {
+        if (assay_model_file_quantization_config(m->mf)) {
+            st = assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: --load-format dummy makes unquantized weights; this config.json "
+                            "has a quantization_config (remove it, and use --quantization fp8 for on-the-fly FP8)", path);
+            goto fail;
+        }
+        m->dummy_seed = opt->seed;
+        m->dummy_type = assay_model_file_torch_dtype(m->mf);
+        if (m->dummy_type == ASSAY_TYPE_COUNT) m->dummy_type = ASSAY_TYPE_BF16;
+    } else if ((st = assay_ckpt_open(&m->ck, m->mf)))
+        goto fail;
     if (opt->quantization) {
         if ((st = assay_model_quantization_check(opt->quantization))) goto fail;
         if (m->ck.loader) {
@@ -406,7 +469,10 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     int64_t E = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd, F = c->n_ff;
     if ((st = load_weight(m, "token_embd.weight", &m->tok_embd, NULL, E, c->n_vocab, 0))) goto fail;
     if ((st = load_weight(m, "output.weight", &m->output, &m->output_act, E, c->n_vocab, 1))) goto fail;
-    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    if (!weight_present(&m->output)) { /* tied embeddings */
+        m->output = m->tok_embd;
+        m->tied = 1;
+    }
     if ((st = load_vec(m, "output_norm.weight", &m->output_norm, E, 0))) goto fail;
     m->layers = assay_xcalloc((size_t)c->n_layer, sizeof *m->layers);
     for (int64_t l = 0; l < c->n_layer; l++) {
@@ -441,7 +507,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
             assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
             for (int i = 0; i < 7; i++) {
-                if ((st = fp8_weight(m, lin[i]))) goto fail;
+                if ((st = dummy_to_host(m, lin[i])) || (st = fp8_weight(m, lin[i]))) goto fail;
                 acts[i]->kind = ASSAY_ACT_QUANT_FP8_TOKEN; /* vLLM's per-token dynamic scales on Hopper */
                 acts[i]->fmt = ASSAY_FP8_E4M3;
             }
@@ -457,7 +523,10 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     m->inv_freq = own(m, rope_freqs(c, c->rope_theta, hd));
     m->inv_freq_local = own(m, rope_freqs(c, c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta, hd));
     if ((st = assay_backend_open(&m->be, opt->device, opt->n_threads))) goto fail;
-    if (!m->be->host_memory && (st = device_setup(m))) goto fail;
+    if (!m->be->host_memory) st = device_setup(m);
+    else if (assay_weight_is_dummy(&m->tok_embd)) st = m->be->ops->prepare_weight(m->be, &m->tok_embd); /* fills it */
+    if (st) goto fail;
+    if (m->tied) m->output = m->tok_embd; /* the one table, as prepared */
     /* every matmul weight once, packed the backend's way */
     for (int64_t l = 0; l < c->n_layer && st == ASSAY_OK; l++) {
         model_layer *L = &m->layers[l];
@@ -466,6 +535,13 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     }
     if (st == ASSAY_OK) st = m->be->ops->prepare_weight(m->be, &m->output);
     if (st) goto fail;
+    if (m->dummy) {
+        double mib = (double)m->weight_bytes / 1048576.0;
+        fprintf(stderr, "--load-format dummy: %s (%s, %lld layers, %s, seed %llu): %.*f %s of random weights made in "
+                "%.2f s on %s\n", path, c->arch, (long long)c->n_layer, assay_type_name(m->dummy_type),
+                (unsigned long long)m->dummy_seed, mib < 1024 ? 1 : 2, mib < 1024 ? mib : mib / 1024,
+                mib < 1024 ? "MiB" : "GiB", assay_now_seconds() - t_load, m->be->ops->name);
+    }
     /* a note like vLLM's load log: what on-the-fly quantization cost */
     if (m->fp8) fprintf(stderr, "quantized %d linear layers to fp8 in %.2f s\n", n_quant, t_quant);
     if (m->ck.loader) {
@@ -506,6 +582,7 @@ void assay_model_free(assay_model *m) {
 const assay_model_config *assay_model_get_config(const assay_model *m) { return &m->c; }
 const assay_model_file *assay_model_get_file(const assay_model *m) { return m->mf; }
 size_t assay_model_weight_bytes(const assay_model *m) { return m->weight_bytes; }
+int assay_model_is_dummy(const assay_model *m) { return m->dummy; }
 assay_backend *assay_model_backend(const assay_model *m) { return m->be; }
 const char *assay_model_kernels(const assay_model *m) { return assay_backend_cpu_kernels(m->be); }
 int64_t assay_model_kv_scale_layers(const assay_model *m) { return m->n_kv_scales; }
@@ -523,6 +600,13 @@ assay_status assay_model_weight_f32(const assay_model *m, const char *name, int6
     *n_in = w->n_in;
     *n_out = w->n_out;
     if (!out) return ASSAY_OK;
+    if (assay_weight_is_dummy(w)) { /* made on a device only: the same values, made again on the host */
+        void *tmp = assay_xmalloc(w->row_bytes * (size_t)w->n_out);
+        assay_status st = assay_weight_dummy_fill(w, tmp, 0, w->n_out);
+        if (st == ASSAY_OK) st = assay_dequantize(w->type, tmp, out, w->n_in * w->n_out);
+        free(tmp);
+        return st;
+    }
     if (!w->perm) return assay_dequantize(w->type, w->data, out, w->n_in * w->n_out);
     /* packed in group order: dequantize, then put every column back where the checkpoint has it */
     float *row = assay_xmalloc((size_t)w->n_in * sizeof(float));

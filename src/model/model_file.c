@@ -165,12 +165,30 @@ static void load_hf_chat_template(assay_model_file *mf) {
     }
 }
 
-static assay_status open_hf(assay_model_file *mf) {
+/* The dtype config.json says the weights have: "torch_dtype", or "dtype" (newer transformers), at the top or in a
+ * multimodal model's text_config. ASSAY_TYPE_COUNT when it names no float dtype. */
+static void read_torch_dtype(assay_model_file *mf) {
+    const assay_json *root = assay_json_root(mf->config_doc), *text = assay_json_get(root, "text_config");
+    const assay_json *objs[] = {root, assay_json_is(text, ASSAY_JSON_OBJECT) ? text : NULL};
+    const char *keys[] = {"torch_dtype", "dtype"};
+    const char *name = NULL;
+    for (int o = 0; o < 2 && !name; o++)
+        for (int k = 0; k < 2 && !name && objs[o]; k++) name = assay_json_string(assay_json_get(objs[o], keys[k]), NULL);
+    mf->torch_dtype = ASSAY_TYPE_COUNT;
+    if (!name) return;
+    if (strcmp(name, "bfloat16") == 0) mf->torch_dtype = ASSAY_TYPE_BF16;
+    else if (strcmp(name, "float16") == 0 || strcmp(name, "half") == 0) mf->torch_dtype = ASSAY_TYPE_F16;
+    else if (strcmp(name, "float32") == 0 || strcmp(name, "float") == 0) mf->torch_dtype = ASSAY_TYPE_F32;
+}
+
+/* config.json of an HF directory: the hyper-parameters, the document (quantization_config) and the dtype. */
+static assay_status read_hf_config(assay_model_file *mf) {
     mf->format = ASSAY_MODEL_FORMAT_HF;
     char *cfg_path = assay_path_join(mf->path, "config.json");
     if (!assay_path_exists(cfg_path)) {
-        assay_status rc = assay_fail(ASSAY_ERR_IO, "%s: no config.json (expected a GGUF file or an HF model directory)",
-                                     mf->path);
+        assay_status rc = assay_fail(ASSAY_ERR_IO, "%s: no config.json (%s)", mf->path,
+                                     mf->config_only ? "a model's shape alone comes from an HF config.json"
+                                                     : "expected a GGUF file or an HF model directory");
         free(cfg_path);
         return rc;
     }
@@ -181,6 +199,21 @@ static assay_status open_hf(assay_model_file *mf) {
     mf->quant_config = assay_json_get(assay_json_root(mf->config_doc), "quantization_config");
     if (mf->quant_config && !assay_json_is(mf->quant_config, ASSAY_JSON_OBJECT))
         return assay_fail(ASSAY_ERR_FORMAT, "%s/config.json: quantization_config is not an object", mf->path);
+    read_torch_dtype(mf);
+    return ASSAY_OK;
+}
+
+/* The tokenizer and chat template beside config.json, when present. */
+static void find_hf_tokenizer(assay_model_file *mf) {
+    char *tok = assay_path_join(mf->path, "tokenizer.json");
+    if (assay_path_exists(tok)) mf->tokenizer_json = tok;
+    else free(tok);
+    load_hf_chat_template(mf);
+}
+
+static assay_status open_hf(assay_model_file *mf) {
+    assay_status rc = read_hf_config(mf);
+    if (rc != ASSAY_OK) return rc;
     assay_model_config *c = &mf->config;
     if (strcmp(c->arch, "gemma3") == 0)
         return assay_fail(ASSAY_ERR_UNSUPPORTED,
@@ -237,11 +270,7 @@ static assay_status open_hf(assay_model_file *mf) {
     c->tied_embeddings = 1; /* no lm_head tensor at all, packed or not */
     for (int64_t i = 0; i < mf->n_tensors; i++)
         if (strncmp(mf->tensors[i].name, "output.", 7) == 0) c->tied_embeddings = 0;
-
-    char *tok = assay_path_join(mf->path, "tokenizer.json");
-    if (assay_path_exists(tok)) mf->tokenizer_json = tok;
-    else free(tok);
-    load_hf_chat_template(mf);
+    find_hf_tokenizer(mf);
     return ASSAY_OK;
 }
 
@@ -264,6 +293,25 @@ assay_status assay_model_file_open(assay_model_file **out, const char *path) {
         assay_model_file_close(mf);
         return rc;
     }
+    *out = mf;
+    return ASSAY_OK;
+}
+
+assay_status assay_model_file_open_config(assay_model_file **out, const char *path) {
+    *out = NULL;
+    if (!assay_path_is_dir(path))
+        return assay_fail(ASSAY_ERR_IO, "%s: %s (a model's shape alone comes from an HF directory with a config.json)",
+                          path, assay_path_exists(path) ? "not a directory" : "no such directory");
+    assay_model_file *mf = assay_xcalloc(1, sizeof *mf);
+    mf->path = assay_xstrdup(path);
+    mf->config_only = 1;
+    assay_status rc = read_hf_config(mf);
+    if (rc == ASSAY_OK) rc = build_index(mf); /* no tensors: every find answers NULL */
+    if (rc != ASSAY_OK) {
+        assay_model_file_close(mf);
+        return rc;
+    }
+    find_hf_tokenizer(mf); /* tied_embeddings stays as config.json says (tie_word_embeddings) */
     *out = mf;
     return ASSAY_OK;
 }
@@ -291,6 +339,10 @@ const assay_gguf *assay_model_file_gguf(const assay_model_file *mf) { return mf-
 const char *assay_model_file_tokenizer_json(const assay_model_file *mf) { return mf->tokenizer_json; }
 const char *assay_model_file_chat_template(const assay_model_file *mf) { return mf->chat_template; }
 const assay_json *assay_model_file_quantization_config(const assay_model_file *mf) { return mf->quant_config; }
+assay_type assay_model_file_torch_dtype(const assay_model_file *mf) {
+    return mf->format == ASSAY_MODEL_FORMAT_HF ? mf->torch_dtype : ASSAY_TYPE_COUNT;
+}
+int assay_model_file_config_only(const assay_model_file *mf) { return mf->config_only; }
 
 const assay_tensor *assay_model_file_tensor(const assay_model_file *mf, int64_t i) {
     ASSAY_ASSERT(i >= 0 && i < mf->n_tensors);

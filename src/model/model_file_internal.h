@@ -22,6 +22,8 @@ struct assay_model_file {
     char *chat_template;
     assay_json_doc *config_doc;     /* HF: config.json, kept for quantization_config */
     const assay_json *quant_config; /* HF: its "quantization_config" object, or NULL */
+    assay_type torch_dtype;         /* HF: config.json's torch_dtype / dtype; ASSAY_TYPE_COUNT: not given */
+    int config_only;                /* assay_model_file_open_config: no tensors were read */
 };
 
 /* Keeps `s` until close and returns it. */

@@ -1208,7 +1208,7 @@ static void test_device_ops(void) {
         assay_backend *be = sets[s].be;
         for (int ti = 0; ti < 5; ti++)
             for (int use_perm = 0; use_perm < 2; use_perm++) {
-                assay_weight wt = {ASSAY_TYPE_F32, w, n_in, n_out, (size_t)n_in * 4, "w", use_perm ? perm : NULL, NULL, 0};
+                assay_weight wt = {ASSAY_TYPE_F32, w, n_in, n_out, (size_t)n_in * 4, "w", use_perm ? perm : NULL, NULL, 0, 0, 0};
                 CHECK_OK(be->ops->prepare_weight(be, &wt));
                 be->ops->linear(be, y, &wt, &treatments[ti], x, n_tok, bias);
                 assay_act_quant_apply(&treatments[ti], x, n_tok, n_in, xq, codes, scales);

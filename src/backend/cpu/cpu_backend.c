@@ -39,6 +39,9 @@ typedef struct cpu_backend {
     float *lin_x, *lin_scales, *lin_perm;
     uint8_t *lin_codes;
     size_t lin_x_cap, lin_scales_cap, lin_perm_cap, lin_x_cap_codes;
+    /* the host memory of dummy weights made by prepare_weight, freed at close */
+    void **dummies;
+    size_t n_dummies;
 } cpu_backend;
 
 static cpu_backend *cpu_of(assay_backend *be) { return (cpu_backend *)be; }
@@ -96,11 +99,48 @@ static void cpu_download_f32(assay_backend *be, float *dst, const float *src, in
     memmove(dst, src, (size_t)n * sizeof(float));
 }
 
+typedef struct dummy_fill_job {
+    const assay_weight *w;
+    uint8_t *dst;
+    int64_t rows_per;
+} dummy_fill_job;
+
+static void dummy_fill_task(void *ctx, int64_t task, int thread) {
+    const dummy_fill_job *j = ctx;
+    int64_t r0 = task * j->rows_per, n = j->w->n_out - r0 < j->rows_per ? j->w->n_out - r0 : j->rows_per;
+    assay_weight_dummy_fill(j->w, j->dst + (size_t)r0 * j->w->row_bytes, r0, n); /* the type was checked */
+}
+
+/* A dummy weight's values in host memory of its own, filled by the workers in chunks of rows. */
+static assay_status cpu_make_dummy(cpu_backend *cb, assay_weight *w) {
+    if (w->type != ASSAY_TYPE_F32 && w->type != ASSAY_TYPE_F16 && w->type != ASSAY_TYPE_BF16)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: dummy weights are f32, f16 or bf16, not %s", w->name ? w->name : "weight",
+                          assay_type_name(w->type));
+    size_t bytes = w->row_bytes * (size_t)w->n_out;
+    uint8_t *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        return assay_fail(ASSAY_ERR_NOMEM, "%s: no memory for %.1f MiB of dummy weights", w->name ? w->name : "weight",
+                          (double)bytes / 1048576.0);
+    int64_t rows_per = (int64_t)((1u << 20) / (w->row_bytes ? w->row_bytes : 1)); /* about 1 MiB a task */
+    if (rows_per < 1) rows_per = 1;
+    dummy_fill_job j = {w, p, rows_per};
+    assay_threadpool_run(cb->tp, dummy_fill_task, &j, (w->n_out + rows_per - 1) / rows_per);
+    cb->dummies = assay_xrealloc(cb->dummies, (cb->n_dummies + 1) * sizeof *cb->dummies);
+    cb->dummies[cb->n_dummies++] = p;
+    cb->base.weight_bytes += bytes;
+    w->data = p;
+    return ASSAY_OK;
+}
+
 static assay_status cpu_prepare_weight(assay_backend *be, assay_weight *w) {
     cpu_backend *cb = cpu_of(be);
     if ((int)w->type < 0 || w->type >= ASSAY_TYPE_COUNT || !cb->k->type[w->type].vec_dot)
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the CPU backend has no kernel for type %s", w->name ? w->name : "weight",
                           assay_type_name(w->type));
+    if (assay_weight_is_dummy(w)) {
+        assay_status st = cpu_make_dummy(cb, w);
+        if (st) return st;
+    }
     w->prepared = NULL; /* the CPU kernels read the stored blocks directly */
     return ASSAY_OK;
 }
@@ -772,6 +812,8 @@ static void cpu_close(assay_backend *be) {
     free(cb->act);
     free(cb->tiles);
     free(cb->lin_x); free(cb->lin_scales); free(cb->lin_perm); free(cb->lin_codes);
+    for (size_t i = 0; i < cb->n_dummies; i++) free(cb->dummies[i]);
+    free(cb->dummies);
     free(cb);
 }
 

@@ -1,6 +1,7 @@
 // The CUDA backend's small ops (backend_ops.h): memory-bound kernels, one thread block per row where a row reduces.
 #include "common.cuh"
 #include "backend_ops.h"
+#include "assay/dummy_weights.h"
 
 #define KV_BLOCK 16 // ASSAY_KV_BLOCK (backend.h)
 
@@ -355,6 +356,17 @@ __global__ void k_attention_ref(cuda_attn_ref_args a, cuda_kv_view kv) {
     }
 }
 
+// A dummy weight's bf16 matrix, element i = the seeded value of (seed, i) (dummy_weights.h: the same hash and float
+// arithmetic as the host), rounded to bf16 directly, or first to f16 and back when the checkpoint's dtype is f16 (the
+// bf16 the upload of an f16 weight would give).
+__global__ void k_dummy_fill(__nv_bfloat16 *w, int64_t n, uint64_t seed, float range, int via_f16) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = assay_dummy_value(seed, (uint64_t)i, range);
+        if (via_f16) v = __half2float(__float2half_rn(v));
+        w[i] = __float2bfloat16_rn(v);
+    }
+}
+
 } // namespace
 
 #define BF(p) ((__nv_bfloat16 *)(p))
@@ -366,6 +378,12 @@ extern "C" {
 int cuda_op_f32_to_bf16(const float *x, void *y, int64_t n, assay_cuda_stream st) {
     if (n <= 0) return 0;
     k_f32_to_bf16<<<FLAT(n)>>>(x, BF(y), n);
+    ASSAY_CUDA_LAUNCHED();
+    return 0;
+}
+int cuda_op_dummy_fill(void *w, int64_t n, uint64_t seed, float range, int via_f16, assay_cuda_stream st) {
+    if (n <= 0) return 0;
+    k_dummy_fill<<<FLAT(n)>>>(BF(w), n, seed, range, via_f16);
     ASSAY_CUDA_LAUNCHED();
     return 0;
 }

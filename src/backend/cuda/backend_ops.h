@@ -36,6 +36,9 @@ typedef struct cuda_kv_view {
 
 int cuda_op_f32_to_bf16(const float *x, void *y, int64_t n, assay_cuda_stream st);
 int cuda_op_bf16_to_f32(const void *x, float *y, int64_t n, assay_cuda_stream st);
+/* w[i] (bf16, i < n) = assay_dummy_value(seed, i, range) (dummy_weights.h), rounded through f16 first when via_f16:
+ * a dummy weight made on the device, equal to the host's fill uploaded the way prepare_weight uploads weights. */
+int cuda_op_dummy_fill(void *w, int64_t n, uint64_t seed, float range, int via_f16, assay_cuda_stream st);
 int cuda_op_rmsnorm(void *y, const void *x, const float *gamma, int64_t n, int64_t rows, float eps, assay_cuda_stream st);
 /* x += h (rounded to bf16), then y = rmsnorm(x) * gamma */
 int cuda_op_add_rmsnorm(void *y, void *x, const void *h, const float *gamma, int64_t n, int64_t rows, float eps,

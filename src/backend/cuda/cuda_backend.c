@@ -3,7 +3,8 @@
  *
  * Activations are bf16 (be->act_type); weights are uploaded once by prepare_weight as bf16 (any stored type the CPU
  * can dequantize), or as e4m3 codes for on-the-fly fp8 (--quantization fp8: W8A8 with per-token activation scales
- * through cuBLASLt's FP8 GEMM); matmuls go through cuBLASLt (the measured decode GEMMs are not wired in yet).
+ * through cuBLASLt's FP8 GEMM), or made on the device by a fill kernel for dummy weights (dummy_weights.h); matmuls go
+ * through cuBLASLt (the measured decode GEMMs are not wired in yet).
  * Each step's descriptor (token ids, positions, slots, block tables) is copied to the device in one transfer by
  * begin_step, together with the attention plan worked out on the host:
  *   - every sequence of the step has one query token (a decode step): the paged decode kernel, split-KV;
@@ -189,11 +190,13 @@ static assay_status prepare_fp8(cuda_backend *cb, const assay_weight *w, cuda_we
 static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
     cuda_backend *cb = cuda_of(be);
     if (w->prepared) return ASSAY_OK;
-    if (!assay_dequant_row_get(w->type))
-        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the CUDA backend has no kernel for %s weights", w->name,
-                          assay_type_name(w->type));
+    int dummy = assay_weight_is_dummy(w);
+    if (dummy ? w->type != ASSAY_TYPE_F32 && w->type != ASSAY_TYPE_F16 && w->type != ASSAY_TYPE_BF16
+              : !assay_dequant_row_get(w->type))
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the CUDA backend has no kernel for %s%s weights", w->name,
+                          dummy ? "dummy " : "", assay_type_name(w->type));
     cuda_weight *cw = assay_xcalloc(1, sizeof *cw);
-    if (w->fp8_scale > 0 && w->type == ASSAY_TYPE_F32 && !w->perm && w->n_in % 16 == 0 && w->n_out % 16 == 0) {
+    if (!dummy && w->fp8_scale > 0 && w->type == ASSAY_TYPE_F32 && !w->perm && w->n_in % 16 == 0 && w->n_out % 16 == 0) {
         assay_status st = prepare_fp8(cb, w, cw);
         if (st) {
             free(cw);
@@ -206,6 +209,12 @@ static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
         cudaGetLastError();
         free(cw);
         return assay_fail(ASSAY_ERR_NOMEM, "%s: no GPU memory for %.1f MiB of bf16 weights", w->name, (double)bytes / 1048576.0);
+    }
+    if (dummy) {
+        /* made on the device by a kernel: the values never pass through host memory */
+        KK(cuda_op_dummy_fill(cw->w, w->n_in * w->n_out, w->dummy_seed, w->dummy_range, w->type == ASSAY_TYPE_F16, cb->st));
+        CK(cudaStreamSynchronize(cb->st));
+        goto filled;
     }
     /* rows converted on the host in chunks of about 32 MiB, each uploaded before the next is made */
     int64_t rows_per = (int64_t)((32u << 20) / ((size_t)w->n_in * 4));
@@ -233,6 +242,7 @@ static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
     }
     free(f);
     free(h);
+filled:
     be->weight_bytes += bytes;
     if (w->perm) {
         CK(cudaMalloc((void **)&cw->perm, (size_t)w->n_in * sizeof(int32_t)));
