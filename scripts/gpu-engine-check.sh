@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU engine on a GPU machine, in one call: the engine test (tests/gpu/test_engine_cuda.c) and the house model
+# The GPU engine on a GPU machine, in one call: the GPU tests (tests/gpu/test_engine_cuda.c, test_dummy_cuda.c) and the house model
 # against transformers on the same GPU (bench/gpu_house_peers.py: perplexity, greedy tokens, tokens/s).
 #
 #   scripts/gpu-engine-check.sh BUNDLE_DIR [OUTDIR]      (default OUTDIR: bench/results/gpu-engine)
@@ -20,6 +20,9 @@ rc=0
 echo "== engine test"
 timeout 300 "$W/bin/test_engine_cuda" "$MODEL" > "$OUTDIR/engine_cuda.json" 2> "$OUTDIR/engine_cuda.log" || rc=1
 tail -5 "$OUTDIR/engine_cuda.log"; cat "$OUTDIR/engine_cuda.json"
+echo "== dummy weights filled on the GPU"
+timeout 300 "$W/bin/test_dummy_cuda" > "$OUTDIR/dummy_cuda.log" 2>&1 || rc=1
+tail -3 "$OUTDIR/dummy_cuda.log"
 echo "== house model against transformers"
 PYTHONUNBUFFERED=1 timeout 400 python3 bench/gpu_house_peers.py --model "$MODEL" --assay "$W/bin/assay" \
   --engine-json "$OUTDIR/engine_cuda.json" --out "$OUTDIR" ${NO_SPEED:+--no-speed} || rc=1
