@@ -3,11 +3,15 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "assay/cleanup.h"
 #include "assay/status.h"
 
 void cli_print_help(const cli_spec *spec) {
@@ -126,4 +130,44 @@ static int parse_all(const cli_spec *spec, int argc, char **argv, cli_args *args
     if (spec->max_positional >= 0 && args->count > spec->max_positional)
         return cli_usage_error(spec, "unexpected argument '%s'", args->positional[spec->max_positional]);
     return CLI_CONTINUE;
+}
+
+static sigset_t watched;
+static const char *watched_command;
+
+static void *signal_watcher(void *arg) {
+    (void)arg;
+    int sig = 0;
+    if (sigwait(&watched, &sig) != 0) return NULL;
+    int removed = assay_cleanup_run();
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+    fflush(stdout);
+    /* on a terminal, the line may hold a progress bar or the echoed ^C: start a new one */
+    fprintf(stderr, "%sassay %s: interrupted by %s%s\n", isatty(STDERR_FILENO) ? "\n" : "", watched_command, name,
+            removed ? "; the unfinished output was removed" : "");
+    fflush(stderr);
+    _exit(128 + sig);
+    return NULL;
+}
+
+void cli_handle_signals(const char *command) {
+    watched_command = command;
+    sigemptyset(&watched);
+    /* a signal ignored on entry stays ignored (nohup, a background job of a script) */
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        struct sigaction sa;
+        if (sigaction(sigs[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN) continue;
+        sigaddset(&watched, sigs[i]);
+        n++;
+    }
+    if (n == 0) return;
+    if (pthread_sigmask(SIG_BLOCK, &watched, NULL) != 0) return;
+    pthread_t th;
+    if (pthread_create(&th, NULL, signal_watcher, NULL) != 0) {
+        pthread_sigmask(SIG_UNBLOCK, &watched, NULL); /* no watcher: the default actions stay */
+        return;
+    }
+    pthread_detach(th);
 }

@@ -66,4 +66,9 @@ int cli_usage_error(const cli_spec *spec, const char *fmt, ...)
 /* Prints "assay CMD: <assay_last_error()>" and returns CLI_EXIT_ERROR: the way commands report failures. */
 int cli_report_error(const char *command);
 
+/* From here on SIGINT, SIGTERM and SIGHUP end the command cleanly: a thread that waits for them removes the
+ * temporary outputs still registered (cleanup.h), prints one line ("assay CMD: interrupted by SIGINT") and exits
+ * with 128 + the signal's number (130, 143, 129). Call it before any thread is started: they inherit the mask. */
+void cli_handle_signals(const char *command);
+
 #endif

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "assay/cleanup.h"
+
 assay_status assay_mapped_file_open(assay_mapped_file *f, const char *path) {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
@@ -77,12 +79,14 @@ assay_status assay_output_file_open(assay_output_file *out, const char *path, in
     snprintf(out->temp_path, n, "%s.tmp-%ld", path, (long)getpid());
     out->fp = fopen(out->temp_path, "wb");
     if (!out->fp) {
-        assay_status st = assay_fail(ASSAY_ERR_IO, "cannot create %s: %s", out->temp_path, strerror(errno));
+        /* the message names the path the user gave: the temporary name is ours */
+        assay_status st = assay_fail(ASSAY_ERR_IO, "cannot create %s: %s", path, strerror(errno));
         free(out->temp_path);
         out->temp_path = NULL;
         return st;
     }
     out->final_path = assay_xstrdup(path);
+    assay_cleanup_add(out->temp_path, out->final_path);
     return ASSAY_OK;
 }
 
@@ -90,13 +94,14 @@ assay_status assay_output_file_commit(assay_output_file *out) {
     assay_status st = ASSAY_OK;
     if (!out->fp) return assay_fail(ASSAY_ERR_IO, "output file is not open");
     if (fflush(out->fp) != 0 || ferror(out->fp) || fsync(fileno(out->fp)) != 0)
-        st = assay_fail(ASSAY_ERR_IO, "error writing %s: %s", out->temp_path, strerror(errno));
+        st = assay_fail(ASSAY_ERR_IO, "error writing %s: %s", out->final_path, strerror(errno));
     if (fclose(out->fp) != 0 && st == ASSAY_OK)
-        st = assay_fail(ASSAY_ERR_IO, "error closing %s: %s", out->temp_path, strerror(errno));
+        st = assay_fail(ASSAY_ERR_IO, "error writing %s: %s", out->final_path, strerror(errno));
     out->fp = NULL;
     if (st == ASSAY_OK && rename(out->temp_path, out->final_path) != 0)
-        st = assay_fail(ASSAY_ERR_IO, "cannot rename %s to %s: %s", out->temp_path, out->final_path, strerror(errno));
+        st = assay_fail(ASSAY_ERR_IO, "cannot put %s in place: %s", out->final_path, strerror(errno));
     if (st != ASSAY_OK) remove(out->temp_path);
+    assay_cleanup_forget(out->temp_path);
     free(out->temp_path);
     free(out->final_path);
     out->temp_path = out->final_path = NULL;
@@ -106,6 +111,7 @@ assay_status assay_output_file_commit(assay_output_file *out) {
 void assay_output_file_abort(assay_output_file *out) {
     if (out->fp) fclose(out->fp);
     if (out->temp_path) remove(out->temp_path);
+    assay_cleanup_forget(out->temp_path);
     free(out->temp_path);
     free(out->final_path);
     memset(out, 0, sizeof *out);

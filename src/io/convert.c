@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "assay/cleanup.h"
 #include "assay/dtype.h"
 #include "assay/file.h"
 #include "assay/ggml_quant.h"
@@ -579,16 +580,37 @@ static void unpermute_rows(const void *src, void *dst, int64_t rows, int64_t hea
                        (const uint8_t *)src + (size_t)(h * hd + 2 * i + j) * row_bytes, row_bytes);
 }
 
+/* Creates out_dir when it does not exist; *created tells the caller to remove it again if the conversion fails. */
+static assay_status make_out_dir(const char *out_dir, int *created) {
+    if (assay_path_exists(out_dir) && !assay_path_is_dir(out_dir))
+        return assay_fail(ASSAY_ERR_IO, "%s exists and is not a directory", out_dir);
+    if (assay_path_exists(out_dir)) return ASSAY_OK;
+    if (mkdir(out_dir, 0777) != 0) return assay_fail(ASSAY_ERR_IO, "cannot create directory %s: %s", out_dir, strerror(errno));
+    *created = 1;
+    assay_cleanup_add(out_dir, out_dir); /* an interrupted conversion leaves no half-filled directory */
+    return ASSAY_OK;
+}
+
+static assay_status gguf_to_hf(const assay_model_file *mf, const char *out_dir, const assay_convert_options *o, int *created);
+
 assay_status assay_convert_gguf_to_hf(const assay_model_file *mf, const char *out_dir, const assay_convert_options *o) {
+    int created = 0;
+    assay_status rc = gguf_to_hf(mf, out_dir, o, &created);
+    if (created) {
+        assay_cleanup_forget(out_dir);
+        if (rc != ASSAY_OK) assay_remove_tree(out_dir);
+    }
+    return rc;
+}
+
+static assay_status gguf_to_hf(const assay_model_file *mf, const char *out_dir, const assay_convert_options *o, int *created) {
     if (assay_model_file_format(mf) != ASSAY_MODEL_FORMAT_GGUF)
         return assay_fail(ASSAY_ERR_ARG, "%s is an HF directory already (convert it to GGUF with -o FILE.gguf)",
                           assay_model_file_path(mf));
     const assay_model_config *c = assay_model_file_config(mf);
     if (o->vocab_only) {
-        if (assay_path_exists(out_dir) && !assay_path_is_dir(out_dir))
-            return assay_fail(ASSAY_ERR_IO, "%s exists and is not a directory", out_dir);
-        if (!assay_path_exists(out_dir) && mkdir(out_dir, 0777) != 0)
-            return assay_fail(ASSAY_ERR_IO, "cannot create directory %s: %s", out_dir, strerror(errno));
+        assay_status rc = make_out_dir(out_dir, created);
+        if (rc != ASSAY_OK) return rc;
         return write_tokenizer_files(mf, out_dir, o->overwrite, o->quiet, 1);
     }
     if (strcmp(c->arch, "llama") && strcmp(c->arch, "qwen2") && strcmp(c->arch, "qwen3"))
@@ -617,10 +639,8 @@ assay_status assay_convert_gguf_to_hf(const assay_model_file *mf, const char *ou
         if (by[k] > main_bytes) main_bytes = by[k], main_type = k == 0 ? ASSAY_TYPE_F32 : k == 1 ? ASSAY_TYPE_F16 : ASSAY_TYPE_BF16;
     if (o->dtype != ASSAY_TYPE_COUNT) main_type = o->dtype;
     if (main_type == ASSAY_TYPE_COUNT) main_type = ASSAY_TYPE_F32;
-    if (assay_path_exists(out_dir) && !assay_path_is_dir(out_dir))
-        return assay_fail(ASSAY_ERR_IO, "%s exists and is not a directory", out_dir);
-    if (!assay_path_exists(out_dir) && mkdir(out_dir, 0777) != 0)
-        return assay_fail(ASSAY_ERR_IO, "cannot create directory %s: %s", out_dir, strerror(errno));
+    assay_status mk = make_out_dir(out_dir, created);
+    if (mk != ASSAY_OK) return mk;
     char *st_path = assay_path_join(out_dir, "model.safetensors");
     if (!o->overwrite && assay_path_exists(st_path)) {
         free(st_path);

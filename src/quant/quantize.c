@@ -6,13 +6,13 @@
 
 #include <errno.h>
 #include <fnmatch.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "assay/cleanup.h"
 #include "assay/dtype.h"
 #include "assay/file.h"
 #include "assay/json.h"
@@ -133,6 +133,13 @@ assay_status assay_quantize(const assay_model_file *mf, const char *scheme, cons
         return assay_fail(ASSAY_ERR_ARG, "%s already exists; pass --force to replace it", out_path);
     if (!opt->kv_cache_scheme && s->run == assay_quantize_none)
         return assay_fail(ASSAY_ERR_ARG, "scheme none changes nothing by itself: add --kv-cache-scheme fp8");
+    if (s->output == ASSAY_QUANTIZE_OUT_GGUF) {
+        /* the GGUF schemes write their file at the end: find out now, not after the work, that it cannot be made */
+        assay_output_file probe;
+        assay_status rc = assay_output_file_open(&probe, out_path, 1);
+        if (rc != ASSAY_OK) return rc;
+        assay_output_file_abort(&probe);
+    }
     if (!opt->rotate) return run_scheme(s, mf, opt, out_path);
     /* --rotate: the scheme runs on the rotated model, written first as an f32 directory beside the output (so the
      * calibrated schemes, which load the model by path, see it too) and removed afterwards */
@@ -182,14 +189,7 @@ int assay_quantize_is_ignored(const assay_quantize_options *opt, const assay_ten
 
 /* ---- output directory ---- */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void remove_tree(const char *path) {
-    if (path && assay_path_exists(path)) nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+static void remove_tree(const char *path) { assay_remove_tree(path); }
 
 static char *with_suffix(const char *path, const char *what) {
     size_t n = strlen(path) + 64;
@@ -207,11 +207,13 @@ assay_status assay_quantize_outdir_begin(assay_quantize_outdir *d, const char *p
     d->force = force;
     remove_tree(d->temp_path); /* a leftover of an earlier crashed run with the same pid */
     if (mkdir(d->temp_path, 0755) != 0) {
-        assay_status rc = assay_fail(ASSAY_ERR_IO, "cannot create %s: %s", d->temp_path, strerror(errno));
+        /* the message names the path the user gave: the temporary name is ours */
+        assay_status rc = assay_fail(ASSAY_ERR_IO, "cannot create %s: %s", path, strerror(errno));
         free(d->final_path), free(d->temp_path);
         memset(d, 0, sizeof *d);
         return rc;
     }
+    assay_cleanup_add(d->temp_path, d->final_path);
     return ASSAY_OK;
 }
 
@@ -224,8 +226,9 @@ assay_status assay_quantize_outdir_commit(assay_quantize_outdir *d) {
     char *old = NULL;
     if (assay_path_exists(d->final_path)) {
         if (!d->force) {
+            assay_status rc = assay_fail(ASSAY_ERR_ARG, "%s appeared while quantizing; not replacing it", d->final_path);
             assay_quantize_outdir_abort(d);
-            return assay_fail(ASSAY_ERR_ARG, "%s appeared while quantizing; not replacing it", d->final_path);
+            return rc;
         }
         old = with_suffix(d->final_path, "old");
         if (rename(d->final_path, old) != 0) {
@@ -236,8 +239,7 @@ assay_status assay_quantize_outdir_commit(assay_quantize_outdir *d) {
         }
     }
     if (rename(d->temp_path, d->final_path) != 0) {
-        assay_status rc = assay_fail(ASSAY_ERR_IO, "cannot rename %s to %s: %s", d->temp_path, d->final_path,
-                                     strerror(errno));
+        assay_status rc = assay_fail(ASSAY_ERR_IO, "cannot put %s in place: %s", d->final_path, strerror(errno));
         if (old) rename(old, d->final_path); /* put the previous output back */
         free(old);
         assay_quantize_outdir_abort(d);
@@ -245,6 +247,7 @@ assay_status assay_quantize_outdir_commit(assay_quantize_outdir *d) {
     }
     remove_tree(old);
     free(old);
+    assay_cleanup_forget(d->temp_path);
     free(d->temp_path), free(d->final_path);
     memset(d, 0, sizeof *d);
     return ASSAY_OK;
@@ -252,6 +255,7 @@ assay_status assay_quantize_outdir_commit(assay_quantize_outdir *d) {
 
 void assay_quantize_outdir_abort(assay_quantize_outdir *d) {
     remove_tree(d->temp_path);
+    assay_cleanup_forget(d->temp_path);
     free(d->temp_path), free(d->final_path);
     memset(d, 0, sizeof *d);
 }
