@@ -9,19 +9,50 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "assay/cleanup.h"
+#include "assay/file.h"
 #include "assay/status.h"
+
+const char *cli_option_name(const cli_option *o, char *buf, int size) {
+    snprintf(buf, (size_t)size, "%s%s%s", o->short_name ? o->short_name : "", o->short_name ? "/" : "", o->long_name);
+    return buf;
+}
+
+/* "%g" of a bound, whole numbers without an exponent */
+static void format_bound(char *buf, size_t size, double v) {
+    if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, size, "%.0f", v);
+    else snprintf(buf, size, "%g", v);
+}
+
+/* ">= 1", "in (0, 1]", "<= 8": the valid range of an option, for its help line and its error message */
+static const char *range_text(const cli_option *o, char *buf, size_t size) {
+    char lo[32], hi[32];
+    format_bound(lo, sizeof lo, o->min);
+    format_bound(hi, sizeof hi, o->max);
+    unsigned r = o->range;
+    if ((r & CLI_HAS_MIN) && (r & CLI_HAS_MAX) && o->max < 1e18)
+        snprintf(buf, size, "in %c%s, %s%c", r & CLI_MIN_OPEN ? '(' : '[', lo, hi, r & CLI_MAX_OPEN ? ')' : ']');
+    else if (r & CLI_HAS_MIN) snprintf(buf, size, "%s %s", r & CLI_MIN_OPEN ? ">" : ">=", lo);
+    else if (r & CLI_HAS_MAX) snprintf(buf, size, "%s %s", r & CLI_MAX_OPEN ? "<" : "<=", hi);
+    else buf[0] = 0;
+    return buf;
+}
 
 void cli_print_help(const cli_spec *spec) {
     printf("usage: assay %s %s\n\n%s\n", spec->command, spec->usage, spec->summary);
     if (spec->options && spec->options[0].long_name) printf("\noptions:\n");
     for (const cli_option *o = spec->options; o && o->long_name; o++) {
-        char left[96];
+        char left[96], range[64];
         snprintf(left, sizeof left, "%s%s%s%s%s", o->short_name ? o->short_name : "", o->short_name ? ", " : "",
                  o->long_name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        printf("  %-30s %s\n", left, o->help ? o->help : "");
+        range_text(o, range, sizeof range);
+        printf("  %-30s %s", left, o->help ? o->help : "");
+        if (range[0]) printf(" (valid: %s %s)", o->metavar ? o->metavar : "value", range);
+        printf("\n");
+        if (o->alias) printf("  %-30s the same as %s\n", o->alias, o->long_name);
     }
     printf("  %-30s %s\n", "-h, --help", "show this help");
 }
@@ -44,27 +75,53 @@ int cli_report_error(const char *command) {
 static const cli_option *find_option(const cli_spec *spec, const char *name, size_t len) {
     for (const cli_option *o = spec->options; o && o->long_name; o++) {
         if (strlen(o->long_name) == len && strncmp(o->long_name, name, len) == 0) return o;
+        if (o->alias && strlen(o->alias) == len && strncmp(o->alias, name, len) == 0) return o;
         if (o->short_name && strlen(o->short_name) == len && strncmp(o->short_name, name, len) == 0) return o;
     }
     return NULL;
 }
 
+static int in_range(const cli_option *o, double v) {
+    if (o->range & CLI_HAS_MIN && (o->range & CLI_MIN_OPEN ? !(v > o->min) : !(v >= o->min))) return 0;
+    if (o->range & CLI_HAS_MAX && (o->range & CLI_MAX_OPEN ? !(v < o->max) : !(v <= o->max))) return 0;
+    return 1;
+}
+
+static int cpu_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static int store_value(const cli_spec *spec, const cli_option *o, const char *value) {
-    char *end;
+    char *end, name[96], range[64];
+    cli_option_name(o, name, sizeof name);
+    range_text(o, range, sizeof range);
     switch (o->kind) {
     case CLI_STRING: *(const char **)o->dest = value; return 0;
     case CLI_INT: {
         errno = 0;
         long long v = strtoll(value, &end, 10);
-        if (errno || end == value || *end) return cli_usage_error(spec, "%s expects a whole number, got '%s'", o->long_name, value);
+        if (end == value || *end) return cli_usage_error(spec, "%s expects a whole number, got '%s'", name, value);
+        if (errno) return cli_usage_error(spec, "%s: %s is too large%s%s%s", name, value, range[0] ? " (valid: " : "", range,
+                                          range[0] ? ")" : "");
+        if (!in_range(o, (double)v)) {
+            if (range[0]) return cli_usage_error(spec, "%s must be %s, got %s", name, range, value);
+            return cli_usage_error(spec, "%s: %s is out of range", name, value);
+        }
+        if ((o->range & CLI_WARN_CORES) && v > cpu_cores())
+            fprintf(stderr, "assay %s: warning: %s %lld is more threads than this machine's %d cores: expect it to be "
+                    "slower, not faster\n", spec->command, name, v, cpu_cores());
         *(int64_t *)o->dest = v;
         return 0;
     }
     case CLI_FLOAT: {
         errno = 0;
         double v = strtod(value, &end);
-        if (errno || end == value || *end || !isfinite(v))
-            return cli_usage_error(spec, "%s expects a number, got '%s'", o->long_name, value);
+        if (end == value || *end) return cli_usage_error(spec, "%s expects a number, got '%s'", name, value);
+        if (errno || !isfinite(v) || !in_range(o, v)) {
+            if (range[0]) return cli_usage_error(spec, "%s must be %s, got %s", name, range, value);
+            return cli_usage_error(spec, "%s: %s is out of range", name, value);
+        }
         *(double *)o->dest = v;
         return 0;
     }
@@ -119,7 +176,10 @@ static int parse_all(const cli_spec *spec, int argc, char **argv, cli_args *args
         }
         const char *value = eq ? eq + 1 : NULL;
         if (!value) {
-            if (i + 1 >= argc) return cli_usage_error(spec, "%s needs a value (%s)", o->long_name, o->metavar ? o->metavar : "VALUE");
+            char name[96];
+            if (i + 1 >= argc)
+                return cli_usage_error(spec, "%s needs a value (%s)", cli_option_name(o, name, sizeof name),
+                                       o->metavar ? o->metavar : "VALUE");
             value = argv[++i];
         }
         int rc = store_value(spec, o, value);
@@ -170,4 +230,46 @@ void cli_handle_signals(const char *command) {
         return;
     }
     pthread_detach(th);
+}
+
+uint64_t cli_seed(const char *command, int64_t seed) {
+    if (seed >= 0) return (uint64_t)seed;
+    uint64_t r = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&r, sizeof r, 1, f) != 1) r = (uint64_t)time(NULL) * 6364136223846793005ULL ^ (uint64_t)getpid();
+    if (f) fclose(f);
+    r &= 0xffffffffULL; /* short enough to type back in */
+    fprintf(stderr, "assay %s: seed %llu\n", command, (unsigned long long)r);
+    return r;
+}
+
+int cli_read_text(const char *command, const char *file, char **data, size_t *size) {
+    if (strcmp(file, "-") != 0) {
+        if (assay_read_file(file, data, size) == ASSAY_OK) return 0;
+        cli_report_error(command);
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = assay_xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = assay_xrealloc(buf, cap *= 2);
+        size_t got = fread(buf + n, 1, cap - n - 1, stdin);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(stdin)) {
+        free(buf);
+        fprintf(stderr, "assay %s: cannot read standard input\n", command);
+        return -1;
+    }
+    buf[n] = 0;
+    *data = buf;
+    if (size) *size = n;
+    return 0;
+}
+
+cli_count_text cli_count(int64_t n, const char *one, const char *many) {
+    cli_count_text t;
+    snprintf(t.s, sizeof t.s, "%lld %s", (long long)n, n == 1 ? one : many);
+    return t;
 }

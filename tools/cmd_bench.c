@@ -20,13 +20,15 @@ int assay_cmd_bench(int argc, char **argv) {
     engine_cli_init(&ec);
     const cli_option opts[] = {
         {"-b", "--batch", CLI_STRING, &batches, "LIST", "sequences per batch, comma-separated (default 1,4)"},
-        {"-p", "--prompt", CLI_INT, &prompt, "N", "prompt tokens per sequence (default 256)"},
-        {"-n", "--gen", CLI_INT, &gen, "N", "generated tokens per sequence (default 32)"},
-        {"-r", "--reps", CLI_INT, &reps, "N", "repeats; the median is reported (default 3)"},
-        {NULL, "--temp", CLI_FLOAT, &temp, "T", "sample the generated tokens at temperature T (default 0: greedy)"},
-        {NULL, "--top-k", CLI_INT, &top_k, "K", "with --temp: keep the K most likely tokens (default 0: off)"},
-        {NULL, "--top-p", CLI_FLOAT, &top_p, "P", "with --temp: nucleus in (0, 1] (default 1: off)"},
-        {NULL, "--min-p", CLI_FLOAT, &min_p, "P", "with --temp: drop tokens below P x the top probability (default 0: off)"},
+        {"-p", "--prompt", CLI_INT, &prompt, "N", "prompt tokens per sequence (default 256)", CLI_AT_LEAST(1)},
+        {"-n", "--gen", CLI_INT, &gen, "N", "generated tokens per sequence (default 32)", CLI_AT_LEAST(1)},
+        {"-r", "--reps", CLI_INT, &reps, "N", "repeats; the median is reported (default 3)", CLI_AT_LEAST(1)},
+        {NULL, "--temp", CLI_FLOAT, &temp, "T", "sample the generated tokens at temperature T (default 0: greedy)",
+         CLI_AT_LEAST(0)},
+        {NULL, "--top-k", CLI_INT, &top_k, "K", "with --temp: keep the K most likely tokens (default 0: off)", CLI_AT_LEAST(0)},
+        {NULL, "--top-p", CLI_FLOAT, &top_p, "P", "with --temp: nucleus (default 1: off)", CLI_IN_OPEN_CLOSED(0, 1)},
+        {NULL, "--min-p", CLI_FLOAT, &min_p, "P", "with --temp: drop tokens below P x the top probability (default 0: off)",
+         CLI_IN(0, 1)},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object"},
         ENGINE_CLI_OPTIONS(ec),
         {0}};
@@ -45,14 +47,6 @@ int assay_cmd_bench(int argc, char **argv) {
     bo.top_k = (int)top_k;
     bo.top_p = (float)top_p;
     bo.min_p = (float)min_p;
-    if (temp < 0 || top_k < 0 || !(top_p > 0 && top_p <= 1) || min_p < 0 || min_p > 1) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--temp and --top-k must be >= 0, --top-p in (0, 1], --min-p in [0, 1]");
-    }
-    if (prompt < 1 || gen < 1 || reps < 1) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--prompt, --gen and --reps must be >= 1");
-    }
     if (assay_bench_parse_batches(batches, &bo) != ASSAY_OK) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--batch: %s", assay_last_error());

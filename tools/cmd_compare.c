@@ -25,9 +25,10 @@ int assay_cmd_compare(int argc, char **argv) {
     const cli_option opts[] = {
         {NULL, "--ship-threshold", CLI_FLOAT, &ship, "PCT", "degradation below this is 'ship' (default 0.5)"},
         {NULL, "--monitor-threshold", CLI_FLOAT, &monitor, "PCT", "up to this is 'ship with monitoring', above 'investigate' (default 1.5)"},
-        {NULL, "--confidence", CLI_FLOAT, &conf, "P", "level of the paired intervals (default 0.95)"},
-        {NULL, "--bootstrap-iters", CLI_INT, &iters, "N", "paired bootstrap resamples for perplexities (default 2000)"},
-        {NULL, "--seed", CLI_INT, &seed, "N", "bootstrap seed (default 1234)"},
+        {NULL, "--confidence", CLI_FLOAT, &conf, "P", "level of the paired intervals (default 0.95)", CLI_IN_OPEN(0, 1)},
+        {NULL, "--bootstrap-iters", CLI_INT, &iters, "N", "paired bootstrap resamples for perplexities (default 2000)",
+         CLI_AT_LEAST(0)},
+        {NULL, "--seed", CLI_INT, &seed, "N", "bootstrap seed (default 1234)", CLI_AT_LEAST(0)},
         {NULL, "--all-metrics", CLI_FLAG, &all, NULL, "every metric gates the verdict, not only each task's primary"},
         {NULL, "--markdown", CLI_STRING, &md, "FILE", "also write the report as Markdown"},
         {NULL, "--html", CLI_STRING, &html, "FILE", "also write a self-contained HTML report with charts"},

@@ -114,15 +114,19 @@ int assay_cmd_eval(int argc, char **argv) {
     engine_cli_init(&ec);
     const cli_option opts[] = {
         {NULL, "--tasks", CLI_STRING, &tasks, "LIST", "comma-separated: wikitext, heldout, kld, hellaswag, arc_challenge, piqa, mmlu, mmlu_<subject>, gsm8k"},
-        {NULL, "--num-fewshot", CLI_INT, &fewshot, "K", "few-shot examples (default: each task's own: 0; mmlu 5; gsm8k 5)"},
-        {NULL, "--limit", CLI_INT, &limit, "N", "only the first N documents of each task (windows for heldout/kld)"},
+        {NULL, "--num-fewshot", CLI_INT, &fewshot, "K", "few-shot examples (default: each task's own: 0; mmlu 5; gsm8k 5)",
+         CLI_AT_LEAST(0)},
+        {NULL, "--limit", CLI_INT, &limit, "N", "only the first N documents of each task (windows for heldout/kld)",
+         CLI_AT_LEAST(0)},
         {"-o", "--output", CLI_STRING, &output, "FILE", "write the results JSON (lm-eval's shape + samples) here"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "overwrite an existing output file"},
         {NULL, "--data-dir", CLI_STRING, &data_dir, "DIR", "task data root (default $ASSAY_SHARED/data)"},
         {NULL, "--text", CLI_STRING, &text, "FILE", "text for heldout/kld (default: the house model's heldout.txt)"},
-        {NULL, "--ctx", CLI_INT, &ctx, "N", "window for heldout/kld perplexity in tokens (default 512)"},
-        {NULL, "--max-gen-toks", CLI_INT, &max_gen, "N", "generation budget for gsm8k (default 256, as lm-eval)"},
-        {NULL, "--fewshot-seed", CLI_INT, &seed, "N", "seed of the few-shot sampler (default 1234, as lm-eval)"},
+        {"-c", "--ctx-size", CLI_INT, &ctx, "N", "window for heldout/kld perplexity in tokens (default 512)", CLI_AT_LEAST(2),
+         .alias = "--ctx"},
+        {NULL, "--max-gen-toks", CLI_INT, &max_gen, "N", "generation budget for gsm8k (default 256, as lm-eval)", CLI_AT_LEAST(1)},
+        {NULL, "--fewshot-seed", CLI_INT, &seed, "N", "seed of the few-shot sampler (default 1234, as lm-eval)",
+         CLI_IN(0, 4294967295.0)},
         {NULL, "--kld-base", CLI_STRING, &kld_base, "MODEL|FILE", "baseline of the kld task: a model, or logits saved by `assay perplexity --score-all --save-logits` (same --text and --ctx)"},
         {NULL, "--dump-requests", CLI_STRING, &dump, "FILE", "write the tasks' prompts as JSON lines and exit (no model needed)"},
         {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
@@ -142,10 +146,6 @@ int assay_cmd_eval(int argc, char **argv) {
     if ((rc = engine_cli_args(&ec, &spec, NULL, &ea)) != CLI_CONTINUE) {
         cli_args_free(&args);
         return rc;
-    }
-    if (limit < 0 || ctx < 1 || max_gen < 1 || fewshot < -1 || seed < 0 || seed > 0xffffffffLL) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--limit, --ctx, --max-gen-toks, --num-fewshot and --fewshot-seed must be non-negative");
     }
     assay_eval_options o;
     assay_eval_options_default(&o);

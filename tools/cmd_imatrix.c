@@ -25,9 +25,9 @@ int assay_cmd_imatrix(int argc, char **argv) {
     const cli_option opts[] = {
         {"-f", "--file", CLI_STRING, &file, "FILE", "calibration text: a file or a directory of .txt files"},
         {"-o", "--output", CLI_STRING, &out, "OUT", "output file (default imatrix.gguf)"},
-        {NULL, "--chunks", CLI_INT, &chunks, "N", "process at most N chunks (default: all of the text)"},
-        {"-c", "--ctx", CLI_INT, &ctx, "N", "tokens per chunk (default 512)"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
+        {NULL, "--chunks", CLI_INT, &chunks, "N", "process at most N chunks (default 0: all of the text)", CLI_AT_LEAST(0)},
+        {"-c", "--ctx-size", CLI_INT, &ctx, "N", "tokens per chunk (default 512)", CLI_AT_LEAST(2), .alias = "--ctx"},
+        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default 0: all cores)", CLI_THREADS},
         {NULL, "--force", CLI_FLAG, &force, NULL, "replace an existing output"},
         {0}};
     const cli_spec spec = {"imatrix", "MODEL -f FILE [-o OUT] [options]",
@@ -39,10 +39,6 @@ int assay_cmd_imatrix(int argc, char **argv) {
     if (!file) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "-f FILE (the calibration text) is required");
-    }
-    if (ctx < 2 || chunks < 0 || threads < 0) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--ctx must be at least 2; --chunks and --threads must not be negative");
     }
     double t0 = assay_now_seconds();
     assay_model_options mo;
@@ -63,8 +59,8 @@ int assay_cmd_imatrix(int argc, char **argv) {
     }
     if (st == ASSAY_OK) st = assay_imatrix_write(im, out, file, (int)ctx, force);
     if (st == ASSAY_OK)
-        fprintf(stderr, "imatrix: %lld chunks of %lld tokens, %lld weights -> %s (%.1f s)\n", (long long)done,
-                (long long)ctx, (long long)assay_imatrix_count(im), out, assay_now_seconds() - t0);
+        fprintf(stderr, "assay imatrix: %s of %lld tokens, %s -> %s (%.1f s)\n", cli_count(done, "chunk", "chunks").s,
+                (long long)ctx, cli_count(assay_imatrix_count(im), "weight", "weights").s, out, assay_now_seconds() - t0);
     assay_imatrix_free(im);
     assay_calib_text_free(&text);
     assay_tokenizer_free(tok);

@@ -64,22 +64,21 @@ int assay_cmd_perplexity(int argc, char **argv) {
     engine_cli_init(&ec);
     ec.max_num_seqs = 1;
     const cli_option opts[] = {
-        {"-f", "--file", CLI_STRING, &file, "FILE", "text to score"},
-        {"-c", "--ctx", CLI_INT, &n_ctx, "N", "tokens per chunk (default 512)"},
+        {"-f", "--file", CLI_STRING, &file, "FILE", "text to score (-: standard input)"},
+        {"-c", "--ctx-size", CLI_INT, &n_ctx, "N", "tokens per chunk (default 512)", CLI_AT_LEAST(4), .alias = "--ctx"},
         {NULL, "--score-all", CLI_FLAG, &score_all, NULL, "no BOS, every token after a window's first scored (house convention)"},
-        {NULL, "--chunks", CLI_INT, &max_chunks, "N", "score only the first N chunks"},
+        {NULL, "--chunks", CLI_INT, &max_chunks, "N", "score only the first N chunks (default 0: all)", CLI_AT_LEAST(0)},
         {NULL, "--save-logits", CLI_STRING, &save, "OUT", "store this model's log-probabilities as a KLD baseline"},
         {NULL, "--kl-divergence-base", CLI_STRING, &base, "BASE", "compare with a baseline saved by --save-logits"},
         {NULL, "--json", CLI_FLAG, &json, NULL, "print one JSON object with every statistic"},
         ENGINE_CLI_OPTIONS(ec),
         {0}};
-    const cli_spec spec = {"perplexity", "MODEL -f FILE [--ctx N] [--score-all] [--save-logits OUT | --kl-divergence-base BASE]",
+    const cli_spec spec = {"perplexity", "MODEL -f FILE [-c N] [--score-all] [--save-logits OUT | --kl-divergence-base BASE]",
                            "perplexity with uncertainty, KL divergence against saved baseline logits", opts, 1, 1};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
     if (!file) return cli_args_free(&args), cli_usage_error(&spec, "-f FILE is required");
-    if (n_ctx < 4 || max_chunks < 0) return cli_args_free(&args), cli_usage_error(&spec, "--ctx must be >= 4");
     if (save && base) return cli_args_free(&args), cli_usage_error(&spec, "--save-logits and --kl-divergence-base exclude each other");
     assay_engine_args ea;
     if ((rc = engine_cli_args(&ec, &spec, args.positional[0], &ea)) != CLI_CONTINUE) return cli_args_free(&args), rc;
@@ -107,8 +106,17 @@ int assay_cmd_perplexity(int argc, char **argv) {
 
     assay_model_options mo;
     assay_engine_args_model_options(&ea, &mo);
-    if (assay_read_file(file, &text, &text_len) != ASSAY_OK) goto done;
+    if (cli_read_text("perplexity", file, &text, &text_len) != 0) {
+        cli_args_free(&args);
+        return CLI_EXIT_ERROR;
+    }
     if (assay_model_load(&m, path, &mo) != ASSAY_OK || assay_tokenizer_load(&tok, path) != ASSAY_OK) goto done;
+    const int64_t train = assay_model_get_config(m)->n_ctx_train;
+    if (train > 0 && n_ctx > train) {
+        assay_fail(ASSAY_ERR_RANGE, "-c/--ctx-size %lld is longer than the model's context of %lld tokens", (long long)n_ctx,
+                   (long long)train);
+        goto done;
+    }
     const int64_t V = assay_model_get_config(m)->n_vocab;
     int add_bos = !score_all && assay_tokenizer_add_bos(tok) && assay_tokenizer_bos(tok) >= 0;
     if (assay_tokenizer_encode(tok, text, text_len, score_all ? 0 : ASSAY_TOK_ADD_SPECIAL, &ids) != ASSAY_OK) goto done;
@@ -129,7 +137,9 @@ int assay_cmd_perplexity(int argc, char **argv) {
 
     if (assay_engine_open_model(&e, m, tok, &ea) != ASSAY_OK) goto done;
     s = assay_engine_runner(e);
-    if (assay_kv_dtype_scaled(kv_dtype)) fprintf(stderr, "assay perplexity: %s\n", assay_session_kv_scales_desc(s));
+    /* which scales an 8-bit KV cache uses matters to its quality: always said; the rest only with -v */
+    if (ec.verbose) fprintf(stderr, "assay perplexity: %s\n", assay_engine_describe(e));
+    else if (assay_kv_dtype_scaled(kv_dtype)) fprintf(stderr, "assay perplexity: %s\n", assay_session_kv_scales_desc(s));
     logits = assay_xmalloc((size_t)(n_ctx * V) * sizeof(float));
     lp = assay_xmalloc((size_t)V * sizeof(double));
     row = assay_xmalloc(assay_logits_row_bytes(V));
@@ -260,9 +270,9 @@ int assay_cmd_perplexity(int argc, char **argv) {
         assay_strbuf_json_number(&js, mean);
         assay_strbuf_printf(&js, ", \"kv_scales\": \"%s\"", assay_session_kv_scales_kind(s));
     } else {
-        printf("%s: %lld tokens of %s, %lld chunks of %lld (%s), %lld scored, %.1f s (%.1f tok/s)\n", path, (long long)T, file,
-               (long long)n_chunks, (long long)n_ctx, score_all ? "score-all" : "llama.cpp convention", (long long)count,
-               secs, (double)(n_chunks * n_ctx) / secs);
+        printf("%s: %s of %s, %s of %lld (%s), %lld scored, %.1f s (%.1f tok/s)\n", path,
+               cli_count(T, "token", "tokens").s, strcmp(file, "-") == 0 ? "standard input" : file, cli_count(n_chunks, "chunk", "chunks").s, (long long)n_ctx,
+               score_all ? "score-all" : "llama.cpp convention", (long long)count, secs, (double)(n_chunks * n_ctx) / secs);
         printf("PPL = %.4f +/- %.5f\n", ppl, ppl_err);
     }
     if (brows) {

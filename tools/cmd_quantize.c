@@ -25,25 +25,26 @@ int assay_cmd_quantize(int argc, char **argv) {
         {"-o", "--output", CLI_STRING, &out, "OUT", "output directory (HF schemes) or .gguf file (GGUF schemes)"},
         {"-s", "--scheme", CLI_STRING, &scheme, "S", "quantization scheme (listed below)"},
         {NULL, "--calib", CLI_STRING, &calib, "FILE", "calibration text: a file or a directory of .txt files"},
-        {NULL, "--calib-samples", CLI_INT, &samples, "N", "calibration sequences (default 128)"},
-        {NULL, "--calib-seq-len", CLI_INT, &seq_len, "N", "tokens per calibration sequence (default 512)"},
-        {NULL, "--group-size", CLI_INT, &group, "G", "quantization group size (default: the scheme's)"},
+        {NULL, "--calib-samples", CLI_INT, &samples, "N", "calibration sequences (default 128)", CLI_AT_LEAST(1)},
+        {NULL, "--calib-seq-len", CLI_INT, &seq_len, "N", "tokens per calibration sequence (default 512)", CLI_AT_LEAST(2)},
+        {NULL, "--group-size", CLI_INT, &group, "G", "quantization group size (default 0: the scheme's)", CLI_AT_LEAST(0)},
         {NULL, "--rotate", CLI_STRING, &rotate, "KIND", "rotate weights first: hadamard"},
         {NULL, "--ignore", CLI_STRING, &ignore, "PATTERNS", "comma-separated tensor name patterns to leave unquantized"},
         {NULL, "--quantize-lm-head", CLI_FLAG, &quant_lm_head, NULL, "quantize the lm_head too (kept by default)"},
         {NULL, "--kv-cache-scheme", CLI_STRING, &kv, "S", "calibrate KV-cache scales: fp8"},
         {NULL, "--imatrix", CLI_STRING, &imatrix, "FILE", "importance matrix (GGUF and int4 schemes)"},
-        {NULL, "--alpha", CLI_FLOAT, &alpha, "A", "SmoothQuant migration strength (default 0.5)"},
+        {NULL, "--alpha", CLI_FLOAT, &alpha, "A", "SmoothQuant migration strength (default 0.5)", CLI_IN(0, 1)},
         {NULL, "--awq-route", CLI_STRING, &awq_route, "R",
          "int4-awq driver: hooks (default) or cached (layer by layer on every calibration token)"},
-        {NULL, "--awq-seqs", CLI_INT, &awq_seqs, "N", "int4-awq: sequences the scales are scored on (0: all)"},
+        {NULL, "--awq-seqs", CLI_INT, &awq_seqs, "N", "int4-awq: sequences the scales are scored on (0: all)", CLI_AT_LEAST(0)},
         {NULL, "--awq-grid", CLI_STRING, &awq_grid, "G", "int4-awq scale grid: autoawq (default) or llm-compressor"},
         {NULL, "--awq-clip", CLI_STRING, &awq_clip, "C",
          "int4-awq clipping: two-sided (default), all (AutoAWQ's ranges, q/k too) or autoawq (q/k not clipped)"},
         {NULL, "--awq-tokens", CLI_INT, &awq_tokens, "N",
-         "int4-awq: rows per input for clipping and the MLP scale losses (default 4096)"},
-        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default: all cores)"},
-        {NULL, "--seed", CLI_INT, &seed, "N", "seed for calibration sampling and rotations (default 0)"},
+         "int4-awq: rows per input for clipping and the MLP scale losses (default 4096)", CLI_AT_LEAST(1)},
+        {"-t", "--threads", CLI_INT, &threads, "N", "threads (default 0: all cores)", CLI_THREADS},
+        {NULL, "--seed", CLI_INT, &seed, "N", "seed for calibration sampling and rotations; -1: a random one, printed (default 0)",
+         CLI_SEED},
         {NULL, "--force", CLI_FLAG, &force, NULL, "replace an existing output"},
         {0}};
     const cli_spec spec = {"quantize", "MODEL -o OUT --scheme S [options]",
@@ -69,19 +70,6 @@ int assay_cmd_quantize(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "unknown --rotate '%s' (known: hadamard)", rotate);
     }
-    if (samples <= 0 || seq_len <= 1 || group < 0 || threads < 0) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--calib-samples, --calib-seq-len, --group-size and --threads must be positive");
-    }
-
-    if (awq_seqs < -1) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--awq-seqs must be >= 0 (0: every calibration sequence)");
-    }
-    if (awq_tokens == 0 || awq_tokens < -1) {
-        cli_args_free(&args);
-        return cli_usage_error(&spec, "--awq-tokens must be at least 1");
-    }
 
     assay_quantize_options opt;
     assay_quantize_options_init(&opt);
@@ -101,7 +89,7 @@ int assay_cmd_quantize(int argc, char **argv) {
     opt.keep_lm_head = !quant_lm_head;
     opt.force = force;
     opt.threads = (int)threads;
-    opt.seed = (uint64_t)seed;
+    opt.seed = cli_seed("quantize", seed);
     char ignore_buf[4096];
     if (ignore) {
         if (strlen(ignore) >= sizeof ignore_buf) {

@@ -1,5 +1,6 @@
-/* cmd_run.c — `assay run MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--chat]
- * [--ctx-size N] [--ignore-eos] [engine flags]`: one request through the serving engine (engine.h).
+/* cmd_run.c — `assay run MODEL {-p TEXT | -f FILE} [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]
+ * [--chat] [--ctx-size N] [--ignore-eos] [engine flags]`: one request through the serving engine (engine.h).
+ * -f - reads the prompt from standard input. Without --seed (or with --seed -1) the seed is random and printed.
  * Prints the prompt and then each generated token's bytes to stdout as they come; prompt and generation speed
  * go to stderr. --temp 0 is greedy decoding. --chat renders the prompt as a user turn with the model's chat template
  * (chat_template.h) and does not echo it. */
@@ -51,37 +52,39 @@ static void emit(const assay_tokenizer *tok, int32_t id, int after_bos_spm) {
 }
 
 int assay_cmd_run(int argc, char **argv) {
-    const char *prompt = NULL;
+    const char *prompt = NULL, *file = NULL;
     int64_t n_predict = 128, top_k = 40, n_ctx = 0;
     double temp = 0.8, top_p = 0.95, min_p = 0.05;
     int chat = 0, ignore_eos = 0;
     engine_cli ec;
     engine_cli_init(&ec);
     ec.max_num_seqs = 1;
+    ec.seed = -1; /* like llama.cpp: a random seed unless one is given */
+    ec.seed_help = "sampling seed: same seed, same text (default -1: a random one, printed)";
     const cli_option opts[] = {
         {"-p", "--prompt", CLI_STRING, &prompt, "TEXT", "the prompt (\"\" : start from BOS alone)"},
-        {"-n", "--n-predict", CLI_INT, &n_predict, "N", "tokens to generate (default 128)"},
-        {NULL, "--temp", CLI_FLOAT, &temp, "T", "temperature; 0 = greedy (default 0.8)"},
-        {NULL, "--top-k", CLI_INT, &top_k, "K", "keep the K most likely tokens; 0 = off (default 40)"},
-        {NULL, "--top-p", CLI_FLOAT, &top_p, "P", "nucleus: smallest set reaching probability P, in (0, 1]; 1 = off (default 0.95)"},
-        {NULL, "--min-p", CLI_FLOAT, &min_p, "P", "drop tokens below P x the top probability, in [0, 1]; 0 = off (default 0.05)"},
+        {"-f", "--file", CLI_STRING, &file, "FILE", "read the prompt from FILE (-: standard input)"},
+        {"-n", "--n-predict", CLI_INT, &n_predict, "N", "tokens to generate (default 128)", CLI_AT_LEAST(1)},
+        {NULL, "--temp", CLI_FLOAT, &temp, "T", "temperature; 0 = greedy (default 0.8)", CLI_AT_LEAST(0)},
+        {NULL, "--top-k", CLI_INT, &top_k, "K", "keep the K most likely tokens; 0 = off (default 40)", CLI_AT_LEAST(0)},
+        {NULL, "--top-p", CLI_FLOAT, &top_p, "P", "nucleus: smallest set reaching probability P; 1 = off (default 0.95)",
+         CLI_IN_OPEN_CLOSED(0, 1)},
+        {NULL, "--min-p", CLI_FLOAT, &min_p, "P", "drop tokens below P x the top probability; 0 = off (default 0.05)",
+         CLI_IN(0, 1)},
         {NULL, "--chat", CLI_FLAG, &chat, NULL, "wrap the prompt as a user turn of the model's chat format"},
-        {"-c", "--ctx-size", CLI_INT, &n_ctx, "N", "context length (default: prompt + n-predict; same as --max-model-len)"},
+        {"-c", "--ctx-size", CLI_INT, &n_ctx, "N", "context length (default 0: prompt + n-predict; same as --max-model-len)",
+         CLI_AT_LEAST(0)},
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "keep generating after an end-of-generation token"},
         ENGINE_CLI_OPTIONS(ec),
         {0}};
-    const cli_spec spec = {"run", "MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--chat]",
+    const cli_spec spec = {"run", "MODEL {-p TEXT | -f FILE} [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--chat]",
                            "generate text, streaming, with tok/s at the end", opts, 1, 1};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
     assay_engine_args ea;
-    if (!prompt) rc = cli_usage_error(&spec, "-p TEXT is required");
-    else if (n_predict < 1) rc = cli_usage_error(&spec, "-n must be at least 1, got %lld", (long long)n_predict);
-    else if (top_k < 0 || temp < 0 || n_ctx < 0)
-        rc = cli_usage_error(&spec, "--top-k, --temp and --ctx-size must not be negative");
-    else if (!(top_p > 0 && top_p <= 1)) rc = cli_usage_error(&spec, "--top-p must be in (0, 1], got %g", top_p);
-    else if (!(min_p >= 0 && min_p <= 1)) rc = cli_usage_error(&spec, "--min-p must be in [0, 1], got %g", min_p);
+    if (!prompt && !file) rc = cli_usage_error(&spec, "give the prompt: -p TEXT, or -f FILE (-f -: standard input)");
+    else if (prompt && file) rc = cli_usage_error(&spec, "-p TEXT and -f FILE exclude each other");
     else rc = engine_cli_args(&ec, &spec, args.positional[0], &ea);
     if (rc != CLI_CONTINUE) {
         cli_args_free(&args);
@@ -94,7 +97,15 @@ int assay_cmd_run(int argc, char **argv) {
     assay_engine *e = NULL;
     assay_tokens ids = {0};
     assay_strbuf text = {0};
+    char *file_text = NULL;
     int exit_code = CLI_EXIT_ERROR;
+    if (file) {
+        if (cli_read_text("run", file, &file_text, NULL) != 0) {
+            cli_args_free(&args);
+            return CLI_EXIT_ERROR;
+        }
+        prompt = file_text;
+    }
     assay_model_options mo;
     assay_engine_args_model_options(&ea, &mo);
     double t_load = assay_now_seconds();
@@ -117,20 +128,29 @@ int assay_cmd_run(int argc, char **argv) {
         assay_tokens_push(&ids, bos);
     }
     int64_t n_prompt = ids.n, train = assay_model_get_config(m)->n_ctx_train;
+    const char *ctx_flag = n_ctx > 0 ? "-c/--ctx-size" : "--max-model-len";
+    if (ea.max_model_len > 0 && train > 0 && ea.max_model_len > train) {
+        assay_fail(ASSAY_ERR_RANGE, "%s %lld is longer than the model's context of %lld tokens", ctx_flag,
+                   (long long)ea.max_model_len, (long long)train);
+        goto done;
+    }
     if (ea.max_model_len <= 0) {
         ea.max_model_len = n_prompt + n_predict;
         if (train > 0 && ea.max_model_len > train) {
-            assay_fail(ASSAY_ERR_RANGE, "prompt (%lld tokens) + -n %lld = %lld tokens exceed the model's context of %lld",
-                       (long long)n_prompt, (long long)n_predict, (long long)(n_prompt + n_predict), (long long)train);
+            assay_fail(ASSAY_ERR_RANGE, "prompt (%s) + -n/--n-predict %lld = %lld tokens exceed the model's context of %lld "
+                       "tokens", cli_count(n_prompt, "token", "tokens").s, (long long)n_predict, (long long)(n_prompt + n_predict),
+                       (long long)train);
             goto done;
         }
     } else if (n_prompt + n_predict > ea.max_model_len) {
-        assay_fail(ASSAY_ERR_RANGE, "prompt (%lld tokens) + -n %lld exceed the context of %lld", (long long)n_prompt,
-                   (long long)n_predict, (long long)ea.max_model_len);
+        assay_fail(ASSAY_ERR_RANGE, "prompt (%s) + -n/--n-predict %lld = %lld tokens exceed %s %lld",
+                   cli_count(n_prompt, "token", "tokens").s, (long long)n_predict, (long long)(n_prompt + n_predict), ctx_flag,
+                   (long long)ea.max_model_len);
         goto done;
     }
     if (assay_engine_open_model(&e, m, tok, &ea) != ASSAY_OK) goto done;
-    if (assay_kv_dtype_scaled(ea.kv_cache_dtype)) fprintf(stderr, "assay run: %s\n", assay_engine_describe(e));
+    /* which scales an 8-bit KV cache uses matters to its quality: always said; the rest only with -v */
+    if (ec.verbose || assay_kv_dtype_scaled(ea.kv_cache_dtype)) fprintf(stderr, "assay run: %s\n", assay_engine_describe(e));
     assay_sampling_params sp;
     assay_sampling_params_default(&sp);
     sp.temperature = (float)temp;
@@ -167,9 +187,9 @@ int assay_cmd_run(int argc, char **argv) {
     double t_gen = assay_now_seconds() - t0 - t_prompt;
     printf("\n");
     fflush(stdout);
-    fprintf(stderr, "assay run: load %.2f s; prompt %lld tokens in %.3f s (%.1f tok/s); generation %lld tokens in %.3f s "
+    fprintf(stderr, "assay run: load %.2f s; prompt %s in %.3f s (%.1f tok/s); generation %s in %.3f s "
                     "(%.1f tok/s); %s kernels, KV %s\n",
-            t_load, (long long)n_prompt, t_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), (long long)n_gen, t_gen,
+            t_load, cli_count(n_prompt, "token", "tokens").s, t_prompt, n_prompt / (t_prompt > 0 ? t_prompt : 1e-9), cli_count(n_gen, "token", "tokens").s, t_gen,
             n_gen > 1 ? (n_gen - 1) / (t_gen > 0 ? t_gen : 1e-9) : 0.0, assay_model_kernels(m),
             assay_kv_dtype_name(ea.kv_cache_dtype));
     exit_code = CLI_EXIT_OK;
@@ -178,6 +198,7 @@ done:
     assay_engine_close(e);
     assay_tokens_free(&ids);
     assay_strbuf_free(&text);
+    free(file_text);
     assay_tokenizer_free(tok);
     assay_model_free(m);
     cli_args_free(&args);

@@ -25,7 +25,7 @@ int assay_cmd_serve(int argc, char **argv) {
     engine_cli_init(&ec);
     const cli_option opts[] = {
         {NULL, "--host", CLI_STRING, &host, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0: every interface)"},
-        {NULL, "--port", CLI_INT, &port, "N", "port (default 8000; 0: any free port)"},
+        {NULL, "--port", CLI_INT, &port, "N", "port (default 8000; 0: any free port)", CLI_IN(0, 65535)},
         {NULL, "--api-key", CLI_STRING, &api_key, "KEY",
          "require \"Authorization: Bearer KEY\" on /v1/ paths (default: $ASSAY_API_KEY, else none)"},
         {NULL, "--served-model-name", CLI_STRING, &name, "NAME", "the model's name in the API (default: MODEL as given)"},
@@ -39,8 +39,7 @@ int assay_cmd_serve(int argc, char **argv) {
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
     assay_engine_args ea;
-    if (port < 0 || port > 65535) rc = cli_usage_error(&spec, "--port must be in [0, 65535], got %lld", (long long)port);
-    else rc = engine_cli_args(&ec, &spec, args.positional[0], &ea);
+    rc = engine_cli_args(&ec, &spec, args.positional[0], &ea);
     if (rc != CLI_CONTINUE) {
         cli_args_free(&args);
         return rc;

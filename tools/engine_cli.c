@@ -16,6 +16,8 @@ void engine_cli_init(engine_cli *ec) {
     ec->max_num_batched_tokens = d.max_num_batched_tokens;
     ec->gpu_memory_utilization = d.gpu_memory_utilization;
     ec->kv_scale_tokens = 1024;
+    ec->seed_help = "engine: seed of requests that bring none (and of dummy weights): same seed, same text; -1: a random "
+                    "one, printed (default 0)";
 }
 
 /* "2G", "512M", "65536", "1.5GiB" -> bytes; -1 when it is not a size */
@@ -59,13 +61,6 @@ int engine_cli_args(const engine_cli *ec, const cli_spec *spec, const char *mode
     if (ec->kv_cache_dtype && strcmp(ec->kv_cache_dtype, "auto") != 0 &&
         assay_kv_dtype_from_name(ec->kv_cache_dtype, &a->kv_cache_dtype) != ASSAY_OK)
         return cli_usage_error(spec, "--kv-cache-dtype: %s", assay_last_error());
-    if (ec->threads < 0) return cli_usage_error(spec, "--threads must not be negative, got %lld", (long long)ec->threads);
-    if (ec->max_model_len < 0) return cli_usage_error(spec, "--max-model-len must not be negative");
-    if (ec->max_num_seqs < 1 || ec->max_num_batched_tokens < 1)
-        return cli_usage_error(spec, "--max-num-seqs and --max-num-batched-tokens must be at least 1");
-    if (ec->kv_scale_tokens < 1) return cli_usage_error(spec, "--kv-scale-tokens must be at least 1");
-    if (!(ec->gpu_memory_utilization > 0 && ec->gpu_memory_utilization <= 1))
-        return cli_usage_error(spec, "--gpu-memory-utilization must be in (0, 1], got %g", ec->gpu_memory_utilization);
     if (ec->calculate_kv_scales && !assay_kv_dtype_scaled(a->kv_cache_dtype))
         return cli_usage_error(spec, "--calculate-kv-scales needs an 8-bit KV cache (--kv-cache-dtype fp8 or int8), not %s",
                                assay_kv_dtype_name(a->kv_cache_dtype));
@@ -82,7 +77,7 @@ int engine_cli_args(const engine_cli *ec, const cli_spec *spec, const char *mode
     a->enable_prefix_caching = !ec->no_prefix_caching;
     a->gpu_memory_utilization = ec->gpu_memory_utilization;
     a->calculate_kv_scales = ec->calculate_kv_scales ? ec->kv_scale_tokens : 0;
-    a->seed = (uint64_t)ec->seed;
+    a->seed = cli_seed(spec->command, ec->seed);
     return CLI_CONTINUE;
 }
 

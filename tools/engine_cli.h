@@ -18,7 +18,8 @@
 typedef struct engine_cli {
     const char *device, *quantization, *kv_cache_dtype, *kv_cache_memory, *load_format;
     int64_t threads, max_model_len, max_num_seqs, max_num_batched_tokens, kv_scale_tokens, seed;
-    int calculate_kv_scales, no_prefix_caching;
+    int calculate_kv_scales, no_prefix_caching, verbose;
+    const char *seed_help; /* --seed's help: the default differs between commands */
     double gpu_memory_utilization;
 } engine_cli;
 
@@ -33,26 +34,27 @@ void engine_cli_init(engine_cli *ec);
     {NULL, "--calculate-kv-scales", CLI_FLAG, &(ec).calculate_kv_scales, NULL,                                         \
      "engine: 8-bit KV: per-layer k/v scales from the running max of the first --kv-scale-tokens tokens"},             \
     {NULL, "--kv-scale-tokens", CLI_INT, &(ec).kv_scale_tokens, "N",                                                   \
-     "engine: tokens --calculate-kv-scales observes (default 1024)"},                                                  \
-    {"-t", "--threads", CLI_INT, &(ec).threads, "N", "engine: CPU threads (default: all cores)"},                      \
+     "engine: tokens --calculate-kv-scales observes (default 1024)", CLI_AT_LEAST(1)},                                 \
+    {"-t", "--threads", CLI_INT, &(ec).threads, "N", "engine: CPU threads (default 0: all cores)", CLI_THREADS},       \
     {NULL, "--max-model-len", CLI_INT, &(ec).max_model_len, "N",                                                       \
-     "engine: positions per request (default: the model's context, at most 4096)"},                                    \
-    {NULL, "--max-num-seqs", CLI_INT, &(ec).max_num_seqs, "N", "engine: requests running at once (default 256)"},      \
+     "engine: positions per request (default 0: the model's context, at most 4096)", CLI_AT_LEAST(0)},                 \
+    {NULL, "--max-num-seqs", CLI_INT, &(ec).max_num_seqs, "N", "engine: requests running at once (default 256)",       \
+     CLI_AT_LEAST(1)},                                                                                                 \
     {NULL, "--max-num-batched-tokens", CLI_INT, &(ec).max_num_batched_tokens, "N",                                     \
-     "engine: tokens per step, prefill chunks and decodes together (default 2048)"},                                   \
+     "engine: tokens per step, prefill chunks and decodes together (default 2048)", CLI_AT_LEAST(1)},                  \
     {NULL, "--kv-cache-memory", CLI_STRING, &(ec).kv_cache_memory, "BYTES",                                            \
      "engine: KV pool size, e.g. 2G or 512M (default: max-num-seqs x max-model-len tokens, at most 4 GiB)"},           \
     {NULL, "--no-enable-prefix-caching", CLI_FLAG, &(ec).no_prefix_caching, NULL,                                      \
      "engine: no automatic prefix caching (on by default)"},                                                           \
     {NULL, "--gpu-memory-utilization", CLI_FLOAT, &(ec).gpu_memory_utilization, "F",                                   \
-     "engine: fraction of the GPU's memory assay may use (--device cuda; default 0.9)"},                               \
-    {NULL, "--seed", CLI_INT, &(ec).seed, "S",                                                                         \
-     "engine: seed of requests that bring none (and of dummy weights): same seed, same text (default 0)"},             \
+     "engine: fraction of the GPU's memory assay may use (--device cuda; default 0.9)", CLI_IN_OPEN_CLOSED(0, 1)},     \
+    {NULL, "--seed", CLI_INT, &(ec).seed, "S", (ec).seed_help, CLI_SEED},                                              \
     {NULL, "--load-format", CLI_STRING, &(ec).load_format, "FMT",                                                      \
-     "engine: auto (default: MODEL's weights) or dummy (seeded random weights shaped by MODEL/config.json, for speed)"}
+     "engine: auto (default: MODEL's weights) or dummy (seeded random weights shaped by MODEL/config.json, for speed)"}, \
+    {"-v", "--verbose", CLI_FLAG, &(ec).verbose, NULL, "engine: describe the engine and its KV cache on stderr"}
 
 /* Checks the flags and fills *a (model = `model`); prints a usage error and returns CLI_EXIT_USAGE on a bad value,
- * else CLI_CONTINUE. */
+ * else CLI_CONTINUE. A --seed of -1 becomes a random seed, printed. */
 int engine_cli_args(const engine_cli *ec, const cli_spec *spec, const char *model, assay_engine_args *a);
 /* The same flags given as one string ("--quantization fp8 --kv-cache-dtype fp8": decide's --candidate), parsed with
  * the same table; usage errors name `what`. *storage holds the strings *a points to: free it after. */

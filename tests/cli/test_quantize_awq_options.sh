@@ -12,7 +12,7 @@ expect 1 "apply to int4-awq, not int4-gptq" -- "$ASSAY_BIN" quantize "$H" -o "$T
 expect 1 "unknown --awq-route 'fast'" -- "$ASSAY_BIN" quantize "$H" -o "$T/b" --scheme int4-awq --awq-route fast
 expect 1 "unknown --awq-grid 'x'" -- "$ASSAY_BIN" quantize "$H" -o "$T/c" --scheme int4-awq --awq-grid x
 expect 1 "unknown --awq-clip 'none'" -- "$ASSAY_BIN" quantize "$H" -o "$T/e" --scheme int4-awq --awq-clip none
-expect 2 "--awq-tokens must be at least 1" -- "$ASSAY_BIN" quantize "$H" -o "$T/f" --scheme int4-awq --awq-tokens 0
+expect 2 "--awq-tokens must be >= 1, got 0" -- "$ASSAY_BIN" quantize "$H" -o "$T/f" --scheme int4-awq --awq-tokens 0
 expect 2 "--awq-seqs must be >= 0" -- "$ASSAY_BIN" quantize "$H" -o "$T/d" --scheme int4-awq --awq-seqs -3
 if [ -n "$(ls -A "$T")" ]; then echo "FAIL: a refused run left files: $(ls -A "$T")"; fail=$((fail+1)); fi
 echo "$pass passed, $fail failed"
