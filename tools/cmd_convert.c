@@ -8,8 +8,10 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "assay/convert.h"
+#include "assay/file.h"
 #include "assay/model_file.h"
 #include "cli.h"
 #include "commands.h"
@@ -52,10 +54,19 @@ int assay_cmd_convert(int argc, char **argv) {
         return cli_report_error("convert");
     }
     size_t ol = strlen(out);
-    if (assay_model_file_format(mf) == ASSAY_MODEL_FORMAT_GGUF && ol >= 5 && strcmp(out + ol - 5, ".gguf") == 0) {
+    int gguf_name = ol > 5 && strcasecmp(out + ol - 5, ".gguf") == 0;
+    if (assay_model_file_format(mf) == ASSAY_MODEL_FORMAT_GGUF && gguf_name) {
         assay_model_file_close(mf);
         cli_args_free(&args);
         return cli_usage_error(&spec, "the input is GGUF, so OUT is an HF directory; GGUF -> GGUF is `assay quantize`'s job");
+    }
+    if (assay_model_file_format(mf) == ASSAY_MODEL_FORMAT_HF && (!gguf_name || assay_path_is_dir(out))) {
+        assay_model_file_close(mf);
+        cli_args_free(&args);
+        if (ol && out[ol - 1] == '/') return cli_usage_error(&spec, "the input is an HF directory, so OUT is one GGUF file, "
+                                                                    "and '%s' names a directory: give NAME.gguf", out);
+        return cli_usage_error(&spec, "the input is an HF directory, so OUT is a GGUF file: name it %s.gguf (the name is "
+                               "used as given, nothing is added to it)", out);
     }
     assay_status st = assay_model_file_format(mf) == ASSAY_MODEL_FORMAT_HF ? assay_convert_hf_to_gguf(mf, out, &o)
                                                                            : assay_convert_gguf_to_hf(mf, out, &o);

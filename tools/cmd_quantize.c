@@ -20,9 +20,9 @@ int assay_cmd_quantize(int argc, char **argv) {
     const char *awq_route = NULL, *awq_grid = NULL, *awq_clip = NULL;
     int64_t samples = 128, seq_len = 512, group = 0, threads = 0, seed = 0, awq_seqs = -1, awq_tokens = -1;
     double alpha = 0.5;
-    int force = 0, quant_lm_head = 0;
+    int force = 0, quant_lm_head = 0, allow_requantize = 0;
     const cli_option opts[] = {
-        {"-o", "--output", CLI_STRING, &out, "OUT", "output directory (HF schemes) or .gguf file (GGUF schemes)"},
+        {"-o", "--output", CLI_STRING, &out, "OUT", "output directory (HF schemes) or NAME.gguf file (GGUF schemes)"},
         {"-s", "--scheme", CLI_STRING, &scheme, "S", "quantization scheme (listed below)"},
         {NULL, "--calib", CLI_STRING, &calib, "FILE", "calibration text: a file or a directory of .txt files"},
         {NULL, "--calib-samples", CLI_INT, &samples, "N", "calibration sequences (default 128)", CLI_AT_LEAST(1)},
@@ -46,6 +46,8 @@ int assay_cmd_quantize(int argc, char **argv) {
         {NULL, "--seed", CLI_INT, &seed, "N", "seed for calibration sampling and rotations; -1: a random one, printed (default 0)",
          CLI_SEED},
         {NULL, "--force", CLI_FLAG, &force, NULL, "replace an existing output"},
+        {NULL, "--allow-requantize", CLI_FLAG, &allow_requantize, NULL,
+         "quantize a model whose weights are quantized already (more quality loss than from the original weights)"},
         {0}};
     const cli_spec spec = {"quantize", "MODEL -o OUT --scheme S [options]",
                            "post-training quantization of a GGUF file or HF safetensors directory", opts, 1, 1};
@@ -88,6 +90,7 @@ int assay_cmd_quantize(int argc, char **argv) {
     opt.awq_tokens = awq_tokens;
     opt.keep_lm_head = !quant_lm_head;
     opt.force = force;
+    opt.allow_requantize = allow_requantize;
     opt.threads = (int)threads;
     opt.seed = cli_seed("quantize", seed);
     char ignore_buf[4096];

@@ -60,6 +60,7 @@ typedef struct assay_quantize_options {
                                   * losses; -1 means the default (4096) */
     int keep_lm_head;            /* 1 (default): output.weight / lm_head stays in its source dtype */
     int force;                   /* --force: replace an existing output */
+    int allow_requantize;        /* --allow-requantize: quantize weights that are quantized already */
     int threads;                 /* --threads: 0 = all cores */
     uint64_t seed;               /* --seed: calibration sampling and random rotations (default 0) */
 } assay_quantize_options;
@@ -89,7 +90,9 @@ struct assay_quantize_scheme {
 extern const assay_quantize_scheme assay_quantize_schemes[];
 const assay_quantize_scheme *assay_quantize_scheme_find(const char *name);
 
-/* Looks the scheme up, checks the output path (exists and !force -> ASSAY_ERR_ARG) and runs the row. */
+/* Looks the scheme up, checks the output path (exists and !force -> ASSAY_ERR_ARG; a GGUF scheme needs a NAME.gguf
+ * file name, an HF scheme a directory name without .gguf: nothing is added to a name), refuses a source whose
+ * weights are quantized already unless opt->allow_requantize, and runs the row. */
 assay_status assay_quantize(const assay_model_file *mf, const char *scheme, const assay_quantize_options *opt,
                             const char *out_path);
 

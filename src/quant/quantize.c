@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,10 +126,53 @@ static assay_status run_scheme(const assay_quantize_scheme *s, const assay_model
     return opt->kv_cache_scheme ? quantize_with_kv(s, mf, opt, out_path) : s->run(s, mf, opt, out_path);
 }
 
+/* The output's name must say what it is: a GGUF scheme writes NAME.gguf, an HF scheme a directory. */
+static assay_status check_output_kind(const assay_quantize_scheme *s, const char *out_path) {
+    size_t n = strlen(out_path);
+    int gguf_name = n > 5 && strcasecmp(out_path + n - 5, ".gguf") == 0;
+    if (s->output == ASSAY_QUANTIZE_OUT_GGUF) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%.*s", (int)(n > 1 && out_path[n - 1] == '/' ? n - 1 : n), out_path);
+        if (n && out_path[n - 1] == '/')
+            return assay_fail(ASSAY_ERR_ARG, "%s writes one GGUF file, and '%s' names a directory: give a file name, "
+                              "e.g. %s/model-%s.gguf", s->name, out_path, stem, s->name);
+        if (assay_path_is_dir(out_path))
+            return assay_fail(ASSAY_ERR_ARG, "%s writes one GGUF file, and %s is a directory: give a file name, e.g. "
+                              "%s.gguf or %s/model-%s.gguf", s->name, out_path, stem, stem, s->name);
+        if (!gguf_name)
+            return assay_fail(ASSAY_ERR_ARG, "%s writes a GGUF file: name it %s.gguf (the name is used as given, nothing "
+                              "is added to it)", s->name, stem);
+    } else if (gguf_name) {
+        return assay_fail(ASSAY_ERR_ARG, "%s writes an HF safetensors directory, not a GGUF file: give a directory name "
+                          "without .gguf, e.g. %.*s (GGUF files come from the q*_ schemes)", s->name, (int)(n - 5), out_path);
+    }
+    return ASSAY_OK;
+}
+
+/* The first weight matrix of `mf` stored quantized (not f32/f16/bf16), or NULL. */
+static const assay_tensor *quantized_weight(const assay_model_file *mf) {
+    for (int64_t i = 0; i < assay_model_file_tensor_count(mf); i++) {
+        const assay_tensor *t = assay_model_file_tensor(mf, i);
+        if (t->n_dims >= 2 && t->type != ASSAY_TYPE_F32 && t->type != ASSAY_TYPE_F16 && t->type != ASSAY_TYPE_BF16 &&
+            t->type != ASSAY_TYPE_F64)
+            return t;
+    }
+    return NULL;
+}
+
 assay_status assay_quantize(const assay_model_file *mf, const char *scheme, const assay_quantize_options *opt,
                             const char *out_path) {
     const assay_quantize_scheme *s = assay_quantize_scheme_find(scheme);
     if (!s) return assay_fail(ASSAY_ERR_ARG, "unknown scheme '%s' (assay quantize --help lists them)", scheme);
+    assay_status kind = check_output_kind(s, out_path);
+    if (kind != ASSAY_OK) return kind;
+    const assay_tensor *q = quantized_weight(mf);
+    if (q && !opt->allow_requantize)
+        return assay_fail(ASSAY_ERR_ARG, "%s is quantized already (%s is %s): quantizing it again to %s rounds weights "
+                          "that were rounded once, so it loses more quality than quantizing the original f16/bf16/f32 "
+                          "model, and the file need not get smaller; start from the unquantized model, or pass "
+                          "--allow-requantize to do it anyway", assay_model_file_path(mf), q->name,
+                          assay_type_name(q->type), s->name);
     if (assay_path_exists(out_path) && !opt->force)
         return assay_fail(ASSAY_ERR_ARG, "%s already exists; pass --force to replace it", out_path);
     if (!opt->kv_cache_scheme && s->run == assay_quantize_none)
