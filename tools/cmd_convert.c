@@ -23,7 +23,7 @@ int assay_cmd_convert(int argc, char **argv) {
         {"-o", "--output", CLI_STRING, &out, "OUT", "output: a .gguf file (from an HF directory) or a directory (from GGUF)"},
         {NULL, "--dtype", CLI_STRING, &dtype, "f32|f16|bf16", "convert float matrices to this type (default: keep; HF -> GGUF vectors are f32)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "overwrite existing outputs"},
-        {"-q", "--quiet", CLI_FLAG, &quiet, NULL, "no notes on stderr"},
+        {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no notes on stderr (no short form: -q is --quantization, as in vLLM)"},
         {NULL, "--vocab-only", CLI_FLAG, &vocab_only, NULL, "GGUF -> HF: write only tokenizer.json and tokenizer_config.json"},
         {NULL, "--keep-types", CLI_FLAG, &keep, NULL,
          "HF -> GGUF: keep norms/biases in their stored type, byte for byte (default: f32 like llama.cpp; its CPU "

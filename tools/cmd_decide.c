@@ -96,7 +96,7 @@ int assay_cmd_decide(int argc, char **argv) {
     int64_t limit = 100, kld_windows = 8, bench_prompt = 256, bench_gen = 32, threads = 0, iters = 2000, bench_reps = 3;
     const char *bench_batches = "1,4";
     double ship = 0.5, monitor = 1.5;
-    int no_kld = 0, quiet = 0;
+    int no_kld = 0, quiet = 0, force = 0;
     const cli_option opts[] = {
         {NULL, "--candidate", CLI_STRING, &cand_flags, "'FLAGS'", "engine flags of the candidate, e.g. '--kv-cache-dtype fp8'"},
         {NULL, "--candidate-model", CLI_STRING, &cand_model, "PATH", "the candidate is another file (e.g. made by assay quantize)"},
@@ -117,6 +117,7 @@ int assay_cmd_decide(int argc, char **argv) {
         {NULL, "--data-dir", CLI_STRING, &data_dir, "DIR", "task data root (default $ASSAY_SHARED/data)"},
         {NULL, "--text", CLI_STRING, &text, "FILE", "text for heldout/kld (default: the house model's heldout.txt)"},
         {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
+        {NULL, "--force", CLI_FLAG, &force, NULL, "replace the reports of an existing report directory"},
         {0}};
     const cli_spec spec = {"decide", "MODEL --candidate 'ENGINE FLAGS' [options]",
                            "baseline vs candidate: eval + KL divergence + throughput + paired compare -> report.md, report.html",
@@ -166,6 +167,8 @@ int assay_cmd_decide(int argc, char **argv) {
     o.limit = limit;
     o.progress = !quiet;
     if (!o.data_dir) st = assay_fail(ASSAY_ERR_ARG, "no task data: set ASSAY_SHARED (the folder holding data/) or pass --data-dir");
+    if (st == ASSAY_OK && !force && assay_path_exists(out_dir))
+        st = assay_fail(ASSAY_ERR_ARG, "%s already exists (pass --force to replace its reports)", out_dir);
     if (st == ASSAY_OK && mkdir(out_dir, 0777) != 0 && !assay_path_is_dir(out_dir))
         st = assay_fail(ASSAY_ERR_IO, "%s: cannot create the report directory", out_dir);
     if (st == ASSAY_OK) st = assay_eval_lm_open(base.model, &base.args, &base.lm);

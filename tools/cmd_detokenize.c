@@ -1,12 +1,14 @@
 /* cmd_detokenize.c — `assay detokenize MODEL IDS... [-f FILE] [--skip-special]`: token ids -> the exact bytes
- * they decode to, written to standard output with nothing added (no newline), so that
- * `assay detokenize M $(assay tokenize M --ids TEXT)` reproduces TEXT byte for byte.
- * Ids may be separate arguments, one argument with spaces/commas, or read from FILE. */
+ * they decode to. Into a pipe or a file nothing is added (no newline), so that
+ * `assay detokenize M $(assay tokenize M --ids TEXT) > out` reproduces TEXT byte for byte; on a terminal a newline
+ * ends the text when it has none, so that the shell's prompt starts on a line of its own. Ids may be separate arguments, one argument with spaces/commas, or read from FILE
+ * (-: standard input; also the default when no ids are given). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "assay/file.h"
 #include "assay/strbuf.h"
@@ -39,10 +41,10 @@ int assay_cmd_detokenize(int argc, char **argv) {
     const char *file = NULL;
     int skip_special = 0;
     const cli_option opts[] = {
-        {"-f", "--file", CLI_STRING, &file, "FILE", "read the ids from FILE"},
+        {"-f", "--file", CLI_STRING, &file, "FILE", "read the ids from FILE (-: standard input, the default without IDS)"},
         {NULL, "--skip-special", CLI_FLAG, &skip_special, NULL, "leave out control tokens (BOS, EOS, end of turn)"},
         {0}};
-    const cli_spec spec = {"detokenize", "MODEL IDS... | MODEL -f FILE", "token ids -> text", opts, 1, -1};
+    const cli_spec spec = {"detokenize", "MODEL [IDS... | -f FILE]", "token ids -> text", opts, 1, -1};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
@@ -54,13 +56,14 @@ int assay_cmd_detokenize(int argc, char **argv) {
             return CLI_EXIT_USAGE;
         }
     }
+    if (!file && args.count == 1) file = "-";
     if (file) {
         char *data;
         size_t n;
-        if (assay_read_file(file, &data, &n) != ASSAY_OK) {
+        if (cli_read_text("detokenize", file, &data, &n) != 0) {
             assay_tokens_free(&ids);
             cli_args_free(&args);
-            return cli_report_error("detokenize");
+            return CLI_EXIT_ERROR;
         }
         int ok = parse_ids(data, &ids, &spec);
         free(data);
@@ -79,7 +82,10 @@ int assay_cmd_detokenize(int argc, char **argv) {
     assay_strbuf out = {0};
     int flags = ASSAY_DETOK_STRIP_PREFIX | (skip_special ? ASSAY_DETOK_SKIP_SPECIAL : 0);
     assay_status st = assay_tokenizer_decode(tok, ids.ids, ids.n, flags, &out);
-    if (st == ASSAY_OK) fwrite(out.data, 1, out.len, stdout);
+    if (st == ASSAY_OK) {
+        fwrite(out.data, 1, out.len, stdout);
+        if (isatty(STDOUT_FILENO) && (out.len == 0 || out.data[out.len - 1] != '\n')) fputc('\n', stdout);
+    }
     assay_strbuf_free(&out);
     assay_tokenizer_free(tok);
     assay_tokens_free(&ids);

@@ -1,6 +1,6 @@
 /* cmd_tokenize.c — `assay tokenize MODEL [TEXT | -f FILE] [--ids | --pieces] [--add-special]`.
- * MODEL is a GGUF file, an HF directory (its tokenizer.json) or a tokenizer.json. Without TEXT or -f the
- * text is read from standard input. Special-token text in the input becomes the special token unless
+ * MODEL is a GGUF file, an HF directory (its tokenizer.json) or a tokenizer.json. Without TEXT or -f (or with -f -)
+ * the text is read from standard input. Special-token text in the input becomes the special token unless
  * --no-parse-special; BOS/EOS are added only with --add-special (and only as the model says).
  * Output: default one token per line (id, stored piece, decoded bytes, both as JSON strings);
  * --ids: the ids on one line separated by single spaces, nothing else; --pieces: a JSON array of pieces. */
@@ -45,7 +45,7 @@ int assay_cmd_tokenize(int argc, char **argv) {
     const char *file = NULL;
     int ids_only = 0, pieces = 0, add_special = 0, no_parse_special = 0, timing = 0;
     const cli_option opts[] = {
-        {"-f", "--file", CLI_STRING, &file, "FILE", "read the text from FILE (exact bytes)"},
+        {"-f", "--file", CLI_STRING, &file, "FILE", "read the text from FILE (exact bytes; -: standard input, the default)"},
         {NULL, "--ids", CLI_FLAG, &ids_only, NULL, "print only the ids, on one line, separated by spaces"},
         {NULL, "--pieces", CLI_FLAG, &pieces, NULL, "print the tokens as stored in the vocabulary (a JSON array)"},
         {NULL, "--add-special", CLI_FLAG, &add_special, NULL, "add BOS/EOS where the model's metadata says so"},
@@ -70,7 +70,7 @@ int assay_cmd_tokenize(int argc, char **argv) {
     if (args.count == 2) {
         text = assay_xstrdup(args.positional[1]);
         len = strlen(text);
-    } else if (file) {
+    } else if (file && strcmp(file, "-") != 0) {
         if (assay_read_file(file, &text, &len) != ASSAY_OK) {
             cli_args_free(&args);
             return cli_report_error("tokenize");
@@ -99,7 +99,7 @@ int assay_cmd_tokenize(int argc, char **argv) {
         return cli_report_error("tokenize");
     }
     if (timing)
-        fprintf(stderr, "tokenize: %zu bytes -> %lld tokens in %.3f ms wall (%.2f MB/s), %.3f ms cpu (%.2f MB/s)\n", len,
+        fprintf(stderr, "assay tokenize: %zu bytes -> %lld tokens in %.3f ms wall (%.2f MB/s), %.3f ms cpu (%.2f MB/s)\n", len,
                 (long long)ids.n, (t1 - t0) * 1e3, len / 1e6 / (t1 - t0 > 0 ? t1 - t0 : 1e-9), (c1 - c0) * 1e3,
                 len / 1e6 / (c1 - c0 > 0 ? c1 - c0 : 1e-9));
 
@@ -127,7 +127,7 @@ int assay_cmd_tokenize(int argc, char **argv) {
             assay_strbuf_json_string(&b, bytes, m);
             assay_strbuf_putc(&b, '\n');
         }
-        assay_strbuf_printf(&b, "%lld tokens\n", (long long)ids.n);
+        assay_strbuf_printf(&b, "%s\n", cli_count(ids.n, "token", "tokens").s);
     }
     fwrite(b.data, 1, b.len, stdout);
     assay_strbuf_free(&b);
