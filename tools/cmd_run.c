@@ -85,7 +85,10 @@ int assay_cmd_run(int argc, char **argv) {
     assay_engine_args ea;
     if (!prompt && !file) rc = cli_usage_error(&spec, "give the prompt: -p TEXT, or -f FILE (-f -: standard input)");
     else if (prompt && file) rc = cli_usage_error(&spec, "-p TEXT and -f FILE exclude each other");
-    else rc = engine_cli_args(&ec, &spec, args.positional[0], &ea);
+    else {
+        if (temp == 0 && ec.seed == -1) ec.seed = 0; /* greedy: no seed to draw or to print */
+        rc = engine_cli_args(&ec, &spec, args.positional[0], &ea);
+    }
     if (rc != CLI_CONTINUE) {
         cli_args_free(&args);
         return rc;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "assay/status.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -13,7 +14,7 @@ static void print_overview(FILE *out) {
     fprintf(out, "assay %s — quantize, run, serve and measure large language models\n\n", ASSAY_VERSION);
     fprintf(out, "usage: assay <command> [options]     (assay <command> --help for its options)\n\ncommands:\n");
     for (const assay_command *c = assay_commands; c->name; c++)
-        fprintf(out, "  %-12s %s%s\n", c->name, c->summary, c->run ? "" : " [not built yet]");
+        if (c->run) fprintf(out, "  %-12s %s\n", c->name, c->summary); /* only what this build can run */
 }
 
 int main(int argc, char **argv) {
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
         }
         /* serve waits for its signals itself (to stop the server cleanly); every other command is ended by them,
          * with its temporary outputs removed */
+        assay_log_set_command(c->name);
         if (strcmp(c->name, "serve") != 0) cli_handle_signals(c->name);
         return c->run(argc - 1, argv + 1);
     }

@@ -44,6 +44,16 @@ assay_status assay_fail_context(assay_status code, const char *fmt, ...)
     ;
 
 const char *assay_last_error(void);
+
+/* Notes to the user: one line on stderr, prefixed with the command that runs ("assay quantize: ..."), so that every
+ * line a command prints says where it comes from. The command line names the command once, at its start. */
+void assay_log_set_command(const char *command);
+const char *assay_log_command(void); /* NULL until set */
+void assay_note(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 const char *assay_status_name(assay_status code);
 
 /* For our own bugs only: never for conditions a user or a file can cause. */

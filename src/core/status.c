@@ -27,6 +27,22 @@ assay_status assay_fail_context(assay_status code, const char *fmt, ...) {
 
 const char *assay_last_error(void) { return last_error[0] ? last_error : "no error recorded"; }
 
+static const char *log_command;
+
+void assay_log_set_command(const char *command) { log_command = command; }
+const char *assay_log_command(void) { return log_command; }
+
+void assay_note(const char *fmt, ...) {
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* one write per line, so lines of several threads do not interleave */
+    if (log_command) fprintf(stderr, "assay %s: %s\n", log_command, line);
+    else fprintf(stderr, "assay: %s\n", line);
+}
+
 const char *assay_status_name(assay_status code) {
     static const char *const names[] = {
         [ASSAY_OK] = "ok",

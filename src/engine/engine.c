@@ -260,10 +260,10 @@ static assay_status plan_device_memory(assay_engine *e, const assay_session_opti
              (double)peak / GiB, (long long)n, a->gpu_memory_utilization, (double)*blocks * (double)block_bytes / GiB,
              (long long)tokens, (long long)e->max_model_len, (double)tokens / (double)e->max_model_len);
     /* the lines vLLM prints, for users who grep for them */
-    fprintf(stderr, "Model loading took %.2f GiB of GPU memory (weights)\n", (double)be->weight_bytes / GiB);
-    fprintf(stderr, "Available KV cache memory: %.2f GiB\n", (double)*blocks * (double)block_bytes / GiB);
-    fprintf(stderr, "GPU KV cache size: %lld tokens\n", (long long)tokens);
-    fprintf(stderr, "Maximum concurrency for %lld tokens per request: %.2fx\n", (long long)e->max_model_len,
+    assay_note("Model loading took %.2f GiB of GPU memory (weights)", (double)be->weight_bytes / GiB);
+    assay_note("Available KV cache memory: %.2f GiB", (double)*blocks * (double)block_bytes / GiB);
+    assay_note("GPU KV cache size: %lld tokens", (long long)tokens);
+    assay_note("Maximum concurrency for %lld tokens per request: %.2fx", (long long)e->max_model_len,
             (double)tokens / (double)e->max_model_len);
     return ASSAY_OK;
 }

@@ -486,8 +486,8 @@ static assay_status write_tokenizer_files(const assay_model_file *mf, const char
                               assay_model_file_path(mf), (int)model.len, model.ptr ? model.ptr : "", (int)pre.len,
                               pre.ptr ? pre.ptr : "");
         if (!quiet)
-            fprintf(stderr, "assay convert: note: tokenizer.json not written (tokenizer '%.*s', pre-tokenizer '%.*s' cannot be "
-                            "rebuilt yet)\n",
+            assay_note("note: tokenizer.json not written (tokenizer '%.*s', pre-tokenizer '%.*s' cannot be "
+                       "rebuilt yet)",
                     (int)model.len, model.ptr ? model.ptr : "", (int)pre.len, pre.ptr ? pre.ptr : "");
         return ASSAY_OK;
     }
@@ -647,8 +647,8 @@ static assay_status gguf_to_hf(const assay_model_file *mf, const char *out_dir, 
         return assay_fail(ASSAY_ERR_IO, "%s/model.safetensors already exists (pass --force to overwrite)", out_dir);
     }
     if (assay_model_file_find(mf, "rope_freqs.weight") && !o->quiet)
-        fprintf(stderr, "assay convert: note: rope_freqs.weight (llama3 RoPE scaling) is dropped; its rope_scaling "
-                        "parameters are not stored in the GGUF, add them to config.json by hand\n");
+        assay_note("note: rope_freqs.weight (llama3 RoPE scaling) is dropped; its rope_scaling parameters are not "
+                   "stored in the GGUF, add them to config.json by hand");
 
     assay_safetensors_writer *w = assay_safetensors_writer_new();
     assay_safetensors_writer_set_metadata(w, "format", "pt");

@@ -543,7 +543,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
                 mib < 1024 ? "MiB" : "GiB", assay_now_seconds() - t_load, m->be->ops->name);
     }
     /* a note like vLLM's load log: what on-the-fly quantization cost */
-    if (m->fp8) fprintf(stderr, "quantized %d linear layers to fp8 in %.2f s\n", n_quant, t_quant);
+    if (m->fp8) assay_note("quantized %d linear layers to fp8 in %.2f s", n_quant, t_quant);
     if (m->ck.loader) {
         char how[96];
         assay_act_quant_describe(c->n_layer > 0 ? &m->layers[0].aq : &m->output_act, how, sizeof how);
@@ -555,10 +555,10 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
                      m->n_perm ? ", act-order inputs gathered per matmul" : "",
                      m->n_ckpt_f32 ? "; others dequantized to f32" : "");
         }
-        fprintf(stderr, "loaded %d linear layers of a %s checkpoint in %.2f s (%s; inputs: %s; matmul weights %.2f MiB)\n",
+        assay_note("loaded %d linear layers from the %s checkpoint in %.2f s (%s; inputs: %s; matmul weights %.2f MiB)",
                 m->n_ckpt_linears, m->ck.loader->label, assay_now_seconds() - t_load, kept, how,
                 (double)m->weight_bytes / 1048576.0);
-        if (m->ckpt_f32_note[0]) fprintf(stderr, "dequantized to f32 because %s\n", m->ckpt_f32_note);
+        if (m->ckpt_f32_note[0]) assay_note("dequantized to f32 because %s", m->ckpt_f32_note);
     }
     *out = m;
     return ASSAY_OK;

@@ -161,6 +161,7 @@ static assay_status calibrate_inputs(const assay_model_file *mf, const assay_qua
         const char *sh = assay_shared_dir();
         snprintf(defpath, sizeof defpath, "%s/data/calibration", sh ? sh : "../shared");
         calib = defpath;
+        assay_note("calibration text: %s (the default; --calib FILE or DIR to use another)", calib);
     }
     rc = assay_tokenizer_load(&tok, path);
     if (rc == ASSAY_OK) rc = assay_calib_text_load(&text, tok, calib);
@@ -222,7 +223,7 @@ assay_status assay_quantize_fp8(const assay_quantize_scheme *scheme, const assay
             return assay_fail_context(rc, "calibrating activation scales");
         }
         if (getenv("ASSAY_PROGRESS") == NULL || strcmp(getenv("ASSAY_PROGRESS"), "0") != 0)
-            fprintf(stderr, "fp8: calibrated %lld x %lld tokens in %.1f s\n", (long long)opt->calib_samples,
+            assay_note("fp8: calibrated %lld x %lld tokens in %.1f s", (long long)opt->calib_samples,
                     (long long)opt->calib_seq_len, assay_now_seconds() - t0);
     }
 

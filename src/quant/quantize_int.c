@@ -832,8 +832,8 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
                           model_path, layers_unsupported);
     }
     if (o->method == ASSAY_INTQ_AWQ && !awq_cached && o->awq_block_loss && layers_unsupported)
-        fprintf(stderr, "note: AWQ scores the q/k/v scales on their own outputs, not the attention block's: the "
-                        "model's one-layer functions do not implement %s yet\n", layers_unsupported);
+        assay_note("note: AWQ scores the q/k/v scales on their own outputs, not the attention block's: the model's "
+                   "one-layer functions do not implement %s yet", layers_unsupported);
     if (o->method == ASSAY_INTQ_GPTQ || o->method == ASSAY_INTQ_AWQ) {
         /* the Gram matrices' and AWQ losses' matmuls: the CPU backend through the backend table */
         st = assay_backend_open(&cal.be, "cpu", o->threads);
@@ -857,6 +857,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
             }
             snprintf(defpath, sizeof defpath, "%s/data/calibration", sh);
             calib = defpath;
+            assay_note("calibration text: %s (the default; --calib FILE or DIR to use another)", calib);
         }
         st = assay_tokenizer_load(&tok, model_path);
         if (st == ASSAY_OK) st = assay_calib_text_load(&text, tok, calib);

@@ -37,7 +37,8 @@ assay_status assay_quantize_gguf(const assay_quantize_scheme *scheme, const assa
     assay_ggml_model_report rep;
     assay_status st = assay_ggml_quantize_model(mf, out_path, &o, &rep);
     if (st == ASSAY_OK && rep.n_fallback)
-        fprintf(stderr, "quantize: %d tensors took a fallback type (row length not a multiple of 256)\n", rep.n_fallback);
+        assay_note("%d tensor%s took a fallback type (row length not a multiple of 256)", rep.n_fallback,
+                   rep.n_fallback == 1 ? "" : "s");
     assay_imatrix_free(im);
     return st;
 }

@@ -69,6 +69,7 @@ assay_status assay_quantize_kv_calibrate(const assay_model_file *mf, const assay
         }
         snprintf(defpath, sizeof defpath, "%s/data/calibration", sh);
         calib = defpath;
+        assay_note("calibration text: %s (the default; --calib FILE or DIR to use another)", calib);
     }
     assay_tokenizer *tok = NULL;
     assay_calib_text text = {0};
