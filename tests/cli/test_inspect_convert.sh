@@ -17,7 +17,7 @@ expect 2 "--dtype must be" -- "$ASSAY_BIN" convert "$house" -o "$tmp/x.gguf" --d
 expect 2 "GGUF -> GGUF" -- "$ASSAY_BIN" convert "$stories" -o "$tmp/y.gguf"
 expect 1 "no config.json" -- "$ASSAY_BIN" convert "$tmp" -o "$tmp/z.gguf"
 # A failed conversion leaves no output (no tokenizer.json in a directory made from stories260K's tensors).
-"$ASSAY_BIN" convert "$stories" -o "$tmp/s" -q >/dev/null 2>&1
+"$ASSAY_BIN" convert "$stories" -o "$tmp/s" --quiet >/dev/null 2>&1
 expect 1 "no tokenizer.json" -- "$ASSAY_BIN" convert "$tmp/s" -o "$tmp/s.gguf"
 if ls "$tmp"/s.gguf* >/dev/null 2>&1; then echo "FAIL: partial output left behind"; fail=$((fail+1)); else pass=$((pass+1)); fi
 expect 0 "wrote $tmp/h.gguf (66 tensors)" -- "$ASSAY_BIN" convert "$house" -o "$tmp/h.gguf"

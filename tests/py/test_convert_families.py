@@ -111,7 +111,7 @@ with tempfile.TemporaryDirectory() as tmp:
         save_file(arrays, os.path.join(src, "model.safetensors"), metadata={"format": "pt"})
         shutil.copy(os.path.join(HOUSE, "tokenizer.json"), src)
         g = os.path.join(tmp, fam + ".gguf")
-        run("convert", src, "-o", g, "-q")
+        run("convert", src, "-o", g, "--quiet")
         r = GGUFReader(g)
         arch = "llama" if fam in ("llama3", "mistral") else fam
         check(r.fields["general.architecture"].contents() == arch, f"{fam}: architecture")
@@ -140,7 +140,7 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"llama3 rope_freqs {got} vs {want}")
             check(len(set(np.round(want, 4))) > 2, "llama3 test exercises all three branches")
         back = os.path.join(tmp, fam + "-back")
-        run("convert", g, "-o", back, "-q")
+        run("convert", g, "-o", back, "--quiet")
         with safe_open(os.path.join(back, "model.safetensors"), "numpy") as st:
             got = {k: st.get_tensor(k) for k in st.keys()}
         check(sorted(got) == sorted(arrays), f"{fam}: round-trip names")

@@ -84,7 +84,7 @@ check(len(orig) == 66, f"house has {len(orig)} tensors")
 
 with tempfile.TemporaryDirectory() as tmp:
     g_path = os.path.join(tmp, "h.gguf")
-    run("convert", HOUSE, "-o", g_path, "-q")
+    run("convert", HOUSE, "-o", g_path, "--quiet")
     r = GGUFReader(g_path)
     check(len(r.tensors) == 66, f"gguf-py reads {len(r.tensors)} tensors, want 66")
     by_name = {t.name: t for t in r.tensors}
@@ -135,7 +135,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # GGUF -> HF round trip.
     d = os.path.join(tmp, "hf")
-    run("convert", g_path, "-o", d, "-q")
+    run("convert", g_path, "-o", d, "--quiet")
     back = load_hf(d)
     check(sorted(back) == sorted(orig), "round-trip tensor names")
     for k, arr in orig.items():
@@ -158,7 +158,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # --dtype: values equal to ml_dtypes' round-to-nearest-even conversions of the bf16 weights.
     for dt, np_dt, gtype in (("f16", np.float16, "F16"), ("f32", np.float32, "F32")):
         p = os.path.join(tmp, f"h-{dt}.gguf")
-        run("convert", HOUSE, "-o", p, "--dtype", dt, "-q")
+        run("convert", HOUSE, "-o", p, "--dtype", dt, "--quiet")
         rr = {t.name: t for t in GGUFReader(p).tensors}
         for hf in ("model.embed_tokens.weight", "model.layers.3.mlp.down_proj.weight", "model.norm.weight"):
             t = rr[gguf_name(hf)]
@@ -166,7 +166,7 @@ with tempfile.TemporaryDirectory() as tmp:
             check(t.tensor_type.name == (gtype if orig[hf].ndim > 1 else "F32") and t.data.tobytes() == want.tobytes(), f"--dtype {dt}: {t.name}")
     # --keep-types: all 66 tensors byte-identical to the safetensors ones (vectors stay bf16).
     p = os.path.join(tmp, "h-keep.gguf")
-    run("convert", HOUSE, "-o", p, "--keep-types", "-q")
+    run("convert", HOUSE, "-o", p, "--keep-types", "--quiet")
     rr = {t.name: t for t in GGUFReader(p).tensors}
     for hf, arr in orig.items():
         n = cfg["num_attention_heads"] if hf.endswith("q_proj.weight") else cfg["num_key_value_heads"]
@@ -174,13 +174,13 @@ with tempfile.TemporaryDirectory() as tmp:
         t = rr[gguf_name(hf)]
         check(t.tensor_type.name == "BF16" and t.data.tobytes() == want.tobytes(), f"--keep-types: {t.name}")
     d2 = os.path.join(tmp, "hf-keep")
-    run("convert", p, "-o", d2, "-q")
+    run("convert", p, "-o", d2, "--quiet")
     back2 = load_hf(d2)
     check(all(back2[k].tobytes() == a.tobytes() and back2[k].dtype == a.dtype for k, a in orig.items()),
           "--keep-types round trip")
     # An existing output is refused without --force, then replaced with it.
-    r1 = subprocess.run([ASSAY, "convert", HOUSE, "-o", g_path, "-q"], capture_output=True, text=True)
+    r1 = subprocess.run([ASSAY, "convert", HOUSE, "-o", g_path, "--quiet"], capture_output=True, text=True)
     check(r1.returncode == 1 and "already exists" in r1.stderr, f"overwrite refused: {r1.returncode} {r1.stderr}")
-    run("convert", HOUSE, "-o", g_path, "-q", "--force")
+    run("convert", HOUSE, "-o", g_path, "--quiet", "--force")
 
 testlib.finish("test_convert_house")

@@ -13,7 +13,7 @@ VOCAB = os.path.join(os.environ["ASSAY_SHARED"], "data", "llamacpp_vocab")
 failures = 0
 with tempfile.TemporaryDirectory() as tmp:
     base = os.path.join(VOCAB, "ggml-vocab-gpt-2.gguf")
-    r = subprocess.run([ASSAY, "convert", base, "-o", os.path.join(tmp, "tok"), "--vocab-only", "-q"],
+    r = subprocess.run([ASSAY, "convert", base, "-o", os.path.join(tmp, "tok"), "--vocab-only", "--quiet"],
                        capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"convert --vocab-only failed: {r.stderr}")

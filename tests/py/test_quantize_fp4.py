@@ -213,7 +213,7 @@ def check_engine(scheme, out, dequantized, base_logits, tmp):
     r, logits = probe(out, pdir, names)
     if not check(r.returncode == 0, f"{scheme}: the engine cannot load it: {r.stderr.strip()[-500:]}"):
         return
-    check(f"loaded 49 linear layers of a compressed-tensors {scheme}-pack-quantized" in r.stderr,
+    check(f"loaded 49 linear layers from the compressed-tensors {scheme}-pack-quantized" in r.stderr,
           f"{scheme}: no load note naming the format: {r.stderr.strip()!r}")
     for n in names:
         layer, k = n.split(".")[1], n.split(".")[2]
