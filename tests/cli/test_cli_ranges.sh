@@ -52,6 +52,7 @@ expect 2 "assay compare: --confidence must be in (0, 1), got 1" -- "$ASSAY_BIN" 
 expect 2 "assay quantize: --alpha must be in \[0, 1\], got 2" -- "$ASSAY_BIN" quantize "$H" -o "$T/x" --scheme w8a8-int8 --alpha 2
 expect 2 "assay quantize: --calib-samples must be >= 1, got 0" -- "$ASSAY_BIN" quantize "$H" -o "$T/x" --scheme fp8 --calib-samples 0
 expect 2 "assay imatrix: -c/--ctx-size must be >= 2, got 1" -- "$ASSAY_BIN" imatrix "$S" -f "$H/heldout.txt" -c 1
+expect 2 "assay plan: --gpu-memory-utilization must be in (0, 1\], got 1.5" -- "$ASSAY_BIN" plan "$H" --gpu h100 --gpu-memory-utilization 1.5
 # --help prints the range the parser checks
 expect 0 "--top-p P .*(valid: P in (0, 1\])" -- "$ASSAY_BIN" run --help
 expect 0 "-n, --n-predict N .*(valid: N >= 1)" -- "$ASSAY_BIN" run --help
