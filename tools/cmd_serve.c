@@ -17,12 +17,15 @@
 #include "cli.h"
 #include "commands.h"
 #include "engine_cli.h"
+#include "live_judge.h"
 
 int assay_cmd_serve(int argc, char **argv) {
     const char *host = "127.0.0.1", *api_key = NULL, *name = NULL, *chat_template = NULL;
     int64_t port = 8000;
     engine_cli ec;
     engine_cli_init(&ec);
+    live_judge_cli jc;
+    live_judge_cli_init(&jc);
     const cli_option opts[] = {
         {NULL, "--host", CLI_STRING, &host, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0: every interface)"},
         {NULL, "--port", CLI_INT, &port, "N", "port (default 8000; 0: any free port)", CLI_IN(0, 65535)},
@@ -31,6 +34,7 @@ int assay_cmd_serve(int argc, char **argv) {
         {NULL, "--served-model-name", CLI_STRING, &name, "NAME", "the model's name in the API (default: MODEL as given)"},
         {NULL, "--chat-template", CLI_STRING, &chat_template, "T",
          "chat template: a file, the template itself, or chatml|llama3|gemma|llama2|mistral (default: the model's)"},
+        LIVE_JUDGE_CLI_OPTIONS(jc),
         ENGINE_CLI_OPTIONS(ec),
         {0}};
     const cli_spec spec = {"serve", "MODEL [--host ADDR] [--port N] [--api-key KEY] [--served-model-name NAME] [--chat-template T] [engine flags]",
@@ -56,11 +60,14 @@ int assay_cmd_serve(int argc, char **argv) {
     int exit_code = CLI_EXIT_ERROR;
     assay_engine *e = NULL;
     assay_server *s = NULL;
+    live_judge *judge = NULL;
+    int judge_failed = 0;
     char *template_text = NULL;
     size_t template_len = 0;
     if (chat_template && access(chat_template, R_OK) == 0 &&
         assay_read_file(chat_template, &template_text, &template_len) != ASSAY_OK)
         goto done;
+    if (!(judge = live_judge_cli_start(&jc, &judge_failed)) && judge_failed) goto done;
     if (assay_engine_open(&e, &ea) != ASSAY_OK) goto done;
     assay_server_options so;
     assay_server_options_default(&so);
@@ -70,9 +77,11 @@ int assay_cmd_serve(int argc, char **argv) {
     so.served_model_name = name ? name : model;
     so.model_path = model;
     so.chat_template = template_text ? template_text : chat_template;
+    if (judge) so.on_done = live_judge_offer, so.metrics_extra = live_judge_metrics, so.hook_ctx = judge;
     if (assay_server_start(&s, e, &so) != ASSAY_OK) goto done;
     fprintf(stderr, "assay serve: %s as \"%s\" on http://%s:%d (max-model-len %lld%s)\n", model, so.served_model_name,
             host, assay_server_port(s), (long long)assay_engine_max_model_len(e), api_key && api_key[0] ? ", API key required" : "");
+    if (judge) fprintf(stderr, "assay serve: judging %g%% of finished requests with %s\n", jc.sample_rate * 100, jc.url);
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -81,6 +90,7 @@ int assay_cmd_serve(int argc, char **argv) {
     exit_code = CLI_EXIT_OK;
 done:
     if (exit_code != CLI_EXIT_OK) cli_report_error("serve");
+    live_judge_stop(judge); /* after the server: nothing offers samples any more */
     assay_engine_close(e);
     free(template_text);
     cli_args_free(&args);

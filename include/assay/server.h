@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "assay/status.h"
+#include "assay/strbuf.h"
 
 typedef struct assay_engine assay_engine;
 typedef struct assay_server assay_server;
@@ -41,6 +42,13 @@ typedef struct assay_server_options {
     size_t max_body_bytes;         /* request bodies above this get 413 (default 16 MiB) */
     const char *chat_template;     /* NULL: the model's; else a Jinja template's text (recognised as chat_template.h
                                     * does) or a family name ("chatml", "llama3", "gemma", "llama2", "mistral") */
+    /* Optional hooks (NULL: none), both called with hook_ctx. on_done sees every generation that finished normally
+     * (stop or length; not errors, aborts or prompt-only scoring), its prompt as the model saw it and its output
+     * text, from an HTTP thread holding the server's lock: it must return at once and copy what it keeps.
+     * metrics_extra appends Prometheus text to /metrics; model_label is the `model_name="..."` label pair. */
+    void (*on_done)(void *ctx, const char *prompt, size_t prompt_len, const char *answer, size_t answer_len);
+    void (*metrics_extra)(void *ctx, assay_strbuf *out, const char *model_label);
+    void *hook_ctx;
 } assay_server_options;
 
 void assay_server_options_default(assay_server_options *o);

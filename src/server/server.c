@@ -146,6 +146,7 @@ struct assay_server {
     char *config_labels; /* assay:engine_config_info's labels (after model_name) */
     char *cache_labels;  /* vllm:cache_config_info's labels */
     uint64_t next_id;
+    assay_server_options hooks; /* on_done, metrics_extra, hook_ctx */
 };
 
 static void sreq_free_contents(sreq *r) {
@@ -966,6 +967,17 @@ static void full_response(assay_server *s, const gen_request *g, const char *id,
     assay_strbuf_puts(b, "}");
 }
 
+/* Hands each normally finished generation of a call to the on_done hook (under srv->mu). */
+static void offer_done(assay_server *s, const call *c) {
+    if (!s->hooks.on_done) return;
+    for (int i = 0; i < c->n; i++) {
+        const sreq *r = &c->reqs[i];
+        if (r->err || r->sp.prompt_only || r->n_toks == 0 || (r->finish != ASSAY_FINISH_STOP && r->finish != ASSAY_FINISH_LENGTH))
+            continue;
+        s->hooks.on_done(s->hooks.hook_ctx, r->prompt_text ? r->prompt_text : "", r->prompt_text_len, r->text ? r->text : "", r->text_len);
+    }
+}
+
 /* ---- streaming --------------------------------------------------------------------------------------------- */
 
 typedef struct stream {
@@ -1097,6 +1109,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         pthread_mutex_lock(&s->mu);
         while (!stream_fill(st) && !all_ended(st)) pthread_cond_wait(&st->g.c->cv, &s->mu);
         if (all_ended(st)) {
+            offer_done(s, st->g.c);
             if (st->g.include_usage && !st->usage_sent) {
                 chunk_head(st, &st->buf);
                 assay_strbuf_puts(&st->buf, "], \"usage\": ");
@@ -1188,7 +1201,10 @@ static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *c
     unsigned status = 200;
     if (err) error_json(&b, status = 400, err, NULL);
     else if (aborted && s->stopping) error_json(&b, status = 503, "the server is shutting down", NULL);
-    else full_response(s, &g, id, &b);
+    else {
+        full_response(s, &g, id, &b);
+        offer_done(s, c);
+    }
     call_drop(s, c);
     pthread_mutex_unlock(&s->mu);
     enum MHD_Result ret = send_json(con, status, &b);
@@ -1354,6 +1370,7 @@ static enum MHD_Result handle_metrics(assay_server *s, struct MHD_Connection *co
     assay_strbuf_printf(&b, "# HELP assay:engine_config_info The engine's configuration: weight quantization, KV-cache "
                             "dtype, device.\n# TYPE assay:engine_config_info gauge\nassay:engine_config_info{%s,%s} 1\n",
                         lab.data, s->config_labels);
+    if (s->hooks.metrics_extra) s->hooks.metrics_extra(s->hooks.hook_ctx, &b, lab.data);
     enum MHD_Result r = send_text(con, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
     assay_strbuf_free(&b);
     assay_strbuf_free(&lab);
@@ -1581,6 +1598,9 @@ assay_status assay_server_start(assay_server **out, assay_engine *e, const assay
     s->max_model_len = assay_engine_max_model_len(e);
     s->n_vocab = assay_tokenizer_n_vocab(s->tok);
     s->created = time(NULL);
+    s->hooks.on_done = o->on_done;
+    s->hooks.metrics_extra = o->metrics_extra;
+    s->hooks.hook_ctx = o->hook_ctx;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->tok_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
