@@ -19,5 +19,6 @@ const assay_command assay_commands[] = {
     {"bench", "offline throughput and memory: prefill/decode tok/s by batch and context", assay_cmd_bench},
     {"bench-serve", "load generator for any OpenAI-compatible server: TTFT, TPOT, ITL, E2E", assay_cmd_bench_serve},
     {"plan", "size a deployment: weights per GPU, KV cache, concurrency, a decode bound; the guides' figures checked", assay_cmd_plan},
+    {"dashboard", "throughput and judged quality on one time axis, from Prometheus, as one HTML page", assay_cmd_dashboard},
     {NULL, NULL, NULL},
 };
