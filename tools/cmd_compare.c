@@ -1,5 +1,6 @@
 /* cmd_compare.c — `assay compare BASE.json CAND.json`: paired statistics per task and metric, and a verdict whose
- * exit code can gate a CI pipeline: 0 ship, 3 ship with monitoring, 4 investigate (1 error, 2 usage). */
+ * exit code can gate a CI pipeline: 0 ship, 3 ship with monitoring, 4 investigate, 5 inconclusive (too few documents
+ * to decide; the report says how many would do), 1 error, 2 usage. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ int assay_cmd_compare(int argc, char **argv) {
         {NULL, "--html", CLI_STRING, &html, "FILE", "also write a self-contained HTML report with charts"},
         {0}};
     const cli_spec spec = {"compare", "BASE.json CAND.json [options]",
-                           "paired comparison of two results files; exit code 0 ship, 3 ship with monitoring, 4 investigate",
+                           "paired comparison of two results files; exit code 0 ship, 3 ship with monitoring, 4 investigate, 5 inconclusive",
                            opts, 2, 2};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);

@@ -2,7 +2,7 @@
  * and the candidate configuration run the same eval tasks (the candidate also its KL divergence against the
  * baseline) and a throughput bench, the two results are compared with paired statistics, and DIR gets
  * baseline.json, candidate.json, report.md and report.html. Exit code: the verdict's (0 ship, 3 ship with
- * monitoring, 4 investigate), 1 on errors, 2 on usage errors. */
+ * monitoring, 4 investigate, 5 inconclusive), 1 on errors, 2 on usage errors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

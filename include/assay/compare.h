@@ -7,7 +7,7 @@
  *   if (assay_compare_files("base.json", "cand.json", &o, &c) != ASSAY_OK) ... assay_last_error()
  *   assay_strbuf md = {0};
  *   assay_compare_markdown(c, &md);                  // the table, the verdict and why
- *   int code = assay_verdict_exit_code(c->verdict);  // 0 ship, 3 ship with monitoring, 4 investigate
+ *   int code = assay_verdict_exit_code(c->verdict);  // 0 ship, 3 ship with monitoring, 4 investigate, 5 inconclusive
  *   assay_comparison_free(c);
  *
  * Every row pairs the two runs document by document (samples with the same doc_id):
@@ -16,8 +16,16 @@
  *   - ratio metrics (word/byte/token perplexity, bits_per_byte, perplexity): a paired bootstrap over documents,
  *     resampling the same document indices for both runs, percentile interval of the relative change.
  * Degradation is the relative change in the bad direction (lower accuracy, higher perplexity), in percent. A
- * row's verdict compares the point estimate with the thresholds; "within noise" means its interval includes
- * zero. The overall verdict is the worst over the gating metrics (each task's primary metric by default).
+ * row's verdict comes from the interval of its degradation, not from the point estimate:
+ *   - ship:                 the interval rules out degradation of the ship threshold (0.5%) or more;
+ *   - investigate:          the interval rules out degradation up to the monitor threshold (1.5%);
+ *   - ship with monitoring: the whole interval lies within [0.5%, 1.5%];
+ *   - inconclusive:         anything else (the interval spans a threshold): too few documents to tell, and the row
+ *                           says how many would resolve it at the variance observed.
+ * Rows without per-sample records fall back to an unpaired interval from the files' stderrs (wider, so still a
+ * valid basis); with neither they are inconclusive. "within noise" means the interval of the change includes zero.
+ * The overall verdict is the worst over the gating metrics (each task's primary metric by default), in the order
+ * ship < ship with monitoring < inconclusive < investigate.
  */
 #ifndef ASSAY_COMPARE_H
 #define ASSAY_COMPARE_H
@@ -45,14 +53,22 @@ void assay_paired_bootstrap_ratio(const double *num_b, const double *den_b, cons
 
 /* ---- comparison -------------------------------------------------------------------------------------------- */
 
-typedef enum assay_verdict {
+typedef enum assay_verdict {        /* in order of severity: the overall verdict is the worst row's */
     ASSAY_VERDICT_SHIP = 0,
-    ASSAY_VERDICT_MONITOR = 1,     /* ship with monitoring */
-    ASSAY_VERDICT_INVESTIGATE = 2,
+    ASSAY_VERDICT_MONITOR = 1,       /* ship with monitoring */
+    ASSAY_VERDICT_INCONCLUSIVE = 2,  /* the interval spans a threshold: evaluate more documents */
+    ASSAY_VERDICT_INVESTIGATE = 3,
 } assay_verdict;
 
-const char *assay_verdict_name(assay_verdict v);  /* "ship", "ship with monitoring", "investigate" */
-int assay_verdict_exit_code(assay_verdict v);     /* 0, 3, 4 */
+/* "ship", "ship with monitoring", "inconclusive", "investigate" */
+const char *assay_verdict_name(assay_verdict v);
+int assay_verdict_exit_code(assay_verdict v);     /* 0, 3, 5, 4 */
+
+/* Documents needed for an interval of half-width `half` (measured on n documents, on the side facing the threshold)
+ * to clear a threshold `gap` away from the point estimate, at the same per-document variance: the half-width
+ * shrinks as 1/sqrt(n), so n' = ceil(n * (half / gap)^2). -1 when it cannot be estimated (gap or half not positive,
+ * n unknown). */
+int64_t assay_docs_to_resolve(int64_t n, double half, double gap);
 
 typedef struct assay_compare_options {
     double ship_below;       /* degradation % below which: ship (0.5) */
@@ -74,8 +90,11 @@ typedef struct assay_compare_row {
     int64_t n;               /* paired documents */
     double base, cand;       /* the files' own values */
     double rel_delta;        /* (cand - base) / base, from the files' values */
-    double rel_lo, rel_hi;   /* paired interval of the relative change (NAN when unpaired) */
+    double rel_lo, rel_hi;   /* interval of the relative change (NAN when there is none) */
+    int unpaired_interval;   /* rel_lo/rel_hi come from the files' stderrs, not from paired samples */
     double degradation;      /* % in the bad direction (negative = improvement) */
+    double deg_lo, deg_hi;   /* the interval of the degradation in % (NAN when there is none) */
+    int64_t n_needed;        /* inconclusive rows: documents that would resolve it (-1: cannot be estimated); else 0 */
     double p_value;          /* McNemar for binary metrics, NAN otherwise */
     int within_noise;        /* the interval includes 0 */
     assay_verdict verdict;
@@ -87,6 +106,8 @@ typedef struct assay_comparison {
     int n_rows;
     assay_verdict verdict;
     int worst_row;           /* index of the row that set the verdict, -1 if none gated */
+    int64_t n_needed;        /* inconclusive: the most documents any inconclusive gating row needs (-1: unknown) */
+    int64_t limit;           /* the runs' --limit (documents per task; 0: full runs): > 0 marks a smoke run */
     char *base_name, *cand_name; /* model names / args from the files */
     char *base_args, *cand_args;
     double thresholds[2];

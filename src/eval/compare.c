@@ -88,12 +88,27 @@ const char *assay_verdict_name(assay_verdict v) {
     switch (v) {
     case ASSAY_VERDICT_SHIP: return "ship";
     case ASSAY_VERDICT_MONITOR: return "ship with monitoring";
+    case ASSAY_VERDICT_INCONCLUSIVE: return "inconclusive";
     case ASSAY_VERDICT_INVESTIGATE: return "investigate";
     }
     return "?";
 }
 
-int assay_verdict_exit_code(assay_verdict v) { return v == ASSAY_VERDICT_SHIP ? 0 : v == ASSAY_VERDICT_MONITOR ? 3 : 4; }
+int assay_verdict_exit_code(assay_verdict v) {
+    switch (v) {
+    case ASSAY_VERDICT_SHIP: return 0;
+    case ASSAY_VERDICT_MONITOR: return 3;
+    case ASSAY_VERDICT_INVESTIGATE: return 4;
+    case ASSAY_VERDICT_INCONCLUSIVE: return 5;
+    }
+    return 1;
+}
+
+int64_t assay_docs_to_resolve(int64_t n, double half, double gap) {
+    if (n <= 0 || !(half > 0) || !(gap > 0) || !isfinite(half)) return -1;
+    double need = ceil((double)n * (half / gap) * (half / gap));
+    return need > 1e15 ? -1 : (int64_t)need;
+}
 
 void assay_compare_options_default(assay_compare_options *o) {
     o->ship_below = 0.5;
@@ -224,6 +239,67 @@ static double task_tps(const assay_json *root, const char *task) {
 
 static char *dup_or_empty(const char *s) { return assay_xstrdup(s ? s : ""); }
 
+/* A row without per-sample records: an interval of the difference from the two files' own stderrs, as if the runs
+ * were independent (var(c - b) = se_b^2 + se_c^2). Pairing only narrows it (the runs share their documents), so a
+ * decision made on it stands. The document count comes from "n-samples". */
+static void unpaired_interval(const assay_json *rb, const assay_json *rc, const assay_json *tb, const assay_json *tc,
+                              const char *task, const char *metric, double z, assay_compare_row *r) {
+    char se_key[160];
+    const char *comma = strchr(metric, ',');
+    if (comma) snprintf(se_key, sizeof se_key, "%.*s_stderr%s", (int)(comma - metric), metric, comma);
+    else snprintf(se_key, sizeof se_key, "%s_stderr", metric);
+    const assay_json *sb = assay_json_get(tb, se_key), *sc = assay_json_get(tc, se_key);
+    if (!assay_json_is(sb, ASSAY_JSON_NUMBER) || !assay_json_is(sc, ASSAY_JSON_NUMBER) || r->base == 0) return;
+    double half = z * sqrt(sb->num * sb->num + sc->num * sc->num) / fabs(r->base);
+    double rel = (r->cand - r->base) / fabs(r->base);
+    r->rel_lo = rel - half;
+    r->rel_hi = rel + half;
+    r->unpaired_interval = 1;
+    int64_t nb = assay_json_int(assay_json_get(assay_json_get(assay_json_get(rb, "n-samples"), task), "effective"), -1);
+    int64_t nc = assay_json_int(assay_json_get(assay_json_get(assay_json_get(rc, "n-samples"), task), "effective"), -1);
+    r->n = nb > 0 && nc > 0 ? (nb < nc ? nb : nc) : 0;
+}
+
+/* The row's verdict from the interval of its degradation (compare.h). 1e-9 percentage points absorb rounding, so an
+ * interval ending at 0.591 vs 0.600 counts as reaching exactly 1.5%. */
+static void decide_row(assay_compare_row *r, const assay_compare_options *o) {
+    const double eps = 1e-9, ship = o->ship_below, mon = o->monitor_up_to;
+    r->deg_lo = r->deg_hi = NAN;
+    r->n_needed = 0;
+    if (!isnan(r->rel_lo) && !isnan(r->rel_hi)) {
+        if (r->higher_is_better) r->deg_lo = -100 * r->rel_hi, r->deg_hi = -100 * r->rel_lo;
+        else r->deg_lo = 100 * r->rel_lo, r->deg_hi = 100 * r->rel_hi;
+    }
+    if (isnan(r->degradation) || (r->base == 0 && isnan(r->deg_lo))) { /* a baseline of zero: no relative change */
+        r->verdict = r->base == r->cand ? ASSAY_VERDICT_SHIP : ASSAY_VERDICT_INVESTIGATE;
+        return;
+    }
+    if (isnan(r->deg_lo)) { /* no interval at all: nothing to decide on */
+        r->verdict = ASSAY_VERDICT_INCONCLUSIVE;
+        r->n_needed = -1;
+        return;
+    }
+    if (r->deg_hi < ship - eps) r->verdict = ASSAY_VERDICT_SHIP;
+    else if (r->deg_lo > mon + eps) r->verdict = ASSAY_VERDICT_INVESTIGATE;
+    else if (r->deg_lo >= ship - eps && r->deg_hi <= mon + eps) r->verdict = ASSAY_VERDICT_MONITOR;
+    else {
+        r->verdict = ASSAY_VERDICT_INCONCLUSIVE;
+        /* How many documents would resolve it. For a mean metric the interval's half-width is
+         *     h = z * s_d / (sqrt(n) * |mean_base|) * 100   (percent; s_d the SD of the paired per-document differences)
+         * and it must shrink below the gap g = |D - T| between the degradation D and the nearest threshold T, so at the
+         * observed s_d the documents needed are
+         *     n' = (z * s_d * 100 / (|mean_base| * g))^2 = n * (h / g)^2.
+         * The second form holds for the bootstrap (perplexity) and unpaired intervals too, whose width also falls as
+         * 1/sqrt(n); h is taken on the side of the interval that faces T. Clearing the nearest threshold decides the
+         * row: below both it ships, between them the farther threshold is cleared as well, above both it is
+         * investigated. */
+        double D = r->degradation;
+        double t = fabs(D - ship) <= fabs(D - mon) ? ship : mon;
+        double half = D < t ? r->deg_hi - D : D - r->deg_lo;
+        r->n_needed = assay_docs_to_resolve(r->n, half, fabs(D - t));
+    }
+}
+
 static assay_status compare_docs(const assay_json *rb, const assay_json *rc, const assay_compare_options *o,
                                  assay_comparison **out) {
     const assay_json *resb = assay_json_get(rb, "results"), *resc = assay_json_get(rc, "results");
@@ -322,14 +398,11 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
             }
             paired_free(&p);
             free(members);
+            if (!r.paired) unpaired_interval(rb, rc, tb, tc, task, m->key, z, &r);
             double bad = r.higher_is_better ? -r.rel_delta : r.rel_delta;
             r.degradation = 100.0 * bad;
-            r.within_noise = r.paired && !isnan(r.rel_lo) && r.rel_lo <= 0 && r.rel_hi >= 0;
-            if (isnan(r.degradation)) r.verdict = r.base == r.cand ? ASSAY_VERDICT_SHIP : ASSAY_VERDICT_INVESTIGATE;
-            /* 1e-9 percentage points absorb rounding, so 0.591 vs 0.600 counts as exactly 1.5% */
-            else if (r.degradation < o->ship_below - 1e-9) r.verdict = ASSAY_VERDICT_SHIP;
-            else if (r.degradation <= o->monitor_up_to + 1e-9) r.verdict = ASSAY_VERDICT_MONITOR;
-            else r.verdict = ASSAY_VERDICT_INVESTIGATE;
+            r.within_noise = !isnan(r.rel_lo) && r.rel_lo <= 0 && r.rel_hi >= 0;
+            decide_row(&r, o);
             add_row(c, &r);
         }
     }
@@ -344,7 +417,7 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
             r.metric = assay_xstrdup(m->key);
             r.base = NAN;
             r.cand = m->num;
-            r.rel_delta = r.rel_lo = r.rel_hi = r.p_value = r.degradation = NAN;
+            r.rel_delta = r.rel_lo = r.rel_hi = r.p_value = r.degradation = r.deg_lo = r.deg_hi = NAN;
             add_row(c, &r);
         }
     }
@@ -357,7 +430,10 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
     for (int i = 0; i < c->n_rows; i++) {
         const assay_compare_row *r = &c->rows[i];
         if (!r->gating) continue;
-        double d = isnan(r->degradation) ? INFINITY : r->degradation;
+        /* the worst verdict; among equals the largest degradation, or for inconclusive rows the most documents needed */
+        double d = r->verdict == ASSAY_VERDICT_INCONCLUSIVE ? (r->n_needed < 0 ? INFINITY : (double)r->n_needed)
+                   : isnan(r->degradation)                  ? INFINITY
+                                                            : r->degradation;
         if (c->worst_row < 0 || r->verdict > wv || (r->verdict == wv && d > worst)) {
             wv = r->verdict;
             worst = d;
@@ -365,6 +441,20 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
         }
     }
     c->verdict = wv;
+    c->n_needed = 0;
+    for (int i = 0; i < c->n_rows && wv == ASSAY_VERDICT_INCONCLUSIVE; i++) {
+        const assay_compare_row *r = &c->rows[i];
+        if (!r->gating || r->verdict != ASSAY_VERDICT_INCONCLUSIVE) continue;
+        if (r->n_needed < 0) {
+            c->n_needed = -1;
+            break;
+        }
+        if (r->n_needed > c->n_needed) c->n_needed = r->n_needed;
+    }
+    /* a smoke run: either file was made with --limit */
+    int64_t lb = assay_json_int(assay_json_get(assay_json_get(rb, "config"), "limit"), 0);
+    int64_t lc = assay_json_int(assay_json_get(assay_json_get(rc, "config"), "limit"), 0);
+    c->limit = lb > lc ? lb : lc;
     if (c->n_rows == 0) {
         assay_comparison_free(c);
         return assay_fail(ASSAY_ERR_ARG, "the two files have no task and metric in common");

@@ -41,24 +41,62 @@ static void verdict_text(const assay_compare_row *r, char *buf, size_t n) {
         snprintf(buf, n, "info");
         return;
     }
-    snprintf(buf, n, "%s%s%s%s", r->gating ? "" : "(", assay_verdict_name(r->verdict), r->within_noise ? ", within noise" : "",
-             r->gating ? "" : ")");
+    char need[48] = "";
+    if (r->verdict == ASSAY_VERDICT_INCONCLUSIVE && r->n_needed > 0) snprintf(need, sizeof need, ", n~%lld", (long long)r->n_needed);
+    snprintf(buf, n, "%s%s%s%s%s%s", r->gating ? "" : "(", assay_verdict_name(r->verdict), need,
+             r->within_noise ? ", within noise" : "", r->unpaired_interval ? ", unpaired" : "", r->gating ? "" : ")");
 }
 
-static void summary_line(const assay_comparison *c, assay_strbuf *out, int markdown) {
+/* Which thresholds the row's degradation interval spans, as text ("0.50%", "0.50% and 1.50%"). */
+static void spanned(const assay_comparison *c, const assay_compare_row *r, char *buf, size_t n) {
+    int a = r->deg_lo < c->thresholds[0] && r->deg_hi >= c->thresholds[0];
+    int b = r->deg_lo <= c->thresholds[1] && r->deg_hi > c->thresholds[1];
+    if (a && b) snprintf(buf, n, "both thresholds (%.2f%% and %.2f%%)", c->thresholds[0], c->thresholds[1]);
+    else snprintf(buf, n, "the %.2f%% threshold", b ? c->thresholds[1] : c->thresholds[0]);
+}
+
+static void summary_line(const assay_comparison *c, assay_strbuf *out, int markdown, int with_smoke) {
     const char *b = markdown ? "**" : "";
     assay_strbuf_printf(out, "%sVerdict: %s%s", b, assay_verdict_name(c->verdict), b);
     if (c->worst_row >= 0) {
         const assay_compare_row *r = &c->rows[c->worst_row];
-        if (r->degradation > 0)
-            assay_strbuf_printf(out, " — worst: %s %s degrades by %.2f%%%s", r->task, r->metric, r->degradation,
-                                r->within_noise ? " (within noise: its interval includes no change)" : "");
-        else
-            assay_strbuf_printf(out, " — no gating metric degrades (worst: %s %s, %+.2f%% quality)", r->task, r->metric,
-                                qchange(r));
+        assay_strbuf_printf(out, " — %s: %s %s, degradation %+.2f%%", c->verdict == ASSAY_VERDICT_SHIP ? "worst" : "decided by",
+                            r->task, r->metric, r->degradation);
+        if (!isnan(r->deg_lo))
+            assay_strbuf_printf(out, ", %.0f%% %sinterval [%+.2f%%, %+.2f%%]", 100 * c->confidence,
+                                r->unpaired_interval ? "unpaired " : "", r->deg_lo, r->deg_hi);
+        char sp[96];
+        switch (c->verdict) {
+        case ASSAY_VERDICT_SHIP:
+            assay_strbuf_printf(out, ": every gating interval rules out degradation of %.2f%% or more", c->thresholds[0]);
+            break;
+        case ASSAY_VERDICT_MONITOR:
+            assay_strbuf_printf(out, ": within %.2f-%.2f%%, enable with quality monitoring by an LLM judge", c->thresholds[0],
+                                c->thresholds[1]);
+            break;
+        case ASSAY_VERDICT_INVESTIGATE:
+            assay_strbuf_printf(out, ": the interval rules out degradation of %.2f%% or less", c->thresholds[1]);
+            break;
+        case ASSAY_VERDICT_INCONCLUSIVE:
+            if (isnan(r->deg_lo)) {
+                assay_strbuf_puts(out, ": no interval (the files have neither per-sample records nor stderrs)");
+                break;
+            }
+            spanned(c, r, sp, sizeof sp);
+            assay_strbuf_printf(out, ": the interval spans %s, too few documents to decide", sp);
+            if (c->n_needed > 0)
+                assay_strbuf_printf(out, "; about %lld documents per task would resolve it at the observed variance "
+                                         "(this run: %lld)", (long long)c->n_needed, (long long)r->n);
+            break;
+        }
     }
-    assay_strbuf_printf(out, ". Thresholds: ship below %.2f%% degradation, ship with monitoring up to %.2f%%, investigate above.\n",
-                        c->thresholds[0], c->thresholds[1]);
+    assay_strbuf_printf(out, ". Thresholds: ship below %.2f%% degradation, ship with monitoring up to %.2f%%, investigate above, "
+                             "decided on the %.0f%% intervals.\n",
+                        c->thresholds[0], c->thresholds[1], 100 * c->confidence);
+    if (c->limit > 0 && with_smoke)
+        assay_strbuf_printf(out, "%sSmoke run%s: --limit %lld scored only the first %lld documents of each task; decide on full "
+                                 "tasks (--limit 0).\n",
+                            b, b, (long long)c->limit, (long long)c->limit);
 }
 
 void assay_compare_table(const assay_comparison *c, assay_strbuf *out) {
@@ -78,7 +116,7 @@ void assay_compare_table(const assay_comparison *c, assay_strbuf *out) {
                             isnan(r->base) ? "" : iv, p, v, i == c->worst_row ? "  <- worst" : "");
     }
     assay_strbuf_puts(out, "\n");
-    summary_line(c, out, 0);
+    summary_line(c, out, 0, 1);
 }
 
 static void md_throughput(const assay_comparison *c, assay_strbuf *out) {
@@ -111,7 +149,7 @@ void assay_compare_markdown(const assay_comparison *c, assay_strbuf *out) {
     assay_strbuf_puts(out, "# assay decision report\n\n");
     assay_strbuf_printf(out, "- baseline: `%s` %s\n- candidate: `%s` %s\n\n", c->base_name, c->base_args, c->cand_name,
                         c->cand_args);
-    summary_line(c, out, 1);
+    summary_line(c, out, 1, 1);
     assay_strbuf_printf(out, "\n## Quality (paired, %.0f%% intervals of the relative change)\n\n", 100 * c->confidence);
     assay_strbuf_puts(out, "| task | metric | baseline | candidate | change | paired interval | n | McNemar p | verdict |\n"
                            "|---|---|---:|---:|---:|---|---:|---:|---|\n");
@@ -130,8 +168,12 @@ void assay_compare_markdown(const assay_comparison *c, assay_strbuf *out) {
     }
     md_throughput(c, out);
     assay_strbuf_puts(out, "\nRows in parentheses are shown but do not gate the verdict (each task's primary metric gates;"
-                           " `assay compare --all-metrics` gates on all). \"within noise\": the paired interval includes"
-                           " no change, so the delta is not distinguishable from sampling noise at this sample size.\n");
+                           " `assay compare --all-metrics` gates on all). A verdict follows from the interval of the degradation: ship when it"
+                           " lies below the ship threshold, investigate when it lies above the monitor threshold, ship with monitoring"
+                           " when it lies between them, otherwise inconclusive, with n~N the documents per task that would resolve it"
+                           " at the observed variance. \"within noise\": the interval includes no change, so the delta is not"
+                           " distinguishable from sampling noise at this sample size; \"unpaired\": the interval comes from the files'"
+                           " stderrs (no per-sample records).\n");
 }
 
 /* ---- HTML ------------------------------------------------------------------------------------------------- */
@@ -149,7 +191,13 @@ static void esc(assay_strbuf *b, const char *s) {
 }
 
 static const char *verdict_color(assay_verdict v) {
-    return v == ASSAY_VERDICT_SHIP ? "#1a7f37" : v == ASSAY_VERDICT_MONITOR ? "#b58100" : "#cf222e";
+    switch (v) {
+    case ASSAY_VERDICT_SHIP: return "#1a7f37";
+    case ASSAY_VERDICT_MONITOR: return "#b58100";
+    case ASSAY_VERDICT_INCONCLUSIVE: return "#6e7781";
+    case ASSAY_VERDICT_INVESTIGATE: return "#cf222e";
+    }
+    return "#24292f";
 }
 
 /* Quality change per gating-or-not row with its interval, over bands for the thresholds. */
@@ -285,7 +333,8 @@ void assay_compare_html(const assay_comparison *c, assay_strbuf *b) {
                          "table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #d0d7de;padding:4px 8px}"
                          "th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}"
                          ".verdict{font-size:1.3em;padding:.6em 1em;border-radius:6px;color:#fff;display:inline-block}"
-                         ".note{color:#57606a;font-size:13px}code{font-size:12px}</style></head><body>\n");
+                         ".note{color:#57606a;font-size:13px}code{font-size:12px}"
+                         ".smoke{background:#fff8c5;border:1px solid #d4a72c;padding:.5em 1em;border-radius:6px}</style></head><body>\n");
     assay_strbuf_puts(b, "<h1>assay decision report</h1>\n<p>baseline: <code>");
     esc(b, c->base_name);
     assay_strbuf_puts(b, "</code> ");
@@ -296,10 +345,16 @@ void assay_compare_html(const assay_comparison *c, assay_strbuf *b) {
     esc(b, c->cand_args);
     assay_strbuf_printf(b, "</p>\n<div class=\"verdict\" style=\"background:%s\">", verdict_color(c->verdict));
     assay_strbuf s = {0};
-    summary_line(c, &s, 0);
+    summary_line(c, &s, 0, 0);
     esc(b, s.data);
     assay_strbuf_free(&s);
-    assay_strbuf_puts(b, "</div>\n<h2>Quality change per metric</h2>\n");
+    assay_strbuf_printf(b, "</div>\n<p class=\"verdict-code\">Exit code %d: %s.</p>\n", assay_verdict_exit_code(c->verdict),
+                        assay_verdict_name(c->verdict));
+    if (c->limit > 0)
+        assay_strbuf_printf(b, "<p class=\"smoke\"><strong>Smoke run</strong>: --limit %lld scored only the first %lld documents of "
+                               "each task. Decide on full tasks (--limit 0).</p>\n",
+                            (long long)c->limit, (long long)c->limit);
+    assay_strbuf_puts(b, "<h2>Quality change per metric</h2>\n");
     svg_deltas(c, b);
     assay_strbuf_puts(b, "<h2>Quality against throughput</h2>\n");
     svg_tradeoff(c, b);
@@ -342,6 +397,10 @@ void assay_compare_html(const assay_comparison *c, assay_strbuf *b) {
     }
     assay_strbuf_puts(b, "<p class=\"note\">Bold rows gate the verdict (each task's primary metric). Intervals pair the two runs"
                          " document by document: McNemar's exact test and a normal interval of the paired difference for accuracies,"
-                         " a paired bootstrap over documents for perplexities. \"within noise\" means the interval includes no change."
+                         " a paired bootstrap over documents for perplexities. A verdict follows from the interval of the degradation, not"
+                         " from the point estimate: ship when the interval lies below the ship threshold, investigate when it lies"
+                         " above the monitor threshold, ship with monitoring when it lies between them, otherwise inconclusive, with"
+                         " n~N the documents per task that would resolve it at the observed variance."
+                         " \"within noise\" means the interval includes no change."
                          "</p>\n</body></html>\n");
 }

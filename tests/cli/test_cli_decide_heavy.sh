@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cli_decide_heavy.sh — `assay decide` end to end on the house model (a few documents), its usage errors, and
-# `assay eval` on the real engine: report.md + report.html written, exit code = the verdict's.
+# `assay eval` on the real engine: report.md + report.html written, exit code = the verdict's; the README's smoke run
+# is inconclusive and says how many documents would decide it.
 set -u
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 house="$ASSAY_SHARED/models/house"
@@ -34,13 +35,17 @@ want=x
 grep -q "^Verdict: ship with monitoring" <<<"$out" && want=3
 [ $want = x ] && grep -q "^Verdict: ship" <<<"$out" && want=0
 grep -q "^Verdict: investigate" <<<"$out" && want=4
+grep -q "^Verdict: inconclusive" <<<"$out" && want=5
 if [ "$rc" = "$want" ] && grep -q "kld" "$tmp/fp8/report.md" && grep -q "<svg" "$tmp/fp8/report.html"; then pass=$((pass+1))
 else echo "FAIL: fp8 KV: exit $rc, verdict code $want: $out"; fail=$((fail+1)); fi
-# on-the-fly fp8 weights + activations and an fp8 KV cache (vLLM's flags): the candidate loads, quantized at load
-out=$("$ASSAY_BIN" decide "$house" --candidate '--quantization fp8 --kv-cache-dtype fp8' --tasks heldout --limit 6 \
-      --kld-windows 1 --bench-prompt 16 --bench-gen 4 -o "$tmp/w8" 2>&1); rc=$?
-if grep -q "quantized 49 linear layers to fp8 in" <<<"$out" && grep -q "^Verdict: " <<<"$out" && [ -s "$tmp/w8/report.md" ] &&
+# the README's quick start (on-the-fly fp8 weights + activations and an fp8 KV cache, vLLM's flags; --limit 20), with a
+# smaller throughput bench: 20 documents cannot decide, so the verdict is inconclusive with the documents that would
+out=$("$ASSAY_BIN" decide "$house" --candidate '--quantization fp8 --kv-cache-dtype fp8' --limit 20 \
+      --bench-prompt 16 --bench-gen 4 -o "$tmp/w8" 2>&1); rc=$?
+if [ "$rc" = 5 ] && grep -q "quantized 49 linear layers to fp8 in" <<<"$out" && grep -q "^Verdict: inconclusive" <<<"$out" &&
+   grep -Eq "about [0-9]+ documents per task would resolve it" <<<"$out" && grep -q "^Smoke run: --limit 20" <<<"$out" &&
+   grep -q "Smoke run" "$tmp/w8/report.md" && grep -q "Exit code 5: inconclusive" "$tmp/w8/report.html" &&
    grep -q -- "--quantization fp8" "$tmp/w8/candidate.json"; then pass=$((pass+1))
-else echo "FAIL: fp8 weights: exit $rc: $out"; fail=$((fail+1)); fi
+else echo "FAIL: the quick start's smoke run: exit $rc: $out"; fail=$((fail+1)); fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -5,7 +5,10 @@
  *   - identical result files: every delta and interval is exactly zero, the verdict is "ship";
  *   - synthetic pairs with a known shift: the interval covers the true shift in about the nominal share of
  *     repeated experiments (accuracy pairs and perplexity documents drawn from known distributions);
- *   - thresholds: hand-made files whose degradations sit on each side of 0.5% and 1.5%. */
+ *   - verdicts from intervals: synthetic per-document values whose paired interval clearly clears each threshold
+ *     give ship, ship with monitoring and investigate; a 20-document binary sample (a smoke run) whose interval spans
+ *     the thresholds is inconclusive, with the documents needed computed here from the paired SD by the formula
+ *     n = (z * s_d * 100 / (|mean_base| * gap))^2; files without samples fall back to their stderrs. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,7 +46,7 @@ static char *acc_file(const char *task, const double *acc, int64_t n) {
     assay_strbuf_printf(&b, "{\"results\": {\"%s\": {\"alias\": \"%s\", \"acc,none\": %.17g, \"acc_stderr,none\": 0.01}}, "
                             "\"higher_is_better\": {\"%s\": {\"acc\": true}}, \"samples\": {\"%s\": [",
                         task, task, m, task, task);
-    for (int64_t i = 0; i < n; i++) assay_strbuf_printf(&b, "%s{\"doc_id\": %lld, \"acc,none\": %g}", i ? "," : "", (long long)i, acc[i]);
+    for (int64_t i = 0; i < n; i++) assay_strbuf_printf(&b, "%s{\"doc_id\": %lld, \"acc,none\": %.17g}", i ? "," : "", (long long)i, acc[i]);
     assay_strbuf_puts(&b, "]}}");
     return b.data;
 }
@@ -186,30 +189,41 @@ static void test_ppl_coverage(void) {
     free(fc);
 }
 
-/* Two tasks; the verdict is the worse one's, at each side of the thresholds. */
-static void test_thresholds(void) {
+/* Per-document scores with a known relative degradation and little noise: the paired interval is narrow enough to
+ * clear the thresholds, so each verdict must come out. Scores are continuous (like a judge's or a partial-credit
+ * metric); the paired-mean path is the same as for accuracies. */
+static void test_verdicts_clear(void) {
     assay_compare_options o;
     assay_compare_options_default(&o);
-    enum { N = 1000 };
+    enum { N = 2000 };
     static double b[N], c1[N];
-    for (int i = 0; i < N; i++) b[i] = i < 600; /* accuracy 0.600 */
     struct {
-        int flips;
+        double delta; /* relative degradation */
         assay_verdict want;
-    } cases[] = {{2, ASSAY_VERDICT_SHIP},         /* 0.598: 0.33% */
-                 {6, ASSAY_VERDICT_MONITOR},      /* 0.594: 1.00% */
-                 {9, ASSAY_VERDICT_MONITOR},      /* 0.591: 1.50% (inclusive) */
-                 {12, ASSAY_VERDICT_INVESTIGATE}, /* 0.588: 2.00% */
-                 {-12, ASSAY_VERDICT_SHIP}};      /* an improvement */
+    } cases[] = {{0.001, ASSAY_VERDICT_SHIP},        {-0.01, ASSAY_VERDICT_SHIP}, {0.01, ASSAY_VERDICT_MONITOR},
+                 {0.03, ASSAY_VERDICT_INVESTIGATE}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        memcpy(c1, b, sizeof b);
-        int f = cases[k].flips;
-        for (int i = 0; i < abs(f); i++) c1[f > 0 ? i : 600 + i] = f > 0 ? 0 : 1;
+        for (int i = 0; i < N; i++) {
+            b[i] = 0.4 + 0.4 * urand();
+            c1[i] = b[i] * (1 - cases[k].delta) + 0.002 * nrand();
+        }
         char *fb = acc_file("piqa", b, N), *fc = acc_file("piqa", c1, N);
         assay_comparison *c = compare(fb, fc, &o);
         if (c) {
+            const assay_compare_row *r = &c->rows[0];
             CHECK(c->verdict == cases[k].want);
-            CHECK_NEAR(c->rows[0].degradation, 100.0 * f / 600.0, 1e-9);
+            static const int codes[] = {0, 3, 5, 4}; /* ship, monitor, inconclusive, investigate */
+            CHECK(assay_verdict_exit_code(c->verdict) == codes[cases[k].want]);
+            CHECK(r->deg_hi - r->deg_lo < 0.1); /* a narrow interval: the verdict is not a near thing */
+            CHECK(r->deg_lo <= r->degradation && r->degradation <= r->deg_hi);
+            CHECK(fabs(r->degradation - 100 * cases[k].delta) < 0.1);
+            CHECK(c->n_needed == 0 && r->n_needed == 0 && c->limit == 0);
+            assay_strbuf md = {0};
+            assay_compare_markdown(c, &md);
+            char want[64];
+            snprintf(want, sizeof want, "**Verdict: %s**", assay_verdict_name(cases[k].want));
+            CHECK(strstr(md.data, want) != NULL && strstr(md.data, "Smoke run") == NULL);
+            assay_strbuf_free(&md);
             assay_comparison_free(c);
         }
         free(fb);
@@ -218,8 +232,10 @@ static void test_thresholds(void) {
     /* custom thresholds move the boundaries: 1% is "ship" below 1.2% */
     o.ship_below = 1.2;
     o.monitor_up_to = 3;
-    memcpy(c1, b, sizeof b);
-    for (int i = 0; i < 6; i++) c1[i] = 0;
+    for (int i = 0; i < N; i++) {
+        b[i] = 0.4 + 0.4 * urand();
+        c1[i] = b[i] * 0.99 + 0.002 * nrand();
+    }
     char *fb = acc_file("piqa", b, N), *fc = acc_file("piqa", c1, N);
     assay_comparison *c = compare(fb, fc, &o);
     if (c) {
@@ -235,11 +251,110 @@ static void test_thresholds(void) {
     }
     free(fb);
     free(fc);
-    /* files without anything in common are an error, not a silent "ship" */
+}
+
+/* Binary accuracies whose interval spans a threshold: inconclusive, with the documents that would resolve it. */
+static void test_inconclusive(void) {
+    assay_compare_options o;
     assay_compare_options_default(&o);
-    const char *x = "{\"results\": {\"a\": {\"acc,none\": 0.5}}}", *y = "{\"results\": {\"b\": {\"acc,none\": 0.5}}}";
+    /* a smoke run's piqa: 20 documents, 9 right for the baseline; the candidate loses 3 and gains 2 (8 right) */
+    double b[20], c1[20];
+    for (int i = 0; i < 20; i++) b[i] = c1[i] = i < 9;
+    c1[0] = c1[1] = c1[2] = 0;
+    c1[10] = c1[11] = 1;
+    double mb = 9.0 / 20, md = 0, ss = 0;
+    for (int i = 0; i < 20; i++) md += (c1[i] - b[i]) / 20;
+    for (int i = 0; i < 20; i++) ss += (c1[i] - b[i] - md) * (c1[i] - b[i] - md);
+    double sd = sqrt(ss / 19), z = 1.959963984540054, D = -100 * md / mb; /* 11.11% */
+    double want_n = ceil(pow(z * sd * 100 / (mb * (D - 1.5)), 2));     /* the nearest threshold is 1.5% */
+    char *fb = acc_file("piqa", b, 20), *fc = acc_file("piqa", c1, 20);
+    /* the files say --limit 20 */
+    char *lb = malloc(strlen(fb) + 64), *lc = malloc(strlen(fc) + 64);
+    sprintf(lb, "{\"config\": {\"limit\": 20}, %s", fb + 1);
+    sprintf(lc, "{\"config\": {\"limit\": 20}, %s", fc + 1);
+    assay_comparison *c = compare(lb, lc, &o);
+    if (c) {
+        const assay_compare_row *r = &c->rows[0];
+        CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE && assay_verdict_exit_code(c->verdict) == 5);
+        CHECK_NEAR(r->degradation, D, 1e-9);
+        CHECK(r->deg_lo < 0 && r->deg_hi > 1.5 && r->within_noise);
+        CHECK(r->n_needed == (int64_t)want_n && c->n_needed == r->n_needed);
+        printf("smoke piqa: degradation %.2f%% [%.2f%%, %.2f%%], %lld documents would resolve it\n", r->degradation, r->deg_lo,
+               r->deg_hi, (long long)r->n_needed);
+        CHECK(c->limit == 20);
+        assay_strbuf t = {0}, md_ = {0}, html = {0};
+        assay_compare_table(c, &t);
+        assay_compare_markdown(c, &md_);
+        assay_compare_html(c, &html);
+        char want[64];
+        snprintf(want, sizeof want, "about %lld documents per task", (long long)want_n);
+        CHECK(strstr(t.data, "Verdict: inconclusive") != NULL && strstr(t.data, want) != NULL);
+        CHECK(strstr(t.data, "Smoke run: --limit 20") != NULL && strstr(md_.data, "Smoke run") != NULL);
+        CHECK(strstr(html.data, "Smoke run") != NULL && strstr(html.data, "Exit code 5: inconclusive") != NULL);
+        assay_strbuf_free(&t);
+        assay_strbuf_free(&md_);
+        assay_strbuf_free(&html);
+        assay_comparison_free(c);
+    }
+    free(fb);
+    free(fc);
+    free(lb);
+    free(lc);
+    /* a point estimate below 0.5% whose interval reaches past it is not "ship": 2 of 600 right answers lost out of
+     * 1000 documents is 0.33%, but the interval's upper end is about 0.79% */
+    enum { N = 1000 };
+    static double b2[N], c2[N];
+    for (int i = 0; i < N; i++) b2[i] = c2[i] = i < 600;
+    c2[0] = c2[1] = 0;
+    fb = acc_file("piqa", b2, N);
+    fc = acc_file("piqa", c2, N);
+    c = compare(fb, fc, &o);
+    if (c) {
+        const assay_compare_row *r = &c->rows[0];
+        CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE);
+        CHECK(r->deg_lo < 0.5 && r->deg_hi > 0.5 && r->n_needed > N);
+        /* the nearest threshold is 0.5%, and the interval's half-width scales as 1/sqrt(n) */
+        double h = r->deg_hi - r->degradation, gap = 0.5 - r->degradation;
+        CHECK(r->n_needed == (int64_t)ceil(N * (h / gap) * (h / gap)));
+        assay_comparison_free(c);
+    }
+    free(fb);
+    free(fc);
+    CHECK(assay_docs_to_resolve(100, 2.0, 1.0) == 400);
+    CHECK(assay_docs_to_resolve(100, 1.0, 0.0) == -1 && assay_docs_to_resolve(0, 1.0, 1.0) == -1);
+}
+
+/* Files without per-sample records: the unpaired interval from their stderrs decides, or nothing does. */
+static void test_unpaired(void) {
+    assay_compare_options o;
+    assay_compare_options_default(&o);
+    const char *x = "{\"results\": {\"piqa\": {\"acc,none\": 0.6, \"acc_stderr,none\": 0.001}}, \"n-samples\": {\"piqa\": {\"original\": 5000, \"effective\": 5000}}}",
+               *y = "{\"results\": {\"piqa\": {\"acc,none\": 0.594, \"acc_stderr,none\": 0.001}}, \"n-samples\": {\"piqa\": {\"original\": 5000, \"effective\": 5000}}}",
+               *w = "{\"results\": {\"piqa\": {\"acc,none\": 0.59, \"acc_stderr,none\": 0.003}}, \"n-samples\": {\"piqa\": {\"original\": 5000, \"effective\": 5000}}}",
+               *bare = "{\"results\": {\"piqa\": {\"acc,none\": 0.594}}}";
+    assay_comparison *c = compare(x, y, &o);
+    if (c) { /* 1% +- 1.96 * sqrt(2) * 0.001 / 0.6 = 0.46%: [0.54%, 1.46%] */
+        CHECK(c->verdict == ASSAY_VERDICT_MONITOR && c->rows[0].unpaired_interval && !c->rows[0].paired);
+        CHECK_NEAR(c->rows[0].deg_hi - c->rows[0].deg_lo, 2 * 100 * 1.959963984540054 * sqrt(2e-6) / 0.6, 1e-9);
+        assay_comparison_free(c);
+    }
+    c = compare(x, w, &o);
+    if (c) { /* 1.67% +- 1.03%: inconclusive; the half-width shrinks with the 5000 documents the files name */
+        const assay_compare_row *r = &c->rows[0];
+        CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE && r->n == 5000);
+        double h = r->degradation - r->deg_lo, gap = r->degradation - 1.5;
+        CHECK(r->n_needed == (int64_t)ceil(5000 * (h / gap) * (h / gap)));
+        assay_comparison_free(c);
+    }
+    c = compare(x, bare, &o);
+    if (c) {
+        CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE && c->n_needed == -1 && isnan(c->rows[0].deg_lo));
+        assay_comparison_free(c);
+    }
+    /* files without anything in common are an error, not a silent "ship" */
+    const char *p = "{\"results\": {\"a\": {\"acc,none\": 0.5}}}", *q = "{\"results\": {\"b\": {\"acc,none\": 0.5}}}";
     assay_comparison *none = NULL;
-    CHECK(assay_compare_texts(x, strlen(x), y, strlen(y), &o, &none) == ASSAY_ERR_ARG && none == NULL);
+    CHECK(assay_compare_texts(p, strlen(p), q, strlen(q), &o, &none) == ASSAY_ERR_ARG && none == NULL);
 }
 
 int main(void) {
@@ -247,6 +362,8 @@ int main(void) {
     test_identical();
     test_accuracy_coverage();
     test_ppl_coverage();
-    test_thresholds();
+    test_verdicts_clear();
+    test_inconclusive();
+    test_unpaired();
     return check_finish("compare");
 }
