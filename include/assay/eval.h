@@ -57,6 +57,17 @@ typedef struct assay_lm {
      * or max_new tokens. */
     assay_status (*generate)(void *ctx, const int32_t *prompt, int64_t n, int64_t max_new, assay_lm_token_fn on_token,
                              void *user);
+
+    /* Optional (NULL for the in-process engine): what a model behind a server does on its own side. */
+    /* The whole loglikelihood request from text, for a server that hands out no token ids (tokenize is then NULL);
+     * assay_lm_loglikelihood calls it instead of its own token bookkeeping. */
+    assay_status (*loglikelihood)(void *ctx, const char *context, const char *continuation, double *ll, int *is_greedy,
+                                  int64_t *n_tokens);
+    /* generate_until with the server's stop sequences and detokenizer; assay_lm_generate_until calls it. */
+    assay_status (*generate_until)(void *ctx, const char *context, const char *const *until, int n_until,
+                                   int64_t max_gen_toks, char **out, int64_t *n_tokens);
+    int concurrency;     /* documents scored at once, each from its own thread (the functions are then thread-safe);
+                          * 0 or 1: one at a time */
 } assay_lm;
 
 /* lm-eval's loglikelihood request: sum of log p over the continuation's tokens and whether every continuation
@@ -126,6 +137,10 @@ typedef struct assay_eval_options {
     const assay_lm *kld_base;  /* KLD: the baseline model, or ... */
     const struct assay_logits_file *kld_base_file; /* ... its saved log-probabilities (logits_file.h; --score-all
                                   windows of ppl_ctx over the same text); neither: the kld task is refused */
+    int max_failed_in_a_row;   /* 0: the first failed document ends the run with an error (in-process: a failure is a
+                                  bug or an I/O error). N > 0 (a model behind a server): a document whose request
+                                  failed is counted and left out of the metrics and the records, and N failures in a
+                                  row end the run, with the results so far kept (assay_eval_run) */
 } assay_eval_options;
 
 void assay_eval_options_default(assay_eval_options *o);
@@ -170,6 +185,9 @@ typedef struct assay_task_result {
     int64_t n_samples;
     double seconds;              /* wall time of this task */
     int64_t tokens_scored;       /* tokens through the model (prompt + continuation), for throughput */
+    int64_t n_failed;            /* documents whose request failed (max_failed_in_a_row > 0): not in samples */
+    int64_t n_skipped;           /* documents never tried because the run stopped */
+    char *first_error;           /* the first failure's message, or NULL */
 } assay_task_result;
 
 typedef struct assay_eval_results {
@@ -184,9 +202,11 @@ typedef struct assay_eval_results {
     int64_t max_length;
     double start_time, end_time; /* Unix seconds */
     double total_seconds;
+    char *error;                 /* a run that stopped early: why (its tasks so far are kept); else NULL */
 } assay_eval_results;
 
-/* Runs every task in the comma-separated list. */
+/* Runs every task in the comma-separated list. On an error *out is left alone, except with max_failed_in_a_row > 0
+ * once scoring began: then *out gets the partial results (tasks finished or stopped, ->error set) as well. */
 assay_status assay_eval_run(const assay_lm *lm, const char *task_list, const assay_eval_options *o,
                             assay_eval_results **out);
 /* Scores one loaded task (used by assay_eval_run; exposed for tests with a toy model). */
@@ -209,6 +229,44 @@ void assay_eval_lm_close(assay_lm *lm);
 struct assay_model;
 struct assay_session_options;
 void assay_eval_lm_engine(const assay_lm *lm, struct assay_model **model, struct assay_session_options *so);
+
+/* ---- a model behind an OpenAI-compatible server ------------------------------------------------------------- */
+
+/* The same tasks through any OpenAI-compatible completions server (assay serve, vLLM, ...), as lm-evaluation-harness's
+ * local-completions model sends them:
+ *   - loglikelihood: context + continuation as one prompt to /v1/completions with echo, logprobs 1 and max_tokens 0,
+ *     so the answer carries every prompt token's log-probability and its top alternative (is_greedy). Where the server
+ *     has vLLM's /tokenize the requests are made of token ids: the context and the whole are tokenized there and the
+ *     split is lm.c's (context tokens counted, the rest is the continuation), exactly as in-process. Otherwise the
+ *     prompt is text and the context's tokens are counted by a prompt-only request on the context alone (the server
+ *     tokenizes both, so the boundary is its own; text offsets are not used: their units and their treatment of a
+ *     BOS token differ between servers);
+ *   - generate_until: /v1/completions with the task's stop sequences, temperature 0 and max_tokens = max_gen_toks;
+ *   - windows (heldout, wikitext): token ids through /tokenize (refused without it); kld needs logits: refused.
+ * Requests time out, and 429, 5xx and transport failures are retried with backoff (http.h); num_concurrent documents
+ * are in flight at once. */
+typedef struct assay_endpoint_options {
+    const char *base_url;      /* http://host:port, with or without /v1 or /v1/completions */
+    const char *model;         /* the served model; NULL: the first one /v1/models lists */
+    const char *api_key;       /* NULL: none */
+    int num_concurrent;        /* default 1 */
+    int64_t max_length;        /* 0: from the server's max_model_len (/tokenize), else 2048 */
+    int tokenized;             /* -1 (default): token ids when /tokenize answers; 0: text prompts; 1: require /tokenize */
+    int32_t prefix_token;      /* lm-eval's prefix token (BOS, else EOS) for empty contexts and rolling windows;
+                                  -1 (default): the BOS the server's tokenizer adds, if any */
+    double timeout_s;          /* each request (default 300) */
+    int max_retries;           /* default 3 */
+    double backoff_s;          /* the first retry's wait (default 0.5; doubled for each further one, at most 8 s) */
+} assay_endpoint_options;
+
+void assay_endpoint_options_default(assay_endpoint_options *o);
+/* Reaches the server (GET /v1/models), finds the model and whether /tokenize answers. */
+assay_status assay_eval_endpoint_open(const assay_endpoint_options *o, assay_lm **out);
+void assay_eval_endpoint_close(assay_lm *lm);
+/* "base_url=...,model=...,tokenized_requests=...,num_concurrent=N": lm-eval's model_args for the results file. */
+void assay_eval_endpoint_describe(const assay_lm *lm, assay_strbuf *out);
+/* Requests made (attempts), retries and requests that failed for good. */
+void assay_eval_endpoint_stats(const assay_lm *lm, int64_t *attempts, int64_t *retries, int64_t *failed);
 
 /* ---- pieces exposed for tests ------------------------------------------------------------------------------ */
 

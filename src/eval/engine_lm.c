@@ -193,7 +193,8 @@ assay_status assay_eval_lm_open(const char *model, const assay_engine_args *args
     int64_t V = c->n_vocab;
     int32_t bos = e->tok ? assay_tokenizer_bos(e->tok) : (int32_t)c->bos_id;
     int32_t eos = e->tok ? assay_tokenizer_eos(e->tok) : (int32_t)c->eos_id;
-    e->lm = (assay_lm){e, e->name, V, e->n_ctx, bos >= 0 ? bos : eos, eos, e_tokenize, e_detokenize, e_score, e_generate};
+    e->lm = (assay_lm){e, e->name, V, e->n_ctx, bos >= 0 ? bos : eos, eos, e_tokenize, e_detokenize, e_score, e_generate,
+                       NULL, NULL, 1};
     *out = &e->lm;
     return ASSAY_OK;
 }

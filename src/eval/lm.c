@@ -38,15 +38,32 @@ static assay_status score_tail(const assay_lm *lm, const int32_t *all, int64_t n
     return st;
 }
 
+static assay_status need_tokens(const assay_lm *lm, const char *what) {
+    if (!lm->tokenize || !lm->score)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: %s needs token ids, and this model gives none (a server without "
+                                                 "/tokenize)", lm->name ? lm->name : "model", what);
+    return ASSAY_OK;
+}
+
+static assay_status need_prefix(const assay_lm *lm, const char *what) {
+    if (lm->prefix_token < 0)
+        return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: %s needs the prefix token (BOS, else EOS), which this model's server "
+                                                 "does not tell (give its id: --prefix-token-id)", lm->name ? lm->name : "model", what);
+    return ASSAY_OK;
+}
+
 assay_status assay_lm_loglikelihood(const assay_lm *lm, const char *context, const char *continuation, double *ll,
                                     int *is_greedy, int64_t *n_tokens) {
-    assay_status st;
+    if (lm->loglikelihood) return lm->loglikelihood(lm->ctx, context, continuation, ll, is_greedy, n_tokens);
+    assay_status st = need_tokens(lm, "a loglikelihood request");
+    if (st != ASSAY_OK) return st;
     int32_t *ctx_ids = NULL, *whole = NULL, *all = NULL;
     int64_t n_ctx = 0, n_whole = 0, n_all = 0, n_cont = 0;
     size_t clen = strlen(context);
     if (clen == 0) {
         /* Empty context: the prefix token (BOS/EOS) conditions the continuation, unless the continuation
          * already starts with it. */
+        if ((st = need_prefix(lm, "an empty context")) != ASSAY_OK) return st;
         st = lm->tokenize(lm->ctx, continuation, strlen(continuation), 0, &whole, &n_whole);
         if (st != ASSAY_OK) return st;
         if (n_whole > 0 && whole[0] == lm->prefix_token) {
@@ -118,9 +135,12 @@ int64_t assay_rolling_windows(int64_t n_tokens, int64_t max_length, assay_rollin
 
 assay_status assay_lm_loglikelihood_rolling(const assay_lm *lm, const char *text, size_t len, double *ll,
                                             int64_t *n_tokens) {
+    assay_status st = need_tokens(lm, "rolling windows");
+    if (st == ASSAY_OK) st = need_prefix(lm, "rolling windows");
+    if (st != ASSAY_OK) return st;
     int32_t *ids = NULL;
     int64_t n = 0;
-    assay_status st = lm->tokenize(lm->ctx, text, len, 1, &ids, &n);
+    st = lm->tokenize(lm->ctx, text, len, 1, &ids, &n);
     if (st != ASSAY_OK) return st;
     int64_t nw = assay_rolling_windows(n, lm->max_length, NULL, 0);
     assay_rolling_window *w = assay_xmalloc(sizeof *w * (size_t)(nw > 0 ? nw : 1));
@@ -177,9 +197,13 @@ static int gen_on_token(void *user, int32_t token) {
 
 assay_status assay_lm_generate_until(const assay_lm *lm, const char *context, const char *const *until, int n_until,
                                      int64_t max_gen_toks, char **out, int64_t *n_tokens) {
+    if (lm->generate_until) return lm->generate_until(lm->ctx, context, until, n_until, max_gen_toks, out, n_tokens);
+    assay_status st = need_tokens(lm, "generation");
+    if (st != ASSAY_OK) return st;
+    if (!lm->generate) return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: this model does not generate", lm->name ? lm->name : "model");
     int32_t *ids = NULL;
     int64_t n = 0;
-    assay_status st = lm->tokenize(lm->ctx, context, strlen(context), 1, &ids, &n);
+    st = lm->tokenize(lm->ctx, context, strlen(context), 1, &ids, &n);
     if (st != ASSAY_OK) return st;
     int64_t max_ctx = lm->max_length - max_gen_toks;
     if (max_ctx < 1) max_ctx = 1;

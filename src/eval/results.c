@@ -314,9 +314,20 @@ void assay_eval_results_json(const assay_eval_results *r, assay_strbuf *b) {
         assay_strbuf_json_number(b, t->seconds);
         assay_strbuf_printf(b, ", \"tokens\": %lld, \"tokens_per_second\": ", (long long)t->tokens_scored);
         assay_strbuf_json_number(b, t->seconds > 0 ? (double)t->tokens_scored / t->seconds : 0);
+        if (t->n_failed || t->n_skipped) { /* documents left out of the metrics and the records */
+            assay_strbuf_printf(b, ", \"failed\": %lld, \"skipped\": %lld, \"first_error\": ", (long long)t->n_failed,
+                                (long long)t->n_skipped);
+            const char *e = t->first_error ? t->first_error : "";
+            assay_strbuf_json_string(b, e, strlen(e));
+        }
         assay_strbuf_puts(b, "}");
     }
-    assay_strbuf_puts(b, "}},\n  \"samples\": {");
+    assay_strbuf_puts(b, "}");
+    if (r->error) { /* the run stopped early: why */
+        assay_strbuf_puts(b, ", \"error\": ");
+        assay_strbuf_json_string(b, r->error, strlen(r->error));
+    }
+    assay_strbuf_puts(b, "},\n  \"samples\": {");
     for (int i = 0; i < r->n_tasks; i++) {
         const assay_task_result *t = &r->tasks[i];
         assay_strbuf_printf(b, "%s\n    ", i ? "," : "");

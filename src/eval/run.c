@@ -7,6 +7,7 @@
  *   kld: the same windows through the baseline and the candidate, KL(base || cand) per token; the baseline is a
  *        model, or its log-probabilities saved by `assay perplexity --score-all --save-logits` (same windows). */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -68,38 +69,169 @@ static void finish_mean_metrics(assay_task_result *r, const char *const *keys, i
     free(x);
 }
 
-static assay_status run_mc(const assay_lm *lm, const assay_task_docs *t, assay_task_result *r, assay_progress *bar) {
-    for (int64_t i = 0; i < t->n_docs; i++) {
-        const assay_eval_doc *d = &t->docs[i];
-        assay_eval_sample *s = &r->samples[i];
-        s->doc_id = d->doc_id;
-        s->n_choices = d->n_choices;
-        s->gold = d->gold;
-        s->lls = assay_xmalloc(sizeof(double) * (size_t)d->n_choices);
-        s->greedy = assay_xmalloc((size_t)d->n_choices);
-        int best = 0, best_norm = 0;
-        double best_ll = -INFINITY, best_llnorm = -INFINITY;
-        for (int c = 0; c < d->n_choices; c++) {
-            assay_strbuf cont = {0};
-            assay_strbuf_puts(&cont, t->target_delimiter);
-            assay_strbuf_puts(&cont, d->choices[c]);
-            int g = 0;
-            int64_t ntok = 0;
-            assay_status st = assay_lm_loglikelihood(lm, d->context, cont.data, &s->lls[c], &g, &ntok);
-            assay_strbuf_free(&cont);
-            if (st != ASSAY_OK) return assay_fail_context(st, "%s doc %lld", t->name, (long long)d->doc_id);
-            s->greedy[c] = (uint8_t)g;
-            r->tokens_scored += ntok;
-            /* np.argmax: the first maximum wins ties */
-            double norm = s->lls[c] / (double)utf8_chars(d->choices[c]);
-            if (s->lls[c] > best_ll) best_ll = s->lls[c], best = c;
-            if (norm > best_llnorm) best_llnorm = norm, best_norm = c;
+/* ---- documents, one at a time or several at once ------------------------------------------------------------- */
+
+/* The loop over a task's documents. With lm->concurrency > 1 that many threads take documents in turn (each writes
+ * only its own sample); otherwise the calling thread takes them all. A failed document either ends the task (the
+ * in-process default) or, with max_failed_in_a_row > 0, is counted and left out, and that many failures in a row end
+ * it: a server that went away is not asked about every remaining document. */
+typedef struct doc_loop doc_loop;
+typedef assay_status (*doc_fn)(const doc_loop *L, int64_t i, int64_t *tokens);
+
+struct doc_loop {
+    const assay_lm *lm;
+    const assay_task_docs *t;
+    const assay_eval_options *o;
+    assay_task_result *r;
+    doc_fn fn;
+    assay_progress *bar;
+    pthread_mutex_t mu;
+    int64_t next, done, in_a_row;
+    uint8_t *failed;    /* per document: the request failed */
+    int stop;           /* take no more documents */
+    assay_status st;    /* what ended the task early (ASSAY_OK: it ran to the end) */
+    char *stop_msg;
+};
+
+static void *doc_worker(void *arg) {
+    doc_loop *L = arg;
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        if (L->stop || L->next >= L->t->n_docs) {
+            pthread_mutex_unlock(&L->mu);
+            break;
         }
-        s->n_values = 2;
-        s->values[0] = best == d->gold;
-        s->values[1] = best_norm == d->gold;
-        assay_progress_update(bar, i + 1);
+        int64_t i = L->next++;
+        pthread_mutex_unlock(&L->mu);
+        int64_t tok = 0;
+        assay_status st = L->fn(L, i, &tok);
+        char *msg = NULL;
+        if (st != ASSAY_OK) { /* the message is this thread's: copy it with the document's name */
+            assay_strbuf m = {0};
+            assay_strbuf_printf(&m, "%s doc %lld: %s", L->t->name, (long long)L->t->docs[i].doc_id, assay_last_error());
+            msg = m.data;
+        }
+        pthread_mutex_lock(&L->mu);
+        L->r->tokens_scored += tok;
+        if (st == ASSAY_OK) L->in_a_row = 0;
+        else {
+            L->failed[i] = 1;
+            L->r->n_failed++;
+            L->in_a_row++;
+            if (!L->r->first_error) L->r->first_error = assay_xstrdup(msg);
+            int max = L->o->max_failed_in_a_row;
+            if (!L->stop && (max <= 0 || L->in_a_row >= max)) {
+                L->stop = 1;
+                L->st = st;
+                if (max > 0) {
+                    assay_strbuf m = {0};
+                    assay_strbuf_printf(&m, "%lld documents in a row failed, the run stops here (the last: %s)",
+                                        (long long)L->in_a_row, msg);
+                    free(msg);
+                    msg = m.data;
+                }
+                L->stop_msg = msg;
+                msg = NULL;
+            }
+        }
+        L->done++;
+        assay_progress_update(L->bar, L->done);
+        pthread_mutex_unlock(&L->mu);
+        free(msg);
     }
+    return NULL;
+}
+
+static void sample_clear(assay_eval_sample *s) {
+    free(s->lls);
+    free(s->greedy);
+    free(s->response);
+    free(s->filtered[0]);
+    free(s->filtered[1]);
+    memset(s, 0, sizeof *s);
+}
+
+/* Runs fn over every document; failed ones are taken out of r->samples. ASSAY_OK, or what ended the task early. */
+static assay_status for_each_doc(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
+                                 assay_task_result *r, assay_progress *bar, doc_fn fn) {
+    doc_loop L;
+    memset(&L, 0, sizeof L);
+    L.lm = lm, L.t = t, L.o = o, L.r = r, L.fn = fn, L.bar = bar;
+    L.failed = assay_xcalloc((size_t)(t->n_docs > 0 ? t->n_docs : 1), 1);
+    pthread_mutex_init(&L.mu, NULL);
+    int64_t nt = lm->concurrency > 1 ? lm->concurrency : 1;
+    if (nt > t->n_docs) nt = t->n_docs;
+    if (nt <= 1) doc_worker(&L);
+    else {
+        pthread_t *th = assay_xmalloc(sizeof *th * (size_t)nt);
+        int64_t started = 0;
+        for (; started < nt; started++)
+            if (pthread_create(&th[started], NULL, doc_worker, &L) != 0) break;
+        if (started == 0) doc_worker(&L); /* no threads to be had: this one does it all */
+        for (int64_t k = 0; k < started; k++) pthread_join(th[k], NULL);
+        free(th);
+    }
+    pthread_mutex_destroy(&L.mu);
+    /* documents never tried (the run stopped) and failed ones leave the records; the rest keep their order */
+    r->n_skipped = t->n_docs - L.next;
+    int64_t w = 0;
+    for (int64_t i = 0; i < t->n_docs; i++) {
+        if (i >= L.next || L.failed[i]) {
+            sample_clear(&r->samples[i]);
+            continue;
+        }
+        if (w != i) {
+            r->samples[w] = r->samples[i];
+            memset(&r->samples[i], 0, sizeof r->samples[i]);
+        }
+        w++;
+    }
+    r->n_samples = w;
+    r->n_effective = w;
+    free(L.failed);
+    if (L.st == ASSAY_OK) return ASSAY_OK;
+    assay_status st = assay_fail(L.st, "%s", L.stop_msg);
+    free(L.stop_msg);
+    return st;
+}
+
+static assay_status mc_doc(const doc_loop *L, int64_t i, int64_t *tokens) {
+    const assay_task_docs *t = L->t;
+    const assay_eval_doc *d = &t->docs[i];
+    assay_eval_sample *s = &L->r->samples[i];
+    s->doc_id = d->doc_id;
+    s->n_choices = d->n_choices;
+    s->gold = d->gold;
+    s->lls = assay_xmalloc(sizeof(double) * (size_t)d->n_choices);
+    s->greedy = assay_xmalloc((size_t)d->n_choices);
+    int best = 0, best_norm = 0;
+    double best_ll = -INFINITY, best_llnorm = -INFINITY;
+    for (int c = 0; c < d->n_choices; c++) {
+        assay_strbuf cont = {0};
+        assay_strbuf_puts(&cont, t->target_delimiter);
+        assay_strbuf_puts(&cont, d->choices[c]);
+        int g = 0;
+        int64_t ntok = 0;
+        assay_status st = assay_lm_loglikelihood(L->lm, d->context, cont.data, &s->lls[c], &g, &ntok);
+        assay_strbuf_free(&cont);
+        if (st != ASSAY_OK) return st;
+        s->greedy[c] = (uint8_t)g;
+        *tokens += ntok;
+        /* np.argmax: the first maximum wins ties */
+        double norm = s->lls[c] / (double)utf8_chars(d->choices[c]);
+        if (s->lls[c] > best_ll) best_ll = s->lls[c], best = c;
+        if (norm > best_llnorm) best_llnorm = norm, best_norm = c;
+    }
+    s->n_values = 2;
+    s->values[0] = best == d->gold;
+    s->values[1] = best_norm == d->gold;
+    return ASSAY_OK;
+}
+
+static assay_status run_mc(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
+                           assay_task_result *r, assay_progress *bar) {
+    assay_status st = for_each_doc(lm, t, o, r, bar, mc_doc);
+    if (st != ASSAY_OK && o->max_failed_in_a_row <= 0) return st;
     if (t->group) { /* mmlu lists acc only */
         static const char *keys[] = {"acc,none"};
         finish_mean_metrics(r, keys, 1);
@@ -107,55 +239,63 @@ static assay_status run_mc(const assay_lm *lm, const assay_task_docs *t, assay_t
         static const char *keys[] = {"acc,none", "acc_norm,none"};
         finish_mean_metrics(r, keys, 2);
     }
+    return st;
+}
+
+static const char *const gen_until[] = {"Question:", "</s>", "<|im_end|>"};
+
+static assay_status gen_doc(const doc_loop *L, int64_t i, int64_t *tokens) {
+    const assay_eval_doc *d = &L->t->docs[i];
+    assay_eval_sample *s = &L->r->samples[i];
+    s->doc_id = d->doc_id;
+    assay_status st = assay_lm_generate_until(L->lm, d->context, gen_until, 3, L->o->max_gen_toks, &s->response, tokens);
+    if (st != ASSAY_OK) return st;
+    s->filtered[0] = assay_gsm8k_strict(s->response);
+    s->filtered[1] = assay_gsm8k_flexible(s->response);
+    s->n_values = 2;
+    s->values[0] = assay_gsm8k_exact_match(s->filtered[0], d->target);
+    s->values[1] = assay_gsm8k_exact_match(s->filtered[1], d->target);
     return ASSAY_OK;
 }
 
 static assay_status run_gen(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
                             assay_task_result *r, assay_progress *bar) {
-    static const char *const until[] = {"Question:", "</s>", "<|im_end|>"};
-    for (int64_t i = 0; i < t->n_docs; i++) {
-        const assay_eval_doc *d = &t->docs[i];
-        assay_eval_sample *s = &r->samples[i];
-        s->doc_id = d->doc_id;
-        int64_t ntok = 0;
-        assay_status st = assay_lm_generate_until(lm, d->context, until, 3, o->max_gen_toks, &s->response, &ntok);
-        if (st != ASSAY_OK) return assay_fail_context(st, "%s doc %lld", t->name, (long long)d->doc_id);
-        r->tokens_scored += ntok;
-        s->filtered[0] = assay_gsm8k_strict(s->response);
-        s->filtered[1] = assay_gsm8k_flexible(s->response);
-        s->n_values = 2;
-        s->values[0] = assay_gsm8k_exact_match(s->filtered[0], d->target);
-        s->values[1] = assay_gsm8k_exact_match(s->filtered[1], d->target);
-        assay_progress_update(bar, i + 1);
-    }
+    assay_status st = for_each_doc(lm, t, o, r, bar, gen_doc);
+    if (st != ASSAY_OK && o->max_failed_in_a_row <= 0) return st;
     static const char *keys[] = {"exact_match,strict-match", "exact_match,flexible-extract"};
     finish_mean_metrics(r, keys, 2);
+    return st;
+}
+
+static assay_status rolling_doc(const doc_loop *L, int64_t i, int64_t *tokens) {
+    const assay_eval_doc *d = &L->t->docs[i];
+    assay_eval_sample *s = &L->r->samples[i];
+    s->doc_id = d->doc_id;
+    assay_status st = assay_lm_loglikelihood_rolling(L->lm, d->context, strlen(d->context), &s->ll, &s->tokens);
+    if (st != ASSAY_OK) return st;
+    s->words = assay_count_words_python(d->target);
+    s->bytes = (int64_t)strlen(d->target);
+    *tokens += s->tokens;
     return ASSAY_OK;
 }
 
-static assay_status run_rolling(const assay_lm *lm, const assay_task_docs *t, assay_task_result *r, assay_progress *bar) {
+static assay_status run_rolling(const assay_lm *lm, const assay_task_docs *t, const assay_eval_options *o,
+                                assay_task_result *r, assay_progress *bar) {
+    assay_status st = for_each_doc(lm, t, o, r, bar, rolling_doc);
+    if (st != ASSAY_OK && o->max_failed_in_a_row <= 0) return st;
     double ll = 0;
     int64_t words = 0, bytes = 0, tokens = 0;
-    for (int64_t i = 0; i < t->n_docs; i++) {
-        const assay_eval_doc *d = &t->docs[i];
-        assay_eval_sample *s = &r->samples[i];
-        s->doc_id = d->doc_id;
-        assay_status st = assay_lm_loglikelihood_rolling(lm, d->context, strlen(d->context), &s->ll, &s->tokens);
-        if (st != ASSAY_OK) return assay_fail_context(st, "%s doc %lld", t->name, (long long)d->doc_id);
-        s->words = assay_count_words_python(d->target);
-        s->bytes = (int64_t)strlen(d->target);
-        ll += s->ll;
-        words += s->words;
-        bytes += s->bytes;
-        tokens += s->tokens;
-        r->tokens_scored += s->tokens;
-        assay_progress_update(bar, i + 1);
+    for (int64_t i = 0; i < r->n_samples; i++) { /* in document order, as the sequential sum always was */
+        ll += r->samples[i].ll;
+        words += r->samples[i].words;
+        bytes += r->samples[i].bytes;
+        tokens += r->samples[i].tokens;
     }
     add_metric(r, "word_perplexity,none", exp(-ll / (double)words), NAN, 0);
     add_metric(r, "byte_perplexity,none", exp(-ll / (double)bytes), NAN, 0);
     add_metric(r, "bits_per_byte,none", -ll / (double)bytes / log(2.0), NAN, 0);
     add_metric(r, "token_perplexity,none", exp(-ll / (double)tokens), NAN, 0);
-    return ASSAY_OK;
+    return st;
 }
 
 /* Log-softmax of one row into out; returns the argmax. */
@@ -370,9 +510,9 @@ assay_status assay_eval_task(const assay_lm *lm, const assay_task_docs *t, const
         assay_progress bar;
         assay_progress_begin(&bar, t->name, t->n_docs, "doc");
         if (!o->progress) bar.mode = 0;
-        if (t->kind == ASSAY_TASK_MULTIPLE_CHOICE) st = run_mc(lm, t, r, &bar);
+        if (t->kind == ASSAY_TASK_MULTIPLE_CHOICE) st = run_mc(lm, t, o, r, &bar);
         else if (t->kind == ASSAY_TASK_GENERATE) st = run_gen(lm, t, o, r, &bar);
-        else st = run_rolling(lm, t, r, &bar);
+        else st = run_rolling(lm, t, o, r, &bar);
         assay_progress_end(&bar);
     }
     r->seconds = assay_now_seconds() - t0;
@@ -380,15 +520,10 @@ assay_status assay_eval_task(const assay_lm *lm, const assay_task_docs *t, const
 }
 
 static void task_result_free(assay_task_result *r) {
-    for (int64_t i = 0; i < r->n_samples; i++) {
-        free(r->samples[i].lls);
-        free(r->samples[i].greedy);
-        free(r->samples[i].response);
-        free(r->samples[i].filtered[0]);
-        free(r->samples[i].filtered[1]);
-    }
+    for (int64_t i = 0; i < r->n_samples; i++) sample_clear(&r->samples[i]);
     free(r->samples);
     free(r->name);
+    free(r->first_error);
 }
 
 void assay_eval_results_free(assay_eval_results *r) {
@@ -399,6 +534,7 @@ void assay_eval_results_free(assay_eval_results *r) {
     free(r->model_sha256);
     free(r->model_args);
     free(r->device);
+    free(r->error);
     free(r);
 }
 
@@ -433,6 +569,13 @@ assay_status assay_eval_run(const assay_lm *lm, const char *task_list, const ass
     r->end_time = r->start_time + r->total_seconds;
     for (int i = 0; i < n_tasks; i++) assay_task_docs_free(&tasks[i]);
     free(tasks);
+    if (st != ASSAY_OK && o->max_failed_in_a_row > 0 && r->n_tasks > 0) {
+        /* a run that stopped: its tasks so far are kept; one stopped before it had any metric is dropped */
+        r->error = assay_xstrdup(assay_last_error());
+        if (r->tasks[r->n_tasks - 1].n_metrics == 0) task_result_free(&r->tasks[--r->n_tasks]);
+        *out = r;
+        return assay_fail(st, "%s", r->error);
+    }
     if (st != ASSAY_OK) {
         assay_eval_results_free(r);
         return st;

@@ -77,7 +77,7 @@ static assay_status toy_generate(void *ctx, const int32_t *prompt, int64_t n, in
 }
 
 static assay_lm toy_lm(int64_t max_length) {
-    assay_lm lm = {NULL, "toy", TOY_V, max_length, 0, -1, toy_tokenize, toy_detokenize, toy_score, toy_generate};
+    assay_lm lm = {NULL, "toy", TOY_V, max_length, 0, -1, toy_tokenize, toy_detokenize, toy_score, toy_generate, NULL, NULL, 1};
     return lm;
 }
 
