@@ -12,7 +12,8 @@
  *
  * Every row pairs the two runs document by document (samples with the same doc_id):
  *   - mean metrics (acc, acc_norm, exact_match): the paired difference d_i = cand_i - base_i, its mean with a
- *     normal interval (sample std of d, ddof 1), and McNemar's exact two-sided test on the discordant pairs;
+ *     normal interval (sample std of d, ddof 1; for 0/1 outcomes Agresti and Min's adjusted interval, which stays
+ *     open when few documents changed), and McNemar's exact two-sided test on the discordant pairs;
  *   - ratio metrics (word/byte/token perplexity, bits_per_byte, perplexity): a paired bootstrap over documents,
  *     resampling the same document indices for both runs, percentile interval of the relative change.
  * Degradation is the relative change in the bad direction (lower accuracy, higher perplexity), in percent. A
@@ -43,6 +44,11 @@ double assay_mcnemar_exact_p(int64_t b, int64_t c);
 /* Paired mean difference of cand - base with a two-sided normal interval at `z` (1.96 for 95%). */
 void assay_paired_mean_interval(const double *base, const double *cand, int64_t n, double z, double *mean_diff,
                                 double *lo, double *hi);
+/* Paired difference of two binary outcomes (accuracies) with b documents right only for the base and c right only
+ * for the candidate out of n: Agresti and Min's adjusted interval (half a document added to each cell of the 2x2
+ * table). Unlike the plain normal interval it does not collapse to a point when no document changed (zero changes
+ * in 20 documents are weak evidence, in 20,000 strong); for large n the two agree. */
+void assay_paired_binary_interval(int64_t b, int64_t c, int64_t n, double z, double *lo, double *hi);
 /* Paired bootstrap of the relative change of a ratio statistic f(sum num / sum den) between two runs:
  * f = exp(-x) (perplexity) when kind == 0, f = -x / ln 2 (bits per byte) when kind == 1. Resamples `iters`
  * times with a fixed seed; writes the point estimate and the [alpha/2, 1 - alpha/2] percentile interval of

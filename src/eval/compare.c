@@ -38,6 +38,19 @@ void assay_paired_mean_interval(const double *base, const double *cand, int64_t 
     *hi = m + z * se;
 }
 
+void assay_paired_binary_interval(int64_t b, int64_t c, int64_t n, double z, double *lo, double *hi) {
+    if (n <= 0) {
+        *lo = *hi = NAN;
+        return;
+    }
+    /* Agresti & Min (2005): half a document added to each cell of the paired 2x2 table */
+    double bb = (double)b + 0.5, cc = (double)c + 0.5, nn = (double)n + 2;
+    double d = (cc - bb) / nn, var = ((bb + cc) - (cc - bb) * (cc - bb) / nn) / (nn * nn);
+    double h = z * sqrt(var > 0 ? var : 0);
+    *lo = d - h;
+    *hi = d + h;
+}
+
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -379,19 +392,20 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
                     double md, lo, hi, mb = 0;
                     for (int64_t i = 0; i < p.n; i++) mb += p.b[i];
                     mb /= (double)p.n;
-                    assay_paired_mean_interval(p.b, p.c, p.n, z, &md, &lo, &hi);
-                    r.paired = 1;
-                    r.n = p.n;
-                    if (mb != 0) {
-                        r.rel_lo = lo / fabs(mb);
-                        r.rel_hi = hi / fabs(mb);
-                    }
                     int binary = 1;
                     int64_t nb = 0, nc = 0;
                     for (int64_t i = 0; i < p.n && binary; i++) {
                         binary = (p.b[i] == 0 || p.b[i] == 1) && (p.c[i] == 0 || p.c[i] == 1);
                         nb += p.b[i] == 1 && p.c[i] == 0;
                         nc += p.b[i] == 0 && p.c[i] == 1;
+                    }
+                    if (binary) assay_paired_binary_interval(nb, nc, p.n, z, &lo, &hi);
+                    else assay_paired_mean_interval(p.b, p.c, p.n, z, &md, &lo, &hi);
+                    r.paired = 1;
+                    r.n = p.n;
+                    if (mb != 0) {
+                        r.rel_lo = lo / fabs(mb);
+                        r.rel_hi = hi / fabs(mb);
                     }
                     if (binary) r.p_value = assay_mcnemar_exact_p(nb, nc);
                 }

@@ -2,7 +2,8 @@
  * Expected values are computed, not invented:
  *   - McNemar exact p-values: 2 * sum_{i<=min(b,c)} C(b+c, i) / 2^(b+c) evaluated in exact rational arithmetic
  *     (Python fractions + math.comb; equal to scipy.stats.binomtest(b, b+c, 0.5).pvalue);
- *   - identical result files: every delta and interval is exactly zero, the verdict is "ship";
+ *   - identical result files: every delta is exactly zero; perplexity intervals are zero, accuracy intervals are
+ *     Agresti-Min's +-z / (n + 2) (no changed document is weak evidence at small n): "ship" only for large n;
  *   - synthetic pairs with a known shift: the interval covers the true shift in about the nominal share of
  *     repeated experiments (accuracy pairs and perplexity documents drawn from known distributions);
  *   - verdicts from intervals: synthetic per-document values whose paired interval clearly clears each threshold
@@ -84,12 +85,29 @@ static void test_identical(void) {
     char *fa = acc_file("hellaswag", acc, N), *fp = ppl_file(ll, w, N);
     assay_comparison *c = compare(fa, fa, &o);
     if (c) {
+        /* no document changed: no change, but 500 unchanged documents do not rule out 0.5% (Agresti-Min: the
+         * interval is +-z / (N + 2) around zero, about +-0.65% of an accuracy of 0.6) */
+        double mb = 0;
+        for (int i = 0; i < N; i++) mb += acc[i] / N;
         CHECK(c->n_rows == 1 && c->rows[0].paired && c->rows[0].n == N);
-        CHECK(c->rows[0].rel_delta == 0 && c->rows[0].rel_lo == 0 && c->rows[0].rel_hi == 0);
+        CHECK(c->rows[0].rel_delta == 0 && c->rows[0].rel_lo == -c->rows[0].rel_hi);
+        CHECK_NEAR(c->rows[0].rel_hi, 1.959963984540054 / (N + 2) / mb, 1e-12);
         CHECK(c->rows[0].p_value == 1.0 && c->rows[0].within_noise);
+        CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE && c->n_needed > N);
+        assay_comparison_free(c);
+    }
+    /* 20,000 unchanged documents do: ship */
+    enum { BIG = 20000 };
+    static double big[BIG];
+    for (int i = 0; i < BIG; i++) big[i] = (i * 7919) % 10 < 6; /* no draws: the later tests keep their numbers */
+    char *fbig = acc_file("hellaswag", big, BIG);
+    c = compare(fbig, fbig, &o);
+    if (c) {
+        CHECK(c->rows[0].rel_delta == 0 && c->rows[0].deg_hi < 0.5);
         CHECK(c->verdict == ASSAY_VERDICT_SHIP && assay_verdict_exit_code(c->verdict) == 0);
         assay_comparison_free(c);
     }
+    free(fbig);
     c = compare(fp, fp, &o);
     if (c) {
         CHECK(c->n_rows == 1 && c->rows[0].paired && !c->rows[0].higher_is_better);
@@ -110,7 +128,7 @@ static void test_accuracy_coverage(void) {
     assay_compare_options_default(&o);
     enum { N = 1500, TRIALS = 200 };
     static double b[N], cnd[N];
-    int covered = 0;
+    int covered = 0, covered_am = 0;
     for (int t = 0; t < TRIALS; t++) {
         double mb = 0;
         for (int i = 0; i < N; i++) {
@@ -120,17 +138,24 @@ static void test_accuracy_coverage(void) {
             mb += b[i];
         }
         mb /= N;
-        double md, lo, hi;
+        double md, lo, hi, alo, ahi;
         assay_paired_mean_interval(b, cnd, N, 1.959963984540054, &md, &lo, &hi);
         covered += lo <= -0.02 && -0.02 <= hi;
-        if (t == 0) { /* the same numbers through the file path */
+        int64_t nb = 0, nc = 0;
+        for (int i = 0; i < N; i++) nb += b[i] == 1 && cnd[i] == 0, nc += b[i] == 0 && cnd[i] == 1;
+        assay_paired_binary_interval(nb, nc, N, 1.959963984540054, &alo, &ahi);
+        covered_am += alo <= -0.02 && -0.02 <= ahi;
+        if (t == 0) { /* the same numbers through the file path: 0/1 values take the adjusted interval */
             char *fa = acc_file("arc_challenge", b, N), *fc = acc_file("arc_challenge", cnd, N);
             assay_comparison *c = compare(fa, fc, &o);
             if (c) {
-                CHECK_NEAR(c->rows[0].rel_lo * mb, lo, 1e-12);
-                CHECK_NEAR(c->rows[0].rel_hi * mb, hi, 1e-12);
-                int64_t nb = 0, nc = 0;
-                for (int i = 0; i < N; i++) nb += b[i] == 1 && cnd[i] == 0, nc += b[i] == 0 && cnd[i] == 1;
+                /* Agresti-Min by hand: b' = b + 1/2, c' = c + 1/2, n' = n + 2 */
+                double bb = nb + 0.5, cc = nc + 0.5, nn = N + 2.0, d = (cc - bb) / nn;
+                double h = 1.959963984540054 * sqrt(((bb + cc) - (cc - bb) * (cc - bb) / nn) / (nn * nn));
+                CHECK_NEAR(c->rows[0].rel_lo * mb, d - h, 1e-12);
+                CHECK_NEAR(c->rows[0].rel_hi * mb, d + h, 1e-12);
+                CHECK_NEAR(alo, d - h, 1e-15);
+                CHECK(fabs((ahi - alo) - (hi - lo)) < 0.01 * (hi - lo)); /* at n = 1500 the two intervals agree */
                 CHECK_NEAR(c->rows[0].p_value, assay_mcnemar_exact_p(nb, nc), 1e-15);
                 assay_comparison_free(c);
             }
@@ -139,8 +164,8 @@ static void test_accuracy_coverage(void) {
         }
     }
     /* 95% nominal: the count is Binomial(200, 0.95) (sd ~3), so 180..200 is > 5 sd wide on the low side */
-    CHECK(covered >= 180);
-    printf("accuracy interval covered the true shift in %d/%d trials\n", covered, TRIALS);
+    CHECK(covered >= 180 && covered_am >= 180);
+    printf("accuracy interval covered the true shift in %d/%d trials (Agresti-Min: %d)\n", covered, TRIALS, covered_am);
 }
 
 /* Perplexity documents with a known relative shift: the candidate's log-likelihood per word is the baseline's
@@ -265,8 +290,13 @@ static void test_inconclusive(void) {
     double mb = 9.0 / 20, md = 0, ss = 0;
     for (int i = 0; i < 20; i++) md += (c1[i] - b[i]) / 20;
     for (int i = 0; i < 20; i++) ss += (c1[i] - b[i] - md) * (c1[i] - b[i] - md);
-    double sd = sqrt(ss / 19), z = 1.959963984540054, D = -100 * md / mb; /* 11.11% */
-    double want_n = ceil(pow(z * sd * 100 / (mb * (D - 1.5)), 2));     /* the nearest threshold is 1.5% */
+    (void)ss;
+    /* 0/1 outcomes: Agresti-Min's interval (3 lost, 2 gained), as degradation in % of the baseline's 0.45; the point
+     * estimate is 11.11%, the nearest threshold 1.5%, and the half-width facing it must shrink below the gap */
+    double z = 1.959963984540054, D = -100 * md / mb;
+    double bb = 3.5, cc = 2.5, nn = 22, d = (cc - bb) / nn, h = z * sqrt(((bb + cc) - (cc - bb) * (cc - bb) / nn) / (nn * nn));
+    double deg_lo = -100 * (d + h) / mb;
+    double want_n = ceil(20 * pow((D - deg_lo) / (D - 1.5), 2));
     char *fb = acc_file("piqa", b, 20), *fc = acc_file("piqa", c1, 20);
     /* the files say --limit 20 */
     char *lb = malloc(strlen(fb) + 64), *lc = malloc(strlen(fc) + 64);
@@ -316,6 +346,34 @@ static void test_inconclusive(void) {
         /* the nearest threshold is 0.5%, and the interval's half-width scales as 1/sqrt(n) */
         double h = r->deg_hi - r->degradation, gap = 0.5 - r->degradation;
         CHECK(r->n_needed == (int64_t)ceil(N * (h / gap) * (h / gap)));
+        assay_comparison_free(c);
+    }
+    free(fb);
+    free(fc);
+    /* continuous scores: the half-width is z * s_d / sqrt(n) relative to the baseline's mean, so the documents needed
+     * are n' = (z * s_d * 100 / (|mean_base| * gap))^2 with s_d the SD of the per-document differences */
+    enum { M = 200 };
+    static double b3[M], c3[M];
+    for (int i = 0; i < M; i++) {
+        b3[i] = 0.4 + 0.4 * urand();
+        c3[i] = b3[i] * 0.99 + 0.03 * nrand();
+    }
+    double m3 = 0, d3 = 0, s3 = 0;
+    for (int i = 0; i < M; i++) m3 += b3[i] / M, d3 += (c3[i] - b3[i]) / M;
+    for (int i = 0; i < M; i++) s3 += (c3[i] - b3[i] - d3) * (c3[i] - b3[i] - d3);
+    double sd3 = sqrt(s3 / (M - 1)), D3 = -100 * d3 / m3;
+    double T3 = fabs(D3 - 0.5) <= fabs(D3 - 1.5) ? 0.5 : 1.5;
+    fb = acc_file("piqa", b3, M);
+    fc = acc_file("piqa", c3, M);
+    c = compare(fb, fc, &o);
+    if (c) {
+        const assay_compare_row *r = &c->rows[0];
+        double want3 = ceil(pow(z * sd3 * 100 / (m3 * fabs(D3 - T3)), 2));
+        CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE);
+        /* the same number up to the rounding of the two routes (file means vs. paired mean) */
+        CHECK(llabs(r->n_needed - (int64_t)want3) <= 1);
+        printf("continuous: degradation %.3f%% [%.3f%%, %.3f%%], %lld documents would resolve it (by the SD formula: %.0f)\n",
+               r->degradation, r->deg_lo, r->deg_hi, (long long)r->n_needed, want3);
         assay_comparison_free(c);
     }
     free(fb);
