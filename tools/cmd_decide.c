@@ -1,7 +1,9 @@
 /* cmd_decide.c — `assay decide MODEL --candidate 'ENGINE FLAGS'`: the whole workflow in one command. The baseline
  * and the candidate configuration run the same eval tasks (the candidate also its KL divergence against the
  * baseline) and a throughput bench, the two results are compared with paired statistics, and DIR gets
- * baseline.json, candidate.json, report.md and report.html. Exit code: the verdict's (0 ship, 3 ship with
+ * baseline.json, candidate.json, report.md and report.html. `assay decide --baseline-url A --candidate-url B` runs
+ * the same tasks against two running OpenAI-compatible servers (a staging pair: BF16 and FP8) instead; there is no
+ * KL divergence (a server gives no logits) and no engine bench (the report shows the eval's own scoring rate). Exit code: the verdict's (0 ship, 3 ship with
  * monitoring, 4 investigate, 5 inconclusive), 1 on errors, 2 on usage errors. */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@ static assay_status write_file(const char *dir, const char *name, const assay_st
 
 typedef struct config_run {
     const char *label, *model, *flags_text;
+    const char *url; /* a server instead of an in-process model */
     assay_engine_args args;
     char *flags_storage;
     assay_lm *lm;
@@ -51,9 +54,19 @@ static double path_bytes(const char *path) {
 /* Runs the tasks (and, for the candidate, kld against the baseline) and the bench for one configuration. */
 static assay_status run_config(config_run *c, const char *tasks, const assay_eval_options *o, int64_t kld_windows,
                                const assay_lm *kld_base, const assay_bench_options *bo) {
-    fprintf(stderr, "assay decide: %s: %s %s\n", c->label, c->model, c->flags_text ? c->flags_text : "");
+    fprintf(stderr, "assay decide: %s: %s %s\n", c->label, c->url ? c->url : c->model, c->flags_text ? c->flags_text : "");
     assay_status st = assay_eval_run(c->lm, tasks, o, &c->res);
     if (st != ASSAY_OK) return assay_fail_context(st, "%s", c->label);
+    if (c->url) { /* a server: no logits for kld, no engine to bench */
+        assay_strbuf margs = {0};
+        assay_eval_endpoint_describe(c->lm, &margs);
+        c->res->model_args = margs.data;
+        for (int i = 0; i < c->res->n_tasks; i++)
+            if (c->res->tasks[i].n_failed)
+                fprintf(stderr, "assay decide: %s: %s: %lld document(s) failed and are left out (the first: %s)\n", c->label,
+                        c->res->tasks[i].name, (long long)c->res->tasks[i].n_failed, c->res->tasks[i].first_error);
+        return ASSAY_OK;
+    }
     if (kld_base) {
         assay_eval_options ko = *o;
         ko.kld_base = kld_base;
@@ -90,13 +103,100 @@ static assay_status run_config(config_run *c, const char *tasks, const assay_eva
     return ASSAY_OK;
 }
 
+/* The eval, compare and reports of two servers. */
+static int decide_servers(const char *base_url, const char *cand_url, const char *served, const char *api_key, int concurrent,
+                          double timeout, int retries, int max_failures, const char *tasks, const char *out_dir,
+                          const char *data_dir, const char *text, int64_t limit, double ship, double monitor, int64_t iters,
+                          int quiet, int force, cli_args *args) {
+    config_run base = {.label = "baseline", .url = base_url}, cand = {.label = "candidate", .url = cand_url};
+    assay_endpoint_options eo;
+    assay_endpoint_options_default(&eo);
+    eo.model = served;
+    eo.api_key = api_key ? api_key : getenv("OPENAI_API_KEY");
+    eo.num_concurrent = concurrent;
+    eo.timeout_s = timeout;
+    eo.max_retries = retries;
+    assay_eval_options o;
+    assay_eval_options_default(&o);
+    if (data_dir) o.data_dir = data_dir;
+    o.text_file = text;
+    o.limit = limit;
+    o.progress = !quiet;
+    o.max_failed_in_a_row = max_failures;
+    assay_status st = ASSAY_OK;
+    if (!o.data_dir) st = assay_fail(ASSAY_ERR_ARG, "no task data: set ASSAY_SHARED (the folder holding data/) or pass --data-dir");
+    if (st == ASSAY_OK && !force && assay_path_exists(out_dir))
+        st = assay_fail(ASSAY_ERR_ARG, "%s already exists (pass --force to replace its reports)", out_dir);
+    if (st == ASSAY_OK && mkdir(out_dir, 0777) != 0 && !assay_path_is_dir(out_dir))
+        st = assay_fail(ASSAY_ERR_IO, "%s: cannot create the report directory", out_dir);
+    eo.base_url = base_url;
+    if (st == ASSAY_OK && (st = assay_eval_endpoint_open(&eo, &base.lm)) != ASSAY_OK) st = assay_fail_context(st, "baseline");
+    eo.base_url = cand_url;
+    if (st == ASSAY_OK && (st = assay_eval_endpoint_open(&eo, &cand.lm)) != ASSAY_OK) st = assay_fail_context(st, "candidate");
+    if (st == ASSAY_OK) st = run_config(&base, tasks, &o, 0, NULL, NULL);
+    if (st == ASSAY_OK) st = run_config(&cand, tasks, &o, 0, NULL, NULL);
+    assay_strbuf jb = {0}, jc = {0}, md = {0}, html = {0};
+    /* what was scored is written, even when a run stopped */
+    if (base.res) {
+        assay_eval_results_json(base.res, &jb);
+        assay_status ws = write_file(out_dir, "baseline.json", &jb);
+        if (st == ASSAY_OK) st = ws;
+    }
+    if (cand.res) {
+        assay_eval_results_json(cand.res, &jc);
+        assay_status ws = write_file(out_dir, "candidate.json", &jc);
+        if (st == ASSAY_OK) st = ws;
+    }
+    assay_comparison *cmp = NULL;
+    if (st == ASSAY_OK) {
+        assay_compare_options co;
+        assay_compare_options_default(&co);
+        co.ship_below = ship;
+        co.monitor_up_to = monitor;
+        co.bootstrap_iters = (int)iters;
+        st = assay_compare_texts(jb.data, jb.len, jc.data, jc.len, &co, &cmp);
+    }
+    if (st == ASSAY_OK) {
+        free(cmp->base_args);
+        free(cmp->cand_args);
+        cmp->base_args = assay_xstrdup(base.res->model_args);
+        cmp->cand_args = assay_xstrdup(cand.res->model_args);
+        assay_compare_markdown(cmp, &md);
+        assay_compare_html(cmp, &html);
+        st = write_file(out_dir, "report.md", &md);
+        if (st == ASSAY_OK) st = write_file(out_dir, "report.html", &html);
+    }
+    int code = CLI_EXIT_ERROR;
+    if (st == ASSAY_OK) {
+        assay_strbuf t = {0};
+        assay_compare_table(cmp, &t);
+        fputs(t.data, stdout);
+        assay_strbuf_free(&t);
+        code = assay_verdict_exit_code(cmp->verdict);
+    }
+    assay_comparison_free(cmp);
+    assay_strbuf_free(&jb);
+    assay_strbuf_free(&jc);
+    assay_strbuf_free(&md);
+    assay_strbuf_free(&html);
+    assay_eval_results_free(base.res);
+    assay_eval_results_free(cand.res);
+    if (base.lm) assay_eval_endpoint_close(base.lm);
+    if (cand.lm) assay_eval_endpoint_close(cand.lm);
+    cli_args_free(args);
+    if (st != ASSAY_OK) return cli_report_error("decide");
+    return code;
+}
+
 int assay_cmd_decide(int argc, char **argv) {
     const char *cand_flags = NULL, *base_flags = NULL, *cand_model = NULL, *tasks = "heldout,hellaswag,arc_challenge,piqa";
     const char *out_dir = "assay-report", *data_dir = NULL, *text = NULL;
     int64_t limit = 100, kld_windows = 8, bench_prompt = 256, bench_gen = 32, threads = 0, iters = 2000, bench_reps = 3;
     const char *bench_batches = "1,4";
-    double ship = 0.5, monitor = 1.5;
+    double ship = 0.5, monitor = 1.5, timeout = 300;
     int no_kld = 0, quiet = 0, force = 0;
+    const char *base_url = NULL, *cand_url = NULL, *served = NULL, *api_key = NULL;
+    int64_t concurrent = 1, retries = 3, max_failures = 5;
     const cli_option opts[] = {
         {NULL, "--candidate", CLI_STRING, &cand_flags, "'FLAGS'", "engine flags of the candidate, e.g. '--kv-cache-dtype fp8'"},
         {NULL, "--candidate-model", CLI_STRING, &cand_model, "PATH", "the candidate is another file (e.g. made by assay quantize)"},
@@ -118,16 +218,37 @@ int assay_cmd_decide(int argc, char **argv) {
         {NULL, "--text", CLI_STRING, &text, "FILE", "text for heldout/kld (default: the house model's heldout.txt)"},
         {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "replace the reports of an existing report directory"},
+        {NULL, "--baseline-url", CLI_STRING, &base_url, "URL", "the baseline is the model this OpenAI-compatible server serves"},
+        {NULL, "--candidate-url", CLI_STRING, &cand_url, "URL", "the candidate's server (with --baseline-url; no MODEL)"},
+        {NULL, "--model", CLI_STRING, &served, "NAME", "the served model's name on both servers (default: each one's first)"},
+        {NULL, "--api-key", CLI_STRING, &api_key, "KEY", "bearer token for both servers (default: $OPENAI_API_KEY)"},
+        {NULL, "--num-concurrent", CLI_INT, &concurrent, "N", "documents in flight at once per server (default 1)", CLI_AT_LEAST(1)},
+        {NULL, "--timeout", CLI_FLOAT, &timeout, "S", "seconds per request before it is retried (default 300)", CLI_ABOVE(0)},
+        {NULL, "--max-retries", CLI_INT, &retries, "N", "retries after 429, 5xx or a transport error (default 3)", CLI_AT_LEAST(0)},
+        {NULL, "--max-failures", CLI_INT, &max_failures, "N", "a run stops after N documents in a row failed (default 5)", CLI_AT_LEAST(1)},
         {0}};
-    const cli_spec spec = {"decide", "MODEL --candidate 'ENGINE FLAGS' [options]",
+    const cli_spec spec = {"decide", "MODEL --candidate 'ENGINE FLAGS' | --baseline-url A --candidate-url B [options]",
                            "baseline vs candidate: eval + KL divergence + throughput + paired compare -> report.md, report.html",
-                           opts, 1, 1};
+                           opts, 0, 1};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
     if (rc != CLI_CONTINUE) return rc;
-    if (!cand_flags && !cand_model) {
+    int servers = base_url || cand_url;
+    if (servers && (!base_url || !cand_url || args.count || cand_flags || cand_model || base_flags)) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "servers: give both --baseline-url and --candidate-url, and no MODEL or engine flags");
+    }
+    if (!servers && args.count != 1) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "give a MODEL, or --baseline-url and --candidate-url");
+    }
+    if (!servers && !cand_flags && !cand_model) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "give --candidate 'ENGINE FLAGS' and/or --candidate-model PATH");
+    }
+    if (servers && (concurrent < 1 || retries < 0 || max_failures < 1 || !(timeout > 0))) {
+        cli_args_free(&args);
+        return cli_usage_error(&spec, "need --num-concurrent >= 1, --max-retries >= 0, --max-failures >= 1, --timeout > 0");
     }
     if (limit < 0 || kld_windows < 1 || bench_prompt < 2 || bench_gen < 2 || bench_reps < 1 || !(ship >= 0 && monitor >= ship) ||
         iters < 0) {
@@ -144,6 +265,9 @@ int assay_cmd_decide(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "--bench-batches: %s", assay_last_error());
     }
+    if (servers) return decide_servers(base_url, cand_url, served, api_key, (int)concurrent, timeout, (int)retries,
+                                       (int)max_failures, tasks, out_dir, data_dir, text, limit, ship, monitor, iters, quiet,
+                                       force, &args);
     const char *model = args.positional[0];
     config_run base = {.label = "baseline", .model = model, .flags_text = base_flags ? base_flags : ""};
     config_run cand = {.label = "candidate", .model = cand_model ? cand_model : model, .flags_text = cand_flags ? cand_flags : ""};

@@ -1,5 +1,8 @@
 /* cmd_eval.c — `assay eval MODEL --tasks LIST`: lm-evaluation-harness tasks -> results JSON (lm-eval's shape).
- * `--dump-requests FILE` writes the prompts of every task as JSON lines without needing a model. */
+ * `assay eval --base-url URL --tasks LIST` runs the same tasks through an OpenAI-compatible completions server
+ * (eval.h: assay_eval_endpoint_open); documents whose requests fail after the retries are counted and left out, and
+ * the results so far are written even when the run stops. `--dump-requests FILE` writes the prompts of every task as
+ * JSON lines without needing a model. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,10 +109,87 @@ void assay_eval_print_table(const assay_eval_results *r, FILE *fp) {
     }
 }
 
+static assay_status write_results(const assay_eval_results *res, const char *output, int force) {
+    assay_strbuf js = {0};
+    assay_eval_results_json(res, &js);
+    assay_output_file out = {0};
+    assay_status st = assay_output_file_open(&out, output, force);
+    if (st == ASSAY_OK) {
+        fwrite(js.data, 1, js.len, out.fp);
+        st = assay_output_file_commit(&out);
+    }
+    assay_strbuf_free(&js);
+    if (st == ASSAY_OK) fprintf(stderr, "assay eval: wrote %s\n", output);
+    return st;
+}
+
+/* Documents left out (failed or never tried), over all tasks; *first gets the first failure's message. */
+int64_t assay_eval_results_missing(const assay_eval_results *r, const char **first);
+int64_t assay_eval_results_missing(const assay_eval_results *r, const char **first) {
+    int64_t n = 0;
+    *first = NULL;
+    for (int i = 0; i < r->n_tasks; i++) {
+        n += r->tasks[i].n_failed + r->tasks[i].n_skipped;
+        if (!*first && r->tasks[i].first_error) *first = r->tasks[i].first_error;
+    }
+    return n;
+}
+
+/* `assay eval --base-url`: the tasks through the server; what was scored is printed and written even when some
+ * documents failed or the run stopped, and then the exit status is 1. */
+static int eval_endpoint(const assay_endpoint_options *eo, const char *tasks, const assay_eval_options *o,
+                         const char *output, int force) {
+    assay_lm *lm = NULL;
+    assay_eval_results *res = NULL;
+    assay_status st = assay_eval_endpoint_open(eo, &lm);
+    if (st != ASSAY_OK) return cli_report_error("eval");
+    fprintf(stderr, "assay eval: %s at %s (%s, %d in flight)\n", lm->name, eo->base_url,
+            lm->tokenize ? "token-id prompts via /tokenize" : "text prompts", lm->concurrency);
+    st = assay_eval_run(lm, tasks, o, &res);
+    char *err = st != ASSAY_OK ? assay_xstrdup(assay_last_error()) : NULL;
+    int64_t attempts = 0, retried = 0, failed = 0;
+    assay_eval_endpoint_stats(lm, &attempts, &retried, &failed);
+    fprintf(stderr, "assay eval: %lld requests, %lld of them retries, %lld failed after every retry\n", (long long)attempts,
+            (long long)retried, (long long)failed);
+    int missing_docs = 0, wrote = 0;
+    if (res) {
+        assay_strbuf margs = {0};
+        assay_eval_endpoint_describe(lm, &margs);
+        res->model_args = margs.data;
+        assay_eval_print_table(res, stdout);
+        const char *first = NULL;
+        int64_t missing = assay_eval_results_missing(res, &first);
+        if (missing > 0) {
+            fprintf(stderr, "assay eval: %lld document(s) left out of the results (failed or not tried); the first failure: %s\n",
+                    (long long)missing, first ? first : "-");
+            missing_docs = 1;
+        }
+        if (output) {
+            assay_status ws = write_results(res, output, force);
+            wrote = ws == ASSAY_OK;
+            if (ws != ASSAY_OK && st == ASSAY_OK) {
+                st = ws;
+                err = assay_xstrdup(assay_last_error());
+            }
+        }
+    }
+    assay_eval_results_free(res);
+    assay_eval_endpoint_close(lm);
+    if (st != ASSAY_OK) {
+        fprintf(stderr, "assay eval: %s%s\n", err, wrote ? " (the results so far are written)" : "");
+        free(err);
+        return CLI_EXIT_ERROR;
+    }
+    return missing_docs ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}
+
 int assay_cmd_eval(int argc, char **argv) {
     const char *tasks = NULL, *output = NULL, *data_dir = NULL, *text = NULL, *dump = NULL, *kld_base = NULL;
-    int64_t fewshot = -1, limit = 0, ctx = 512, max_gen = 256, seed = 1234;
-    int force = 0, quiet = 0;
+    const char *base_url = NULL, *served = NULL, *api_key = NULL;
+    int64_t fewshot = -1, limit = 0, ctx = 512, max_gen = 256, seed = 1234, concurrent = 1, retries = 3, max_failures = 5,
+            max_length = 0, prefix_id = -1;
+    double timeout = 300;
+    int force = 0, quiet = 0, text_prompts = 0;
     engine_cli ec;
     engine_cli_init(&ec);
     const cli_option opts[] = {
@@ -130,9 +210,19 @@ int assay_cmd_eval(int argc, char **argv) {
         {NULL, "--kld-base", CLI_STRING, &kld_base, "MODEL|FILE", "baseline of the kld task: a model, or logits saved by `assay perplexity --score-all --save-logits` (same --text and --ctx)"},
         {NULL, "--dump-requests", CLI_STRING, &dump, "FILE", "write the tasks' prompts as JSON lines and exit (no model needed)"},
         {NULL, "--quiet", CLI_FLAG, &quiet, NULL, "no progress bars"},
+        {NULL, "--base-url", CLI_STRING, &base_url, "URL", "evaluate the model an OpenAI-compatible server serves (no MODEL)"},
+        {NULL, "--model", CLI_STRING, &served, "NAME", "the served model's name (default: the first in /v1/models)"},
+        {NULL, "--api-key", CLI_STRING, &api_key, "KEY", "sent as a bearer token (default: $OPENAI_API_KEY)"},
+        {NULL, "--num-concurrent", CLI_INT, &concurrent, "N", "documents in flight at once (default 1)", CLI_AT_LEAST(1)},
+        {NULL, "--timeout", CLI_FLOAT, &timeout, "S", "seconds per request before it is retried (default 300)", CLI_ABOVE(0)},
+        {NULL, "--max-retries", CLI_INT, &retries, "N", "retries of a request after 429, 5xx or a transport error (default 3)", CLI_AT_LEAST(0)},
+        {NULL, "--max-failures", CLI_INT, &max_failures, "N", "stop after N documents in a row failed (default 5)", CLI_AT_LEAST(1)},
+        {NULL, "--max-length", CLI_INT, &max_length, "N", "context length for truncation (default: the server's max_model_len - 2)", CLI_AT_LEAST(0)},
+        {NULL, "--prefix-token-id", CLI_INT, &prefix_id, "ID", "BOS/EOS id for empty contexts and wikitext (default: the BOS the server adds)", CLI_IN(-1, 2147483647)},
+        {NULL, "--text-prompts", CLI_FLAG, &text_prompts, NULL, "send text, not token ids, even where the server has /tokenize"},
         ENGINE_CLI_OPTIONS(ec),
         {0}};
-    const cli_spec spec = {"eval", "[MODEL] --tasks LIST [options]",
+    const cli_spec spec = {"eval", "[MODEL | --base-url URL] --tasks LIST [options]",
                            "lm-evaluation-harness tasks on a model; results JSON in lm-eval's shape with per-sample records",
                            opts, 0, 1};
     cli_args args;
@@ -166,9 +256,39 @@ int assay_cmd_eval(int argc, char **argv) {
         cli_args_free(&args);
         return rc;
     }
+    if (base_url) {
+        if (args.count != 0 || kld_base) {
+            cli_args_free(&args);
+            return cli_usage_error(&spec, "--base-url evaluates the server's model: give no MODEL and no --kld-base");
+        }
+        if (concurrent < 1 || retries < 0 || max_failures < 1 || !(timeout > 0) || max_length < 0 || prefix_id < -1) {
+            cli_args_free(&args);
+            return cli_usage_error(&spec, "need --num-concurrent >= 1, --max-retries >= 0, --max-failures >= 1, --timeout > 0");
+        }
+        if (output && !force && assay_path_exists(output)) {
+            fprintf(stderr, "assay eval: %s exists (use --force to overwrite)\n", output);
+            cli_args_free(&args);
+            return CLI_EXIT_ERROR;
+        }
+        assay_endpoint_options eo;
+        assay_endpoint_options_default(&eo);
+        eo.base_url = base_url;
+        eo.model = served;
+        eo.api_key = api_key ? api_key : getenv("OPENAI_API_KEY");
+        eo.num_concurrent = (int)concurrent;
+        eo.timeout_s = timeout;
+        eo.max_retries = (int)retries;
+        eo.max_length = max_length;
+        eo.prefix_token = (int32_t)prefix_id;
+        eo.tokenized = text_prompts ? 0 : -1;
+        o.max_failed_in_a_row = (int)max_failures;
+        rc = eval_endpoint(&eo, tasks, &o, output, force);
+        cli_args_free(&args);
+        return rc;
+    }
     if (args.count != 1) {
         cli_args_free(&args);
-        return cli_usage_error(&spec, "give a MODEL (or --dump-requests FILE)");
+        return cli_usage_error(&spec, "give a MODEL, --base-url URL, or --dump-requests FILE");
     }
     if (output && !force && assay_path_exists(output)) {
         fprintf(stderr, "assay eval: %s exists (use --force to overwrite)\n", output);

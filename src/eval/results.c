@@ -283,8 +283,8 @@ void assay_eval_results_json(const assay_eval_results *r, assay_strbuf *b) {
     const char *margs = r->model_args ? r->model_args : "";
     assay_strbuf_json_string(b, margs, strlen(margs));
     assay_strbuf_puts(b, ", \"batch_size\": 1, \"batch_sizes\": [], \"device\": ");
-    const char *dev = r->device ? r->device : "cpu";
-    assay_strbuf_json_string(b, dev, strlen(dev));
+    if (r->device) assay_strbuf_json_string(b, r->device, strlen(r->device));
+    else assay_strbuf_puts(b, "null"); /* a model behind a server */
     assay_strbuf_puts(b, ", \"use_cache\": null, \"limit\": ");
     if (r->limit > 0) assay_strbuf_printf(b, "%lld", (long long)r->limit);
     else assay_strbuf_puts(b, "null");
