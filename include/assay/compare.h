@@ -75,6 +75,11 @@ int assay_verdict_exit_code(assay_verdict v);     /* 0, 3, 5, 4 */
  * shrinks as 1/sqrt(n), so n' = ceil(n * (half / gap)^2). -1 when it cannot be estimated (gap or half not positive,
  * n unknown). */
 int64_t assay_docs_to_resolve(int64_t n, double half, double gap);
+/* The same for 0/1 outcomes under Agresti and Min's interval: the smallest n' >= n whose interval, with the changed
+ * documents in the observed proportions (worse * n'/n, better * n'/n), lies entirely on the far side of `threshold`
+ * (a degradation in %, the interval taken relative to base_mean). -1 when no n' up to 10^12 does. */
+int64_t assay_binary_docs_to_resolve(int64_t worse, int64_t better, int64_t n, double base_mean, double z, double threshold,
+                                     int below);
 
 typedef struct assay_compare_options {
     double ship_below;       /* degradation % below which: ship (0.5) */
@@ -101,7 +106,11 @@ typedef struct assay_compare_row {
     double degradation;      /* % in the bad direction (negative = improvement) */
     double deg_lo, deg_hi;   /* the interval of the degradation in % (NAN when there is none) */
     int64_t n_needed;        /* inconclusive rows: documents that would resolve it (-1: cannot be estimated); else 0 */
+    int64_t n_task;          /* the task's documents before --limit ("n-samples" original; 0: not known) */
     double p_value;          /* McNemar for binary metrics, NAN otherwise */
+    int binary;              /* paired 0/1 outcomes: */
+    int64_t n_worse, n_better; /* documents right only for the baseline / only for the candidate */
+    double base_mean;        /* the baseline's mean over the paired documents (the scale of the relative interval) */
     int within_noise;        /* the interval includes 0 */
     assay_verdict verdict;
     double base_tps, cand_tps; /* throughput of that task in tokens/s from the files' timings (0 if absent) */

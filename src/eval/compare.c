@@ -117,6 +117,34 @@ int assay_verdict_exit_code(assay_verdict v) {
     return 1;
 }
 
+/* Agresti-Min interval of the degradation in % at n documents with the changed ones in the given proportions. */
+static void binary_degradation(double worse, double better, double n, double base_mean, double z, double *lo, double *hi) {
+    double bb = worse + 0.5, cc = better + 0.5, nn = n + 2;
+    double d = (cc - bb) / nn, var = ((bb + cc) - (cc - bb) * (cc - bb) / nn) / (nn * nn);
+    double h = z * sqrt(var > 0 ? var : 0);
+    *lo = -100 * (d + h) / fabs(base_mean);
+    *hi = -100 * (d - h) / fabs(base_mean);
+}
+
+int64_t assay_binary_docs_to_resolve(int64_t worse, int64_t better, int64_t n, double base_mean, double z, double threshold,
+                                     int below) {
+    if (n <= 0 || base_mean == 0) return -1;
+    double fw = (double)worse / (double)n, fb = (double)better / (double)n;
+    /* cleared at m documents: the interval lies below (or above) the threshold */
+#define CLEARED(m) (binary_degradation(fw * (m), fb * (m), (m), base_mean, z, &lo, &hi), below ? hi < threshold : lo > threshold)
+    double lo, hi, a = (double)n, b = 1e12;
+    if (CLEARED(a)) return n;
+    if (!CLEARED(b)) return -1;
+    while (b - a > 0.5) { /* cleared is monotone in m once the point estimate lies on the far side */
+        double mid = floor((a + b) / 2);
+        if (mid <= a) break;
+        if (CLEARED(mid)) b = mid;
+        else a = mid;
+    }
+#undef CLEARED
+    return (int64_t)b;
+}
+
 int64_t assay_docs_to_resolve(int64_t n, double half, double gap) {
     if (n <= 0 || !(half > 0) || !(gap > 0) || !isfinite(half)) return -1;
     double need = ceil((double)n * (half / gap) * (half / gap));
@@ -275,7 +303,7 @@ static void unpaired_interval(const assay_json *rb, const assay_json *rc, const 
 
 /* The row's verdict from the interval of its degradation (compare.h). 1e-9 percentage points absorb rounding, so an
  * interval ending at 0.591 vs 0.600 counts as reaching exactly 1.5%. */
-static void decide_row(assay_compare_row *r, const assay_compare_options *o) {
+static void decide_row(assay_compare_row *r, const assay_compare_options *o, double z) {
     const double eps = 1e-9, ship = o->ship_below, mon = o->monitor_up_to;
     r->deg_lo = r->deg_hi = NAN;
     r->n_needed = 0;
@@ -303,13 +331,19 @@ static void decide_row(assay_compare_row *r, const assay_compare_options *o) {
          * observed s_d the documents needed are
          *     n' = (z * s_d * 100 / (|mean_base| * g))^2 = n * (h / g)^2.
          * The second form holds for the bootstrap (perplexity) and unpaired intervals too, whose width also falls as
-         * 1/sqrt(n); h is taken on the side of the interval that faces T. Clearing the nearest threshold decides the
-         * row: below both it ships, between them the farther threshold is cleared as well, above both it is
-         * investigated. */
+         * 1/sqrt(n); h is taken on the side of the interval that faces T. For 0/1 outcomes the variance is Agresti and
+         * Min's, with the changed documents in their observed proportions: the same condition solved for n'
+         * (assay_binary_docs_to_resolve), which also covers samples where no document changed (the plain formula
+         * would take their zero variance at face value). Clearing the nearest threshold decides the row: below both
+         * it ships, between them the farther threshold is cleared as well, above both it is investigated. */
         double D = r->degradation;
         double t = fabs(D - ship) <= fabs(D - mon) ? ship : mon;
-        double half = D < t ? r->deg_hi - D : D - r->deg_lo;
-        r->n_needed = assay_docs_to_resolve(r->n, half, fabs(D - t));
+        if (r->binary)
+            r->n_needed = assay_binary_docs_to_resolve(r->n_worse, r->n_better, r->n, r->base_mean, z, t, D < t);
+        else {
+            double half = D < t ? r->deg_hi - D : D - r->deg_lo;
+            r->n_needed = assay_docs_to_resolve(r->n, half, fabs(D - t));
+        }
     }
 }
 
@@ -367,6 +401,7 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
             r.rel_delta = r.base == r.cand ? 0 : r.base != 0 ? (r.cand - r.base) / fabs(r.base) : NAN;
             r.rel_lo = r.rel_hi = NAN;
             r.p_value = NAN;
+            r.n_task = assay_json_int(assay_json_get(assay_json_get(assay_json_get(rb, "n-samples"), task), "original"), 0);
             r.base_tps = task_tps(rb, task);
             r.cand_tps = task_tps(rc, task);
             const char **members = NULL;
@@ -403,6 +438,10 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
                     else assay_paired_mean_interval(p.b, p.c, p.n, z, &md, &lo, &hi);
                     r.paired = 1;
                     r.n = p.n;
+                    r.binary = binary;
+                    r.n_worse = r.higher_is_better ? nb : nc;
+                    r.n_better = r.higher_is_better ? nc : nb;
+                    r.base_mean = mb;
                     if (mb != 0) {
                         r.rel_lo = lo / fabs(mb);
                         r.rel_hi = hi / fabs(mb);
@@ -416,7 +455,7 @@ static assay_status compare_docs(const assay_json *rb, const assay_json *rc, con
             double bad = r.higher_is_better ? -r.rel_delta : r.rel_delta;
             r.degradation = 100.0 * bad;
             r.within_noise = !isnan(r.rel_lo) && r.rel_lo <= 0 && r.rel_hi >= 0;
-            decide_row(&r, o);
+            decide_row(&r, o, z);
             add_row(c, &r);
         }
     }

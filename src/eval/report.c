@@ -84,9 +84,14 @@ static void summary_line(const assay_comparison *c, assay_strbuf *out, int markd
             }
             spanned(c, r, sp, sizeof sp);
             assay_strbuf_printf(out, ": the interval spans %s, too few documents to decide", sp);
-            if (c->n_needed > 0)
+            if (c->n_needed > 0) {
                 assay_strbuf_printf(out, "; about %lld documents per task would resolve it at the observed variance "
-                                         "(this run: %lld)", (long long)c->n_needed, (long long)r->n);
+                                         "(this run: %lld", (long long)c->n_needed, (long long)r->n);
+                if (r->n_task > 0 && r->n_task < c->n_needed)
+                    assay_strbuf_printf(out, "; %s has only %lld", r->task,
+                                        (long long)r->n_task);
+                assay_strbuf_puts(out, ")");
+            }
             break;
         }
     }

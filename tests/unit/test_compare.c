@@ -278,6 +278,18 @@ static void test_verdicts_clear(void) {
     free(fc);
 }
 
+/* The documents that resolve a 0/1 row, by brute force: the first m >= n at which Agresti and Min's interval, with
+ * the changed documents in their observed proportions (worse * m / n, better * m / n), clears threshold T. */
+static int64_t am_needed(double worse, double better, int64_t n, double mb, double T, int below) {
+    for (int64_t m = n; m < 50000000; m++) {
+        double bb = worse * m / n + 0.5, cc = better * m / n + 0.5, nn = m + 2.0, d = (cc - bb) / nn;
+        double h = 1.959963984540054 * sqrt(((bb + cc) - (cc - bb) * (cc - bb) / nn) / (nn * nn));
+        double lo = -100 * (d + h) / mb, hi = -100 * (d - h) / mb;
+        if (below ? hi < T : lo > T) return m;
+    }
+    return -1;
+}
+
 /* Binary accuracies whose interval spans a threshold: inconclusive, with the documents that would resolve it. */
 static void test_inconclusive(void) {
     assay_compare_options o;
@@ -287,16 +299,13 @@ static void test_inconclusive(void) {
     for (int i = 0; i < 20; i++) b[i] = c1[i] = i < 9;
     c1[0] = c1[1] = c1[2] = 0;
     c1[10] = c1[11] = 1;
-    double mb = 9.0 / 20, md = 0, ss = 0;
+    double mb = 9.0 / 20, md = 0;
     for (int i = 0; i < 20; i++) md += (c1[i] - b[i]) / 20;
-    for (int i = 0; i < 20; i++) ss += (c1[i] - b[i] - md) * (c1[i] - b[i] - md);
-    (void)ss;
-    /* 0/1 outcomes: Agresti-Min's interval (3 lost, 2 gained), as degradation in % of the baseline's 0.45; the point
-     * estimate is 11.11%, the nearest threshold 1.5%, and the half-width facing it must shrink below the gap */
+    /* 0/1 outcomes: Agresti-Min's interval (3 lost, 2 gained) as degradation in % of the baseline's 0.45; the point
+     * estimate is 11.11%, so the nearest threshold is 1.5%, and the interval has to clear it from above */
     double z = 1.959963984540054, D = -100 * md / mb;
-    double bb = 3.5, cc = 2.5, nn = 22, d = (cc - bb) / nn, h = z * sqrt(((bb + cc) - (cc - bb) * (cc - bb) / nn) / (nn * nn));
-    double deg_lo = -100 * (d + h) / mb;
-    double want_n = ceil(20 * pow((D - deg_lo) / (D - 1.5), 2));
+    double want_n = (double)am_needed(3, 2, 20, mb, 1.5, 0);
+    (void)z;
     char *fb = acc_file("piqa", b, 20), *fc = acc_file("piqa", c1, 20);
     /* the files say --limit 20 */
     char *lb = malloc(strlen(fb) + 64), *lc = malloc(strlen(fc) + 64);
@@ -343,13 +352,30 @@ static void test_inconclusive(void) {
         const assay_compare_row *r = &c->rows[0];
         CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE);
         CHECK(r->deg_lo < 0.5 && r->deg_hi > 0.5 && r->n_needed > N);
-        /* the nearest threshold is 0.5%, and the interval's half-width scales as 1/sqrt(n) */
+        /* the nearest threshold is 0.5%, to be cleared from below */
+        CHECK(r->n_needed == am_needed(2, 0, N, 0.6, 0.5, 1));
+        /* the plain n * (h / gap)^2 would take the half-document pseudo-counts at their weight in 1000 documents */
         double h = r->deg_hi - r->degradation, gap = 0.5 - r->degradation;
-        CHECK(r->n_needed == (int64_t)ceil(N * (h / gap) * (h / gap)));
+        printf("2 of 600 lost in 1000: %lld documents would resolve it (n * (h / gap)^2: %.0f)\n", (long long)r->n_needed,
+               N * (h / gap) * (h / gap));
         assay_comparison_free(c);
     }
     free(fb);
     free(fc);
+    /* no document changed in 20 (a smoke run's hellaswag at acc_norm 0.2): zero observed variance is not taken at
+     * face value; the interval is +-z / (m + 2) / 0.2 and clears 0.5% once m + 2 > z * 100 / (0.2 * 0.5) */
+    double b4[20];
+    for (int i = 0; i < 20; i++) b4[i] = i < 4;
+    fb = acc_file("hellaswag", b4, 20);
+    c = compare(fb, fb, &o);
+    if (c) {
+        const assay_compare_row *r = &c->rows[0];
+        int64_t closed = (int64_t)floor(1.959963984540054 * 100 / (0.2 * 0.5) - 2) + 1;
+        CHECK(c->verdict == ASSAY_VERDICT_INCONCLUSIVE && r->n_needed == closed && closed == am_needed(0, 0, 20, 0.2, 0.5, 1));
+        printf("20 unchanged documents at 0.2: %lld documents would resolve it\n", (long long)r->n_needed);
+        assay_comparison_free(c);
+    }
+    free(fb);
     /* continuous scores: the half-width is z * s_d / sqrt(n) relative to the baseline's mean, so the documents needed
      * are n' = (z * s_d * 100 / (|mean_base| * gap))^2 with s_d the SD of the per-document differences */
     enum { M = 200 };
