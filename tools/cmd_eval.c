@@ -124,8 +124,7 @@ static assay_status write_results(const assay_eval_results *res, const char *out
 }
 
 /* Documents left out (failed or never tried), over all tasks; *first gets the first failure's message. */
-int64_t assay_eval_results_missing(const assay_eval_results *r, const char **first);
-int64_t assay_eval_results_missing(const assay_eval_results *r, const char **first) {
+static int64_t results_missing(const assay_eval_results *r, const char **first) {
     int64_t n = 0;
     *first = NULL;
     for (int i = 0; i < r->n_tasks; i++) {
@@ -158,7 +157,7 @@ static int eval_endpoint(const assay_endpoint_options *eo, const char *tasks, co
         res->model_args = margs.data;
         assay_eval_print_table(res, stdout);
         const char *first = NULL;
-        int64_t missing = assay_eval_results_missing(res, &first);
+        int64_t missing = results_missing(res, &first);
         if (missing > 0) {
             fprintf(stderr, "assay eval: %lld document(s) left out of the results (failed or not tried); the first failure: %s\n",
                     (long long)missing, first ? first : "-");
