@@ -61,7 +61,7 @@ static void summary_line(const assay_comparison *c, assay_strbuf *out, int markd
     if (c->worst_row >= 0) {
         const assay_compare_row *r = &c->rows[c->worst_row];
         assay_strbuf_printf(out, " — %s: %s %s, degradation %+.2f%%", c->verdict == ASSAY_VERDICT_SHIP ? "worst" : "decided by",
-                            r->task, r->metric, r->degradation);
+                            r->task, r->metric, r->degradation == 0 ? 0.0 : r->degradation); /* no "-0.00%" */
         if (!isnan(r->deg_lo))
             assay_strbuf_printf(out, ", %.0f%% %sinterval [%+.2f%%, %+.2f%%]", 100 * c->confidence,
                                 r->unpaired_interval ? "unpaired " : "", r->deg_lo, r->deg_hi);
