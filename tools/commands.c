@@ -16,6 +16,7 @@ const assay_command assay_commands[] = {
     {"eval", "evaluation tasks (wikitext, kld, hellaswag, arc, piqa, mmlu, gsm8k) -> lm-eval JSON", assay_cmd_eval},
     {"compare", "paired statistics between two result files and a ship/monitor/investigate verdict", assay_cmd_compare},
     {"decide", "baseline vs candidate: eval + throughput + compare -> report.md and report.html", assay_cmd_decide},
+    {"judge", "LLM-as-judge domain eval of two endpoints: paired scores, Wilcoxon, bootstrap, verdict", assay_cmd_judge},
     {"bench", "offline throughput and memory: prefill/decode tok/s by batch and context", assay_cmd_bench},
     {"bench-serve", "load generator for any OpenAI-compatible server: TTFT, TPOT, ITL, E2E", assay_cmd_bench_serve},
     {"plan", "size a deployment: weights per GPU, KV cache, concurrency, a decode bound; the guides' figures checked", assay_cmd_plan},

@@ -29,6 +29,7 @@ int assay_cmd_serve(int argc, char **argv);
 int assay_cmd_bench_serve(int argc, char **argv);
 int assay_cmd_plan(int argc, char **argv);
 int assay_cmd_dashboard(int argc, char **argv);
+int assay_cmd_judge(int argc, char **argv);
 
 
 #endif
