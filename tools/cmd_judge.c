@@ -62,7 +62,8 @@ typedef struct run_ctx {
     int64_t max_tokens, judge_max_tokens;
     double temperature;
     const char *tmpl;
-    jh_policy policy;
+    jh_policy policy;         /* candidate calls */
+    jh_policy judge_policy;   /* judge calls */
     pthread_mutex_t mu;
     int64_t next, done;
     assay_progress bar;
@@ -141,7 +142,7 @@ static int ask_judge_once(run_ctx *c, const char *body, side_rec *r, char **repl
     assay_json_doc *doc = NULL;
     int ok = 0;
     *reply = NULL;
-    if (jh_post_json(&c->judge, "/v1/chat/completions", body, &c->policy, &resp, &doc)) {
+    if (jh_post_json(&c->judge, "/v1/chat/completions", body, &c->judge_policy, &resp, &doc)) {
         const char *finish = NULL, *why = NULL;
         const char *text = answer_text(assay_json_root(doc), 1, &finish, &why);
         if (text) {
@@ -340,6 +341,8 @@ static void results_json(const run_ctx *c, const tally *t, const assay_judge_sum
     json_num(b, "temperature", c->temperature);
     assay_strbuf_puts(b, ", ");
     json_num(b, "timeout_s", c->policy.timeout_s);
+    assay_strbuf_puts(b, ", ");
+    json_num(b, "judge_timeout_s", c->judge_policy.timeout_s);
     assay_strbuf_printf(b, ", \"max_retries\": %d, \"num_concurrent\": %lld, \"bootstrap_iters\": %d, ", c->policy.max_retries,
                         (long long)ri->num_concurrent, ri->o->bootstrap_iters);
     json_num(b, "confidence", ri->o->confidence);
@@ -439,7 +442,7 @@ int assay_cmd_judge(int argc, char **argv) {
                *judge_model = NULL, *base_key = NULL, *cand_key = NULL, *judge_key = NULL, *template_path = NULL,
                *api = "chat", *output = "judge-results.json";
     int64_t max_tokens = 512, judge_max_tokens = 32, num_concurrent = 8, max_retries = 3, limit = 0, iters = 2000, seed = 1234;
-    double temperature = 0, timeout = 120, ship = 0.5, monitor = 1.5, confidence = 0.95, max_unscored = 0.1;
+    double temperature = 0, timeout = 120, judge_timeout = 0, ship = 0.5, monitor = 1.5, confidence = 0.95, max_unscored = 0.1;
     const cli_option opts[] = {
         {NULL, "--baseline-url", CLI_STRING, &base_url, "URL", "the baseline's OpenAI-compatible server (e.g. http://127.0.0.1:8000)"},
         {NULL, "--baseline-model", CLI_STRING, &base_model, "NAME", "model name sent to it (default: the first of its /v1/models)"},
@@ -461,6 +464,7 @@ int assay_cmd_judge(int argc, char **argv) {
         {NULL, "--limit", CLI_INT, &limit, "N", "only the first N samples"},
         {NULL, "--num-concurrent", CLI_INT, &num_concurrent, "N", "samples in flight at once (default 8)"},
         {NULL, "--timeout", CLI_FLOAT, &timeout, "S", "seconds allowed for each call (default 120)"},
+        {NULL, "--judge-timeout", CLI_FLOAT, &judge_timeout, "S", "seconds allowed for each judge call (default: --timeout)"},
         {NULL, "--max-retries", CLI_INT, &max_retries, "N",
          "retries of a call after no answer, a timeout, 408, 429 or 5xx, with exponential backoff (default 3)"},
         {NULL, "--ship-threshold", CLI_FLOAT, &ship, "PCT", "degradation below this is 'ship' (default 0.5)"},
@@ -486,6 +490,7 @@ int assay_cmd_judge(int argc, char **argv) {
                           : judge_max_tokens < 0 ? "--judge-max-tokens must be >= 0"
                           : num_concurrent < 1 || num_concurrent > 256 ? "--num-concurrent must be in [1, 256]"
                           : !(timeout > 0) ? "--timeout must be > 0"
+                          : !(judge_timeout >= 0) ? "--judge-timeout must be > 0"
                           : max_retries < 0 || max_retries > 20 ? "--max-retries must be in [0, 20]"
                           : limit < 0 ? "--limit must be >= 0"
                           : !(ship >= 0 && monitor >= ship) ? "need 0 <= --ship-threshold <= --monitor-threshold"
@@ -539,7 +544,9 @@ int assay_cmd_judge(int argc, char **argv) {
     c.judge_max_tokens = judge_max_tokens;
     c.temperature = temperature;
     c.tmpl = tmpl_owned ? tmpl_owned : assay_judge_default_template();
+    if (judge_timeout == 0) judge_timeout = timeout;
     c.policy = (jh_policy){timeout, timeout < 10 ? timeout : 10, (int)max_retries, 0.5, &g_stop};
+    c.judge_policy = (jh_policy){judge_timeout, judge_timeout < 10 ? judge_timeout : 10, (int)max_retries, 0.5, &g_stop};
     jh_endpoint_init(&c.ep[BASE], "baseline", base_url, key_from(base_key, "ASSAY_BASELINE_API_KEY"));
     jh_endpoint_init(&c.ep[CAND], "candidate", cand_url, key_from(cand_key, "ASSAY_CANDIDATE_API_KEY"));
     jh_endpoint_init(&c.judge, "judge", judge_url, key_from(judge_key, "ASSAY_JUDGE_API_KEY"));
@@ -560,10 +567,12 @@ int assay_cmd_judge(int argc, char **argv) {
     jh_policy quick = c.policy;
     quick.timeout_s = timeout < 30 ? timeout : 30;
     quick.max_retries = max_retries < 1 ? (int)max_retries : 1;
+    jh_policy quick_judge = quick;
+    quick_judge.timeout_s = judge_timeout < 30 ? judge_timeout : 30;
     jh_endpoint *eps[3] = {&c.ep[BASE], &c.ep[CAND], &c.judge};
     for (int k = 0; k < 3; k++) {
         char error[700];
-        if (!probe(eps[k], &quick, error, sizeof error)) {
+        if (!probe(eps[k], k == 2 ? &quick_judge : &quick, error, sizeof error)) {
             fprintf(stderr, "assay judge: %s\n", g_stop ? "interrupted" : error);
             goto done;
         }
