@@ -46,6 +46,7 @@ typedef struct side_rec {
     char *reply[2];      /* the judge's raw replies (a second one after an invalid first) */
     int n_replies;
     char *judge_error;
+    int judge_shared;    /* the other side's identical answer was graded once for both */
 } side_rec;
 
 typedef struct sample_rec {
@@ -59,6 +60,7 @@ typedef struct run_ctx {
     sample_rec *rec;
     jh_endpoint ep[2], judge;
     int chat;                 /* candidates through chat completions */
+    int rejudge_identical;    /* grade identical answers twice (default: once, the score shared) */
     int64_t max_tokens, judge_max_tokens;
     double temperature;
     const char *tmpl;
@@ -121,7 +123,7 @@ static void ask_candidate(run_ctx *c, int side, const assay_judge_sample *s, sid
     jh_response resp;
     assay_json_doc *doc = NULL;
     const char *path = c->chat ? "/v1/chat/completions" : "/v1/completions";
-    if (jh_post_json(&c->ep[side], path, b.data, &c->policy, &resp, &doc)) {
+    if (jh_json(&c->ep[side], path, b.data, &c->policy, &resp, &doc)) {
         const char *finish = NULL, *why = NULL;
         const char *text = answer_text(assay_json_root(doc), c->chat, &finish, &why);
         if (text) r->answer = assay_xstrdup(text);
@@ -142,7 +144,7 @@ static int ask_judge_once(run_ctx *c, const char *body, side_rec *r, char **repl
     assay_json_doc *doc = NULL;
     int ok = 0;
     *reply = NULL;
-    if (jh_post_json(&c->judge, "/v1/chat/completions", body, &c->judge_policy, &resp, &doc)) {
+    if (jh_json(&c->judge, "/v1/chat/completions", body, &c->judge_policy, &resp, &doc)) {
         const char *finish = NULL, *why = NULL;
         const char *text = answer_text(assay_json_root(doc), 1, &finish, &why);
         if (text) {
@@ -204,8 +206,19 @@ static void *worker(void *arg) {
         const assay_judge_sample *s = &c->samples[i];
         sample_rec *rec = &c->rec[i];
         for (int side = 0; side < 2 && !g_stop; side++) ask_candidate(c, side, s, &rec->side[side]);
-        for (int side = 0; side < 2 && !g_stop; side++)
-            if (rec->side[side].answer) judge_answer(c, s, &rec->side[side]);
+        side_rec *b = &rec->side[BASE], *k = &rec->side[CAND];
+        if (b->answer && !g_stop) judge_answer(c, s, b);
+        if (k->answer && !g_stop) {
+            if (b->answer && !c->rejudge_identical && strcmp(b->answer, k->answer) == 0 && b->judge_state != J_NOT_JUDGED) {
+                /* the same text gets the same grade: asking again would only add the judge's own noise */
+                k->score = b->score;
+                k->judge_state = b->judge_state;
+                for (int r = 0; r < b->n_replies; r++) k->reply[k->n_replies++] = assay_xstrdup(b->reply[r]);
+                k->judge_error = dup_or_null(b->judge_error);
+                k->judge_shared = 1;
+            } else
+                judge_answer(c, s, k);
+        }
         rec->state = g_stop ? 2 : 1;
         pthread_mutex_lock(&c->mu);
         c->done++;
@@ -220,7 +233,7 @@ static int probe(jh_endpoint *ep, const jh_policy *p, char *error, size_t cap) {
     jh_response r;
     assay_json_doc *doc = NULL;
     int reached = 1;
-    if (jh_post_json(ep, "/v1/models", NULL, p, &r, &doc)) {
+    if (jh_json(ep, "/v1/models", NULL, p, &r, &doc)) {
         const char *id = assay_json_string(assay_json_get(assay_json_at(assay_json_get(assay_json_root(doc), "data"), 0), "id"), NULL);
         if (!ep->model && id) ep->model = assay_xstrdup(id);
     } else if (r.status == 0 || r.timed_out) {
@@ -239,6 +252,7 @@ static int probe(jh_endpoint *ep, const jh_policy *p, char *error, size_t cap) {
 
 typedef struct tally {
     int64_t answered[2], answer_failed[2], scored[2], invalid[2], judge_failed[2], retried[2], pairs, not_run, interrupted;
+    int64_t identical; /* samples whose two answers are the same text */
     int64_t hist[2][6];
     double sum[2];
 } tally;
@@ -262,6 +276,7 @@ static void count(const run_ctx *c, tally *t) {
             if (x->n_replies > 1) t->retried[s]++;
         }
         if (r->side[0].judge_state == J_OK && r->side[1].judge_state == J_OK) t->pairs++;
+        if (r->side[0].answer && r->side[1].answer && strcmp(r->side[0].answer, r->side[1].answer) == 0) t->identical++;
     }
 }
 
@@ -294,7 +309,7 @@ static void write_side(assay_strbuf *b, const side_rec *x) {
     }
     assay_strbuf_puts(b, "], \"judge_error\": ");
     json_str(b, x->judge_error);
-    assay_strbuf_puts(b, "}");
+    assay_strbuf_printf(b, ", \"judge_shared\": %s}", x->judge_shared ? "true" : "false");
 }
 
 static void write_endpoint(assay_strbuf *b, const char *key, const jh_endpoint *ep, const char *api) {
@@ -343,8 +358,9 @@ static void results_json(const run_ctx *c, const tally *t, const assay_judge_sum
     json_num(b, "timeout_s", c->policy.timeout_s);
     assay_strbuf_puts(b, ", ");
     json_num(b, "judge_timeout_s", c->judge_policy.timeout_s);
-    assay_strbuf_printf(b, ", \"max_retries\": %d, \"num_concurrent\": %lld, \"bootstrap_iters\": %d, ", c->policy.max_retries,
-                        (long long)ri->num_concurrent, ri->o->bootstrap_iters);
+    assay_strbuf_printf(b, ", \"max_retries\": %d, \"num_concurrent\": %lld, \"rejudge_identical\": %s, \"bootstrap_iters\": %d, ",
+                        c->policy.max_retries, (long long)ri->num_concurrent, c->rejudge_identical ? "true" : "false",
+                        ri->o->bootstrap_iters);
     json_num(b, "confidence", ri->o->confidence);
     assay_strbuf_printf(b, ", \"seed\": %llu},\n", (unsigned long long)ri->o->seed);
     assay_strbuf_printf(b, "  \"interrupted\": %s,\n", g_stop ? "true" : "false");
@@ -354,8 +370,8 @@ static void results_json(const run_ctx *c, const tally *t, const assay_judge_sum
                                "\"judge_failed\": %lld, \"judge_retried\": %lld}, ",
                             side_name[k], (long long)t->answered[k], (long long)t->answer_failed[k], (long long)t->scored[k],
                             (long long)t->invalid[k], (long long)t->judge_failed[k], (long long)t->retried[k]);
-    assay_strbuf_printf(b, "\"pairs\": %lld, \"not_run\": %lld, \"interrupted\": %lld},\n", (long long)t->pairs,
-                        (long long)t->not_run, (long long)t->interrupted);
+    assay_strbuf_printf(b, "\"pairs\": %lld, \"identical_answers\": %lld, \"not_run\": %lld, \"interrupted\": %lld},\n",
+                        (long long)t->pairs, (long long)t->identical, (long long)t->not_run, (long long)t->interrupted);
     assay_strbuf_puts(b, "  \"scores\": {");
     for (int k = 0; k < 2; k++) {
         assay_strbuf_printf(b, "\"%s_mean\": ", side_name[k]);
@@ -441,6 +457,7 @@ int assay_cmd_judge(int argc, char **argv) {
     const char *base_url = NULL, *cand_url = NULL, *judge_url = NULL, *base_model = NULL, *cand_model = NULL,
                *judge_model = NULL, *base_key = NULL, *cand_key = NULL, *judge_key = NULL, *template_path = NULL,
                *api = "chat", *output = "judge-results.json";
+    int rejudge_identical = 0;
     int64_t max_tokens = 512, judge_max_tokens = 32, num_concurrent = 8, max_retries = 3, limit = 0, iters = 2000, seed = 1234;
     double temperature = 0, timeout = 120, judge_timeout = 0, ship = 0.5, monitor = 1.5, confidence = 0.95, max_unscored = 0.1;
     const cli_option opts[] = {
@@ -457,6 +474,8 @@ int assay_cmd_judge(int argc, char **argv) {
         {NULL, "--judge-api-key", CLI_STRING, &judge_key, "KEY", "default $ASSAY_JUDGE_API_KEY, else $OPENAI_API_KEY"},
         {NULL, "--judge-template", CLI_STRING, &template_path, "FILE",
          "the judge's prompt, with {prompt}, {expected} and {answer} placeholders (default: the workflow's rubric)"},
+        {NULL, "--rejudge-identical", CLI_FLAG, &rejudge_identical, NULL,
+         "grade both answers even when they are the same text (default: graded once, the score shared)"},
         {NULL, "--judge-max-tokens", CLI_INT, &judge_max_tokens, "N", "token limit of a judge reply (default 32; 0: none sent)"},
         {NULL, "--max-tokens", CLI_INT, &max_tokens, "N", "token limit of a candidate's answer (default 512)"},
         {NULL, "--temperature", CLI_FLOAT, &temperature, "T", "candidates' sampling temperature (default 0: greedy)"},
@@ -540,6 +559,7 @@ int assay_cmd_judge(int argc, char **argv) {
     c.n = limit > 0 && limit < n_file ? limit : n_file;
     c.rec = assay_xcalloc((size_t)c.n, sizeof *c.rec);
     c.chat = strcmp(api, "chat") == 0;
+    c.rejudge_identical = rejudge_identical;
     c.max_tokens = max_tokens;
     c.judge_max_tokens = judge_max_tokens;
     c.temperature = temperature;
@@ -686,6 +706,8 @@ int assay_cmd_judge(int argc, char **argv) {
            (long long)t.hist[BASE][2], (long long)t.hist[BASE][3], (long long)t.hist[BASE][4], (long long)t.hist[BASE][5],
            (long long)t.hist[CAND][1], (long long)t.hist[CAND][2], (long long)t.hist[CAND][3], (long long)t.hist[CAND][4],
            (long long)t.hist[CAND][5]);
+    printf("identical answers: %lld of %lld samples%s\n", (long long)t.identical, (long long)c.n,
+           t.identical && !rejudge_identical ? " (graded once, the score shared)" : "");
     if (t.not_run || t.interrupted) printf("not run: %lld, interrupted: %lld\n", (long long)t.not_run, (long long)t.interrupted);
     printf("pairs: %lld; mean %.3f -> %.3f, difference %+.3f points, %g%% bootstrap interval [%+.3f, %+.3f]\n", (long long)np,
            s.mean_base, s.mean_cand, s.mean_diff, 100 * confidence, s.diff_lo, s.diff_hi);

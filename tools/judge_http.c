@@ -197,7 +197,7 @@ int jh_request(const jh_endpoint *ep, const char *path, const char *body, const 
     return call(ep, path, body, p, r, NULL);
 }
 
-int jh_post_json(const jh_endpoint *ep, const char *path, const char *body, const jh_policy *p, jh_response *r,
+int jh_json(const jh_endpoint *ep, const char *path, const char *body, const jh_policy *p, jh_response *r,
                  assay_json_doc **doc) {
     return call(ep, path, body, p, r, doc);
 }

@@ -6,7 +6,7 @@
  *   jh_policy p = {.timeout_s = 60, .connect_timeout_s = 10, .max_retries = 3, .backoff_s = 0.5, .stop = &flag};
  *   jh_response r;
  *   assay_json_doc *doc = NULL;
- *   if (jh_post_json(&ep, "/v1/chat/completions", body, &p, &r, &doc)) ... use doc ... else r.error says why
+ *   if (jh_json(&ep, "/v1/chat/completions", body, &p, &r, &doc)) ... use doc ... else r.error says why
  *   jh_response_free(&r); assay_json_doc_free(doc);
  *   jh_endpoint_free(&ep);
  *
@@ -55,7 +55,7 @@ typedef struct jh_response {
 /* One GET or POST (body != NULL) with retries; returns 1 when the server answered 200, else 0 with r->error. */
 int jh_request(const jh_endpoint *ep, const char *path, const char *body, const jh_policy *p, jh_response *r);
 /* jh_request, then the body parsed as JSON into *doc; a 200 whose body is not JSON counts as a failed attempt. */
-int jh_post_json(const jh_endpoint *ep, const char *path, const char *body, const jh_policy *p, jh_response *r,
+int jh_json(const jh_endpoint *ep, const char *path, const char *body, const jh_policy *p, jh_response *r,
                  assay_json_doc **doc);
 void jh_response_free(jh_response *r);
 
