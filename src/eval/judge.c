@@ -442,9 +442,9 @@ void assay_judge_summarize(const double *base, const double *cand, int64_t n, co
     s->monitor_points = o->monitor_up_to / 100 * headroom;
     s->degradation = s->degradation_lo = s->degradation_hi = NAN;
     if (headroom > 0) {
-        s->degradation = -100 * s->mean_diff / headroom;
-        s->degradation_lo = -100 * s->diff_hi / headroom;
-        s->degradation_hi = -100 * s->diff_lo / headroom;
+        s->degradation = -100 * s->mean_diff / headroom + 0.0; /* + 0.0: no negative zero */
+        s->degradation_lo = -100 * s->diff_hi / headroom + 0.0;
+        s->degradation_hi = -100 * s->diff_lo / headroom + 0.0;
     }
     /* degradation in points, and its interval */
     double g = -s->mean_diff, g_lo = -s->diff_hi, g_hi = -s->diff_lo;
