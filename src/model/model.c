@@ -764,8 +764,9 @@ void assay_session_close(assay_session *s) {
     free(s->tables); free(s->table_ids); free(s->seq_lens); free(s->seq_of_tok); free(s->slot);
     if (s->kv.layers) assay_kv_cache_free(&s->kv);
     assay_backend *be = s->m->be;
+    /* logits_dev: made at open on a device backend, on the first argmax-only step on a host one */
     float *bufs[] = {s->x, s->h, s->rows, s->q, s->att, s->k, s->v, s->gate, s->up, s->act, s->logits_dev};
-    for (int i = 0; i < (be->host_memory ? 10 : 11); i++)
+    for (int i = 0; i < 11; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     free(s->mask);
     free(s->row_idx);
