@@ -189,9 +189,8 @@ static void judge_answer(run_ctx *c, const assay_judge_sample *s, side_rec *r) {
         }
         r->judge_state = J_INVALID; /* asked once more, then left invalid */
     }
-    if (r->judge_state == J_INVALID && !r->judge_error) {
-        r->judge_error = assay_xstrdup("the judge's replies hold no score 1-5");
-    }
+    if (r->judge_state == J_INVALID && !r->judge_error) r->judge_error = assay_xstrdup("the judge's replies hold no score 1-5");
+    if (r->judge_state == J_FAILED && !r->judge_error) r->judge_error = assay_xstrdup("interrupted");
     free(msg);
     assay_strbuf_free(&b);
 }
