@@ -508,7 +508,7 @@ int assay_cmd_judge(int argc, char **argv) {
                           : judge_max_tokens < 0 ? "--judge-max-tokens must be >= 0"
                           : num_concurrent < 1 || num_concurrent > 256 ? "--num-concurrent must be in [1, 256]"
                           : !(timeout > 0) ? "--timeout must be > 0"
-                          : !(judge_timeout >= 0) ? "--judge-timeout must be > 0"
+                          : !(judge_timeout >= 0) ? "--judge-timeout must be > 0 (or 0: the same as --timeout)"
                           : max_retries < 0 || max_retries > 20 ? "--max-retries must be in [0, 20]"
                           : limit < 0 ? "--limit must be >= 0"
                           : !(ship >= 0 && monitor >= ship) ? "need 0 <= --ship-threshold <= --monitor-threshold"
@@ -607,7 +607,7 @@ int assay_cmd_judge(int argc, char **argv) {
     assay_progress_begin(&c.bar, "judge", c.n, "sample");
     int64_t started = 0;
     for (int64_t k = 0; k < nt; k++)
-        if (pthread_create(&th[k], NULL, worker, &c) == 0) started++;
+        if (pthread_create(&th[started], NULL, worker, &c) == 0) started++;
     for (int64_t k = 0; k < started; k++) pthread_join(th[k], NULL);
     free(th);
     assay_progress_end(&c.bar);
