@@ -5,13 +5,13 @@
  * the scores are compared pairwise (mean difference with a seeded bootstrap interval, Wilcoxon signed-rank) and
  * the workflow's thresholds give the verdict. The exit code says it: 0 ship, 3 ship with monitoring,
  * 4 investigate, 5 inconclusive; 1 error (an endpoint that cannot be reached, nothing scored, too many samples
- * unscored), 2 usage, 130 interrupted.
+ * unscored), 2 usage, 128 + the signal's number when interrupted (130 for SIGINT).
  *
  * Samples run --num-concurrent at a time, each on its own worker thread: both answers, then both judgements.
  * Every call has a deadline (--timeout) and failures that may pass are retried with backoff (judge_http.h). A
  * judge reply that is not a score is asked for once more, then recorded as invalid. Whatever fails is recorded
  * in the sample's record and counted; the results file is written in every case, after an interruption too
- * (SIGINT/SIGTERM stop the run: calls in flight are abandoned, samples not started are marked so). */
+ * (SIGINT, SIGTERM and SIGHUP stop the run: calls in flight are abandoned, samples not started are marked so). */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -475,23 +475,26 @@ int assay_cmd_judge(int argc, char **argv) {
          "the judge's prompt, with {prompt}, {expected} and {answer} placeholders (default: the workflow's rubric)"},
         {NULL, "--rejudge-identical", CLI_FLAG, &rejudge_identical, NULL,
          "grade both answers even when they are the same text (default: graded once, the score shared)"},
-        {NULL, "--judge-max-tokens", CLI_INT, &judge_max_tokens, "N", "token limit of a judge reply (default 32; 0: none sent)"},
-        {NULL, "--max-tokens", CLI_INT, &max_tokens, "N", "token limit of a candidate's answer (default 512)"},
-        {NULL, "--temperature", CLI_FLOAT, &temperature, "T", "candidates' sampling temperature (default 0: greedy)"},
+        {NULL, "--judge-max-tokens", CLI_INT, &judge_max_tokens, "N", "token limit of a judge reply (default 32; 0: none sent)",
+         CLI_AT_LEAST(0)},
+        {NULL, "--max-tokens", CLI_INT, &max_tokens, "N", "token limit of a candidate's answer (default 512)", CLI_AT_LEAST(1)},
+        {NULL, "--temperature", CLI_FLOAT, &temperature, "T", "candidates' sampling temperature (default 0: greedy)", CLI_IN(0, 2)},
         {"-o", "--output", CLI_STRING, &output, "FILE", "results JSON (default judge-results.json)"},
-        {NULL, "--limit", CLI_INT, &limit, "N", "only the first N samples"},
-        {NULL, "--num-concurrent", CLI_INT, &num_concurrent, "N", "samples in flight at once (default 8)"},
-        {NULL, "--timeout", CLI_FLOAT, &timeout, "S", "seconds allowed for each call (default 120)"},
-        {NULL, "--judge-timeout", CLI_FLOAT, &judge_timeout, "S", "seconds allowed for each judge call (default: --timeout)"},
+        {NULL, "--limit", CLI_INT, &limit, "N", "only the first N samples (default 0: all)", CLI_AT_LEAST(0)},
+        {NULL, "--num-concurrent", CLI_INT, &num_concurrent, "N", "samples in flight at once (default 8)", CLI_IN(1, 256)},
+        {NULL, "--timeout", CLI_FLOAT, &timeout, "S", "seconds allowed for each call (default 120)", CLI_ABOVE(0)},
+        {NULL, "--judge-timeout", CLI_FLOAT, &judge_timeout, "S", "seconds allowed for each judge call (default 0: --timeout's)",
+         CLI_AT_LEAST(0)},
         {NULL, "--max-retries", CLI_INT, &max_retries, "N",
-         "retries of a call after no answer, a timeout, 408, 429 or 5xx, with exponential backoff (default 3)"},
-        {NULL, "--ship-threshold", CLI_FLOAT, &ship, "PCT", "degradation below this is 'ship' (default 0.5)"},
-        {NULL, "--monitor-threshold", CLI_FLOAT, &monitor, "PCT", "up to this 'ship with monitoring', above 'investigate' (default 1.5)"},
-        {NULL, "--confidence", CLI_FLOAT, &confidence, "P", "level of the bootstrap interval (default 0.95)"},
-        {NULL, "--bootstrap-iters", CLI_INT, &iters, "N", "bootstrap resamples (default 2000)"},
-        {NULL, "--seed", CLI_INT, &seed, "N", "bootstrap seed (default 1234)"},
+         "retries of a call after no answer, a timeout, 408, 429 or 5xx, with exponential backoff (default 3)", CLI_IN(0, 20)},
+        {NULL, "--ship-threshold", CLI_FLOAT, &ship, "PCT", "degradation below this is 'ship' (default 0.5)", CLI_AT_LEAST(0)},
+        {NULL, "--monitor-threshold", CLI_FLOAT, &monitor, "PCT", "up to this 'ship with monitoring', above 'investigate' (default 1.5)",
+         CLI_AT_LEAST(0)},
+        {NULL, "--confidence", CLI_FLOAT, &confidence, "P", "level of the bootstrap interval (default 0.95)", CLI_IN_OPEN(0, 1)},
+        {NULL, "--bootstrap-iters", CLI_INT, &iters, "N", "bootstrap resamples (default 2000)", CLI_IN(0, 1000000)},
+        {NULL, "--seed", CLI_INT, &seed, "N", "bootstrap seed (default 1234)", CLI_AT_LEAST(0)},
         {NULL, "--max-unscored", CLI_FLOAT, &max_unscored, "F",
-         "fail (exit 1) when more than this fraction of the samples has no pair of scores (default 0.1)"},
+         "fail (exit 1) when more than this fraction of the samples has no pair of scores (default 0.1)", CLI_IN(0, 1)},
         {0}};
     const cli_spec spec = {"judge", "SAMPLES.jsonl --baseline-url URL --candidate-url URL --judge-url URL [options]",
                            "LLM-as-judge domain eval of two endpoints; exit code 0 ship, 3 ship with monitoring, 4 investigate, 5 inconclusive",
@@ -504,17 +507,7 @@ int assay_cmd_judge(int argc, char **argv) {
                           : !cand_url ? "--candidate-url is required"
                           : !judge_url ? "--judge-url is required"
                           : strcmp(api, "chat") != 0 && strcmp(api, "completions") != 0 ? "--candidate-api must be chat or completions"
-                          : max_tokens < 1 ? "--max-tokens must be >= 1"
-                          : judge_max_tokens < 0 ? "--judge-max-tokens must be >= 0"
-                          : num_concurrent < 1 || num_concurrent > 256 ? "--num-concurrent must be in [1, 256]"
-                          : !(timeout > 0) ? "--timeout must be > 0"
-                          : !(judge_timeout >= 0) ? "--judge-timeout must be > 0 (or 0: the same as --timeout)"
-                          : max_retries < 0 || max_retries > 20 ? "--max-retries must be in [0, 20]"
-                          : limit < 0 ? "--limit must be >= 0"
-                          : !(ship >= 0 && monitor >= ship) ? "need 0 <= --ship-threshold <= --monitor-threshold"
-                          : !(confidence > 0 && confidence < 1) ? "--confidence must be in (0, 1)"
-                          : iters < 0 || iters > 1000000 ? "--bootstrap-iters must be in [0, 1000000]"
-                          : !(max_unscored >= 0 && max_unscored <= 1) ? "--max-unscored must be in [0, 1]"
+                          : monitor < ship ? "--monitor-threshold must be >= --ship-threshold"
                           : NULL;
     if (problem) {
         cli_args_free(&args);
@@ -579,8 +572,14 @@ int assay_cmd_judge(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* judge takes its signals itself (the command line leaves them to it, as to serve): the run stops, and the
+     * results of what finished are written before it exits with 128 + the signal's number */
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int k = 0; k < 3; k++) {
+        struct sigaction old;
+        if (sigaction(sigs[k], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue; /* nohup and the like */
+        sigaction(sigs[k], &sa, NULL);
+    }
 
     /* every endpoint answers (and names its model when none was given) before the run starts */
     jh_policy quick = c.policy;
@@ -592,7 +591,12 @@ int assay_cmd_judge(int argc, char **argv) {
     for (int k = 0; k < 3; k++) {
         char error[700];
         if (!probe(eps[k], k == 2 ? &quick_judge : &quick, error, sizeof error)) {
-            fprintf(stderr, "assay judge: %s\n", g_stop ? "interrupted" : error);
+            if (g_stop) {
+                fprintf(stderr, "assay judge: interrupted by %s\n",
+                        g_signal == SIGTERM ? "SIGTERM" : g_signal == SIGHUP ? "SIGHUP" : "SIGINT");
+                exit_code = 128 + (int)g_signal;
+            } else
+                fprintf(stderr, "assay judge: %s\n", error);
             goto done;
         }
     }
@@ -664,8 +668,10 @@ int assay_cmd_judge(int argc, char **argv) {
     const char *failure = NULL;
     char failure_buf[256];
     if (g_stop) {
-        failure = "interrupted";
-        exit_code = 130;
+        snprintf(failure_buf, sizeof failure_buf, "interrupted by %s",
+                 g_signal == SIGTERM ? "SIGTERM" : g_signal == SIGHUP ? "SIGHUP" : "SIGINT");
+        failure = failure_buf;
+        exit_code = 128 + (int)g_signal;
     } else if (np == 0) {
         failure = "no sample has both scores";
         exit_code = CLI_EXIT_ERROR;
@@ -741,7 +747,6 @@ done:
     free(tmpl_owned);
     cli_args_free(&args);
     curl_global_cleanup();
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    for (int k = 0; k < 3; k++) signal(sigs[k], SIG_DFL);
     return exit_code;
 }

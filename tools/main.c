@@ -37,10 +37,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "assay %s: not built yet in this version (see README.md, 'Status')\n", name);
             return CLI_EXIT_ERROR;
         }
-        /* serve waits for its signals itself (to stop the server cleanly); every other command is ended by them,
-         * with its temporary outputs removed */
+        /* serve waits for its signals itself (to stop the server cleanly), judge too (to write the results of what
+         * finished); every other command is ended by them, with its temporary outputs removed */
         assay_log_set_command(c->name);
-        if (strcmp(c->name, "serve") != 0) cli_handle_signals(c->name);
+        if (strcmp(c->name, "serve") != 0 && strcmp(c->name, "judge") != 0) cli_handle_signals(c->name);
         return c->run(argc - 1, argv + 1);
     }
     fprintf(stderr, "assay: unknown command '%s'\n\n", name);

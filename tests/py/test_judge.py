@@ -347,8 +347,8 @@ try:
     fake_judge.delay = 0
     r = load(out)
     st = [x["status"] for x in r.get("samples", [])]
-    check(any(line.startswith("judge:  10% 1/10 sample") for line in progress), f"progress lines: {progress[-3:]}")
-    check(proc.returncode == 130 and r.get("interrupted") is True and "interrupted" in se,
+    check(any("judge:  10% 1/10 sample" in line for line in progress), f"progress lines: {progress[-3:]}")
+    check(proc.returncode == 130 and r.get("interrupted") is True and "assay judge: interrupted by SIGINT; partial results" in se,
           f"SIGINT: exit {proc.returncode}, interrupted {r.get('interrupted')}: {se[-300:]}")
     check(st.count("done") >= 2 and st.count("not run") >= 1 and len(st) == 10, f"partial results kept: {st}")
     check(r.get("counts", {}).get("not_run") == st.count("not run"), "not-run samples counted")
