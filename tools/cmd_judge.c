@@ -420,9 +420,6 @@ static void results_json(const run_ctx *c, const tally *t, const assay_judge_sum
     assay_strbuf_puts(b, ", \"samples_needed\": ");
     if (s->samples_needed > 0) assay_strbuf_printf(b, "%lld", (long long)s->samples_needed);
     else assay_strbuf_puts(b, "null");
-    assay_strbuf_puts(b, ", \"samples_to_ship\": ");
-    if (s->samples_to_ship > 0) assay_strbuf_printf(b, "%lld", (long long)s->samples_to_ship);
-    else assay_strbuf_puts(b, "null");
     assay_strbuf_puts(b, "},\n  \"samples\": [");
     for (int64_t i = 0; i < c->n; i++) {
         const assay_judge_sample *x = &c->samples[i];
@@ -642,21 +639,22 @@ int assay_cmd_judge(int argc, char **argv) {
     double unscored = c.n ? (double)(c.n - np) / (double)c.n : 1;
     switch (s.verdict) {
     case ASSAY_JUDGE_SHIP:
-        assay_strbuf_printf(&reason, "the interval rules out a degradation past %g%% (%.3g points)", ship, s.ship_points);
+        if (s.mean_base == 1) assay_strbuf_puts(&reason, "every baseline score is 1: nothing to lose");
+        else assay_strbuf_printf(&reason, "the interval lies below %g%% (%.3g points)", ship, s.ship_points);
         break;
     case ASSAY_JUDGE_MONITOR:
-        assay_strbuf_printf(&reason, "the interval rules out a degradation past %g%% (%.3g points) but not past %g%%", monitor,
-                            s.monitor_points, ship);
-        if (s.samples_to_ship > 0)
-            assay_strbuf_printf(&reason, "; about %lld pairs would show whether it stays below %g%%", (long long)s.samples_to_ship, ship);
+        assay_strbuf_printf(&reason, "the interval lies within %g-%g%% (%.3g-%.3g points)", ship, monitor, s.ship_points,
+                            s.monitor_points);
         break;
     case ASSAY_JUDGE_INVESTIGATE:
-        assay_strbuf_printf(&reason, "the interval rules out a degradation below %g%% (%.3g points)", monitor, s.monitor_points);
+        assay_strbuf_printf(&reason, "the interval lies above %g%% (%.3g points)", monitor, s.monitor_points);
         break;
     case ASSAY_JUDGE_INCONCLUSIVE:
         if (np < 2) assay_strbuf_printf(&reason, "%lld scored pair%s: too few to decide", (long long)np, np == 1 ? "" : "s");
         else {
-            assay_strbuf_printf(&reason, "the interval straddles %g%% (%.3g points)", monitor, s.monitor_points);
+            double g = -s.mean_diff;
+            double t = fabs(g - s.ship_points) < fabs(g - s.monitor_points) ? ship : monitor;
+            assay_strbuf_printf(&reason, "the interval spans %g%% (%.3g points)", t, t == ship ? s.ship_points : s.monitor_points);
             if (s.samples_needed > 0)
                 assay_strbuf_printf(&reason, "; about %lld pairs would settle it at the observed spread", (long long)s.samples_needed);
             else

@@ -18,12 +18,14 @@
  *     degradation % = 100 (mean_base - mean_cand) / (mean_base - 1),
  * i.e. the relative change of the score mapped onto [0, 1] by (s - 1) / 4, as accuracy's relative change is taken.
  * With a baseline mean of 4.2 the thresholds are 0.016 and 0.048 points. The decision is made on the paired
- * bootstrap interval of the mean difference, not on the point estimate:
- *   ship                  the interval rules out a degradation past ship_below;
- *   ship with monitoring  it rules out a degradation past monitor_up_to (but not past ship_below);
- *   investigate           it rules out a degradation below monitor_up_to;
- *   inconclusive          the interval straddles monitor_up_to: samples_needed says about how many pairs would
- *                         settle it at the observed spread (normal approximation).
+ * bootstrap interval of the mean difference, not on the point estimate, with the rules of `assay compare`
+ * (compare.h):
+ *   ship                  the interval lies below ship_below;
+ *   ship with monitoring  it lies within [ship_below, monitor_up_to];
+ *   investigate           it lies above monitor_up_to;
+ *   inconclusive          it spans a threshold: samples_needed says about how many pairs would move it off the
+ *                         threshold nearest the estimate, at the observed spread (normal approximation).
+ * A baseline that scored 1 everywhere cannot be degraded: ship.
  */
 #ifndef ASSAY_JUDGE_H
 #define ASSAY_JUDGE_H
@@ -112,8 +114,6 @@ typedef struct assay_judge_summary {
     assay_judge_verdict verdict;
     int64_t samples_needed;       /* inconclusive: pairs that would settle it at the observed spread; -1 otherwise or
                                      when no count would (the estimate sits on the threshold) */
-    int64_t samples_to_ship;      /* ship with monitoring with the estimate below ship_below: pairs that would
-                                     show it below; -1 otherwise */
 } assay_judge_summary;
 
 void assay_judge_summarize(const double *base, const double *cand, int64_t n, const assay_judge_options *o,

@@ -422,7 +422,7 @@ void assay_judge_summarize(const double *base, const double *cand, int64_t n, co
                            assay_judge_summary *s) {
     memset(s, 0, sizeof *s);
     s->n = n;
-    s->samples_needed = s->samples_to_ship = -1;
+    s->samples_needed = -1;
     double sb = 0, sc = 0;
     for (int64_t i = 0; i < n; i++) sb += base[i], sc += cand[i];
     s->mean_base = n ? sb / (double)n : NAN;
@@ -446,20 +446,26 @@ void assay_judge_summarize(const double *base, const double *cand, int64_t n, co
         s->degradation_lo = -100 * s->diff_hi / headroom + 0.0;
         s->degradation_hi = -100 * s->diff_lo / headroom + 0.0;
     }
-    /* degradation in points, and its interval */
+    /* degradation in points, and its interval; the rules are those of compare.h, on the judge's scale */
     double g = -s->mean_diff, g_lo = -s->diff_hi, g_hi = -s->diff_lo;
     if (n < 2 || isnan(g_lo)) {
         s->verdict = ASSAY_JUDGE_INCONCLUSIVE;
         return;
     }
-    double z = normal_quantile(o->confidence);
-    if (g_hi <= s->ship_points) s->verdict = ASSAY_JUDGE_SHIP;
-    else if (g_hi <= s->monitor_points) {
-        s->verdict = ASSAY_JUDGE_MONITOR;
-        if (g < s->ship_points) s->samples_to_ship = pairs_for(z, s->sd_diff, s->ship_points - g, n);
-    } else if (g_lo > s->monitor_points) s->verdict = ASSAY_JUDGE_INVESTIGATE;
+    if (!(headroom > 0)) { /* every baseline score is 1: the candidate cannot do worse */
+        s->verdict = ASSAY_JUDGE_SHIP;
+        return;
+    }
+    const double eps = 1e-12; /* rounding: an interval ending a hair past a threshold still reaches it */
+    double t1 = s->ship_points, t2 = s->monitor_points;
+    if (g_hi < t1 - eps) s->verdict = ASSAY_JUDGE_SHIP;
+    else if (g_lo > t2 + eps) s->verdict = ASSAY_JUDGE_INVESTIGATE;
+    else if (g_lo >= t1 - eps && g_hi <= t2 + eps) s->verdict = ASSAY_JUDGE_MONITOR;
     else {
+        /* the interval spans a threshold: the pairs that would shrink it, at the observed spread, inside the gap
+         * between the estimate and the threshold nearest to it */
         s->verdict = ASSAY_JUDGE_INCONCLUSIVE;
-        s->samples_needed = pairs_for(z, s->sd_diff, fabs(g - s->monitor_points), n);
+        double gap = fabs(g - t1) < fabs(g - t2) ? fabs(g - t1) : fabs(g - t2);
+        s->samples_needed = pairs_for(normal_quantile(o->confidence), s->sd_diff, gap, n);
     }
 }
