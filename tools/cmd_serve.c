@@ -1,9 +1,10 @@
 /* cmd_serve.c — `assay serve MODEL [--host H] [--port P] [--api-key KEY] [--served-model-name NAME]
- * [--chat-template T] [engine flags]`: the OpenAI-compatible server (server.h) over one engine, until SIGINT or SIGTERM
+ * [--chat-template T] [--max-queued-requests N] [--timeout SECONDS] [engine flags]`: the OpenAI-compatible server (server.h) over one engine, until SIGINT or SIGTERM
  * (then in-flight requests are aborted and it exits 0). --host defaults to 127.0.0.1 (this machine only; vLLM listens
  * on every address by default: pass --host 0.0.0.0 for that). The API key may also come from the environment
  * (ASSAY_API_KEY). --chat-template, as vLLM's: a file or the template text, or one of chat_template.h's families by
- * name, for a model without a template (or to replace its own). */
+ * name, for a model without a template (or to replace its own). --max-queued-requests bounds the waiting queue
+ * (503 beyond it); --timeout closes a connection that stays silent while the server waits on the client. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 
 int assay_cmd_serve(int argc, char **argv) {
     const char *host = "127.0.0.1", *api_key = NULL, *name = NULL, *chat_template = NULL;
-    int64_t port = 8000;
+    int64_t port = 8000, max_queued = 1024, timeout = 600;
     engine_cli ec;
     engine_cli_init(&ec);
     live_judge_cli jc;
@@ -34,10 +35,17 @@ int assay_cmd_serve(int argc, char **argv) {
         {NULL, "--served-model-name", CLI_STRING, &name, "NAME", "the model's name in the API (default: MODEL as given)"},
         {NULL, "--chat-template", CLI_STRING, &chat_template, "T",
          "chat template: a file, the template itself, or chatml|llama3|gemma|llama2|mistral (default: the model's)"},
+        {NULL, "--max-queued-requests", CLI_INT, &max_queued, "N",
+         "requests that may wait beyond the --max-num-seqs running ones; more get 503 (default 1024)",
+         CLI_IN(0, INT32_MAX)},
+        {NULL, "--timeout", CLI_INT, &timeout, "SECONDS",
+         "close a client connection silent this long: a stalled upload, a response not read, an idle keep-alive "
+         "(not the wait for tokens; default 600, as llama-server's; 0: never)", CLI_IN(0, INT32_MAX)},
         LIVE_JUDGE_CLI_OPTIONS(jc),
         ENGINE_CLI_OPTIONS(ec),
         {0}};
-    const cli_spec spec = {"serve", "MODEL [--host ADDR] [--port N] [--api-key KEY] [--served-model-name NAME] [--chat-template T] [engine flags]",
+    const cli_spec spec = {"serve", "MODEL [--host ADDR] [--port N] [--api-key KEY] [--served-model-name NAME] [--chat-template T] "
+                           "[--max-queued-requests N] [--timeout SECONDS] [engine flags]",
                            "OpenAI-compatible HTTP server with Prometheus metrics", opts, 1, 1};
     cli_args args;
     int rc = cli_parse(&spec, argc, argv, &args);
@@ -78,6 +86,8 @@ int assay_cmd_serve(int argc, char **argv) {
     so.model_path = model;
     so.chat_template = template_text ? template_text : chat_template;
     if (judge) so.on_done = live_judge_offer, so.metrics_extra = live_judge_metrics, so.hook_ctx = judge;
+    so.max_queued_requests = (int)max_queued;
+    so.timeout = (int)timeout;
     if (assay_server_start(&s, e, &so) != ASSAY_OK) goto done;
     fprintf(stderr, "assay serve: %s as \"%s\" on http://%s:%d (max-model-len %lld%s)\n", model, so.served_model_name,
             host, assay_server_port(s), (long long)assay_engine_max_model_len(e), api_key && api_key[0] ? ", API key required" : "");

@@ -10,17 +10,20 @@
  * unfinished, sleeping on a condition variable otherwise; libmicrohttpd runs one thread per connection. A connection
  * thread parses and tokenizes its request, hands it to the engine thread through a mutex-protected queue, and waits
  * on its own condition variable for the tokens the engine thread copies out after each step. Requests that arrive
- * while others run join the running batch at the next step (continuous batching). A streaming client that goes away
- * has its request aborted, which frees its KV blocks.
+ * while others run join the running batch at the next step (continuous batching). A client that goes away has its
+ * request aborted, streaming or not (a waiting connection thread checks its socket a few times a second), which
+ * frees its KV blocks.
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions (the model's chat template, chat_template.h, or the
  * options'), GET /v1/models, GET /health, GET /version, GET /metrics (Prometheus text, vLLM's names, a model_name
  * label: counters, gauges, vLLM's latency and size histograms, the configuration as info gauges), POST /tokenize,
  * POST /detokenize. `n` samples per prompt are n engine requests (choice index = prompt x n + sample; with a seed,
  * sample j uses seed + j, as vLLM does). Errors are OpenAI's error object {"error": {"message", "type", "param",
- * "code"}}: 400 bad JSON or parameters or a prompt longer than the context, 401 a missing or wrong API key (paths
- * under /v1), 404 an unknown path or model name, 405 a known path asked with another method (Allow says which),
- * 413 a body over max_body_bytes, 503 while shutting down.
+ * "code"}}: 400 bad JSON (or a body that is not UTF-8) or parameters or a prompt longer than the context, 401 a
+ * missing or wrong API key (paths under /v1), 404 an unknown path or model name, 405 a known path asked with another
+ * method (Allow says which), 413 a body over max_body_bytes (refused from its Content-Length before it is read; a
+ * chunked one is read and dropped past the limit), 503 when the waiting queue is full (max_queued_requests) or while
+ * shutting down.
  * The engine must have a tokenizer (assay_engine_tokenizer) for text prompts and outputs. */
 #ifndef ASSAY_SERVER_H
 #define ASSAY_SERVER_H
@@ -40,6 +43,11 @@ typedef struct assay_server_options {
     const char *served_model_name; /* the model's name in requests, /v1/models and metrics (required) */
     const char *model_path;        /* shown as the model's root in /v1/models (may be NULL) */
     size_t max_body_bytes;         /* request bodies above this get 413 (default 16 MiB) */
+    int max_queued_requests;       /* requests admitted beyond the engine's max_num_seqs running ones; more get 503
+                                    * (default 1024; a choice of n > 1 or a prompt list counts each engine request) */
+    int timeout;                   /* seconds a client connection may stay silent while the server waits on it (a
+                                    * body that stops coming, a response it does not read, an idle keep-alive) before
+                                    * it is closed; the wait for the engine's tokens does not count (default 600) */
     const char *chat_template;     /* NULL: the model's; else a Jinja template's text (recognised as chat_template.h
                                     * does) or a family name ("chatml", "llama3", "gemma", "llama2", "mistral") */
     /* Optional hooks (NULL: none), both called with hook_ctx. on_done sees every generation that finished normally

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "assay/chat_template.h"
 #include "assay/strbuf.h"
@@ -32,7 +33,11 @@ call *serve_call_new(int n) {
     c->reqs = calloc((size_t)n, sizeof *c->reqs);
     c->n = n;
     c->refs = n + 1;
-    pthread_cond_init(&c->cv, NULL);
+    pthread_condattr_t ca; /* timed waits count on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
     for (int i = 0; i < n; i++) c->reqs[i].c = c, c->reqs[i].index = i;
     return c;
 }
@@ -260,6 +265,8 @@ int serve_parse_generate(const serve_model *s, const assay_json *root, int chat,
     if (!serve_check_model(s, root, er)) return 0;
     if (!serve_get_bool(root, "stream", &g->stream, er)) return 0;
     const assay_json *so = assay_json_get(root, "stream_options");
+    if (so && so->type != ASSAY_JSON_OBJECT && so->type != ASSAY_JSON_NULL)
+        return serve_set_err(er, 400, "stream_options", "stream_options must be an object");
     if (so && so->type == ASSAY_JSON_OBJECT && !serve_get_bool(so, "include_usage", &g->include_usage, er)) return 0;
     if (!chat) {
         if (!serve_get_bool(root, "echo", &g->echo, er)) return 0;
@@ -345,6 +352,9 @@ int serve_parse_generate(const serve_model *s, const assay_json *root, int chat,
             r->sp.max_tokens = 1;
         } else
             r->sp.max_tokens = mt;
+        if (g->max_tokens >= 0 && r->sp.min_tokens > g->max_tokens)
+            return serve_set_err(er, 400, "min_tokens", "min_tokens must be less than or equal to max_tokens=%lld, got %lld",
+                                 (long long)g->max_tokens, (long long)r->sp.min_tokens);
         r->sp.logprobs = g->logprobs;
         if (g->echo && g->logprobs >= 0) r->sp.prompt_logprobs = g->logprobs;
     }

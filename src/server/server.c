@@ -6,7 +6,9 @@
 #include <arpa/inet.h>
 #include <math.h>
 #include <microhttpd.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,6 +80,9 @@ struct assay_server {
     assay_tokenizer *tok;
     char *name, *root, *api_key;
     size_t max_body;
+    int max_queued, timeout;
+    int64_t max_running;  /* the engine's max_num_seqs */
+    int64_t n_unfinished; /* engine requests submitted and not finished (queued, waiting or running) */
     int port;
     int64_t max_model_len, n_vocab;
     time_t created;
@@ -156,6 +161,7 @@ static void absorb(sreq *r, const assay_request_output *o) {
 
 static void finish_req(assay_server *s, sreq *r, assay_finish_reason why) {
     r->state = 2;
+    s->n_unfinished--;
     if (r->finish == ASSAY_FINISH_NONE) r->finish = why;
     pthread_cond_broadcast(&r->c->cv);
     call_release(r->c);
@@ -272,13 +278,20 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
-/* Queues a call's requests; 0 when the server is stopping (nothing queued). */
-static int submit(assay_server *s, call *c) {
+/* Queues a call's requests: 1; 0 when the server is stopping, -1 when the waiting queue would hold more than
+ * max_queued requests beyond the max_running ones (nothing queued, *waiting says how many wait now). */
+static int submit(assay_server *s, call *c, int64_t *waiting) {
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
+    if (s->n_unfinished + c->n > s->max_running + s->max_queued) {
+        *waiting = s->n_unfinished > s->max_running ? s->n_unfinished - s->max_running : 0;
+        pthread_mutex_unlock(&s->mu);
+        return -1;
+    }
+    s->n_unfinished += c->n;
     for (int i = 0; i < c->n; i++) {
         sreq *r = &c->reqs[i];
         r->next = NULL;
@@ -298,6 +311,21 @@ static void call_drop(assay_server *s, call *c) {
     call_release(c);
 }
 
+#define CLIENT_CHECK_S 0.25 /* how often a waiting request's thread looks at its client */
+
+/* Waits on the call's condition variable (srv->mu held) for news or at most until *next_check (monotonic seconds,
+ * 0: now + CLIENT_CHECK_S); 1 when that time has come (*next_check moves on): the caller looks at its client. */
+static int call_wait(assay_server *s, call *c, double *next_check) {
+    if (*next_check == 0) *next_check = assay_now_seconds() + CLIENT_CHECK_S;
+    double t = *next_check;
+    struct timespec ts = {.tv_sec = (time_t)t, .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
+    pthread_cond_timedwait(&c->cv, &s->mu, &ts);
+    double now = assay_now_seconds();
+    if (now < *next_check) return 0;
+    *next_check = now + CLIENT_CHECK_S;
+    return 1;
+}
+
 static int call_done(const call *c) {
     for (int i = 0; i < c->n; i++)
         if (c->reqs[i].state != 2) return 0;
@@ -305,6 +333,26 @@ static int call_done(const call *c) {
 }
 
 /* ---- HTTP plumbing ----------------------------------------------------------------------------------------- */
+
+/* Whether the client closed its end of the connection or it broke (the peer's FIN or RST, a socket error). A
+ * request's thread asks while it waits for tokens, since nothing is written to the socket then. */
+static int client_gone(struct MHD_Connection *con) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* libmicrohttpd closes a connection that has been silent for the timeout, counting from its last read or write;
+ * the time a request's thread spends waiting for the engine must not count. Setting the timeout to 0 stops the
+ * clock; setting it again from 0 restarts it from now (MHD_CONNECTION_OPTION_TIMEOUT's documented behaviour). */
+static void timeout_pause(assay_server *s, struct MHD_Connection *con) {
+    if (s->timeout > 0) MHD_set_connection_option(con, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+}
+
+static void timeout_resume(assay_server *s, struct MHD_Connection *con) {
+    if (s->timeout > 0) MHD_set_connection_option(con, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->timeout);
+}
 
 typedef struct conn {
     assay_strbuf body;
@@ -576,6 +624,7 @@ static void offer_done(assay_server *s, const call *c) {
 
 typedef struct stream {
     assay_server *s;
+    struct MHD_Connection *con;
     gen_request g;
     char id[64];
     time_t created;
@@ -700,8 +749,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         assay_strbuf_clear(&st->buf);
         st->off = 0;
         if (st->done_sent) return MHD_CONTENT_READER_END_OF_STREAM;
+        timeout_pause(s, st->con);
         pthread_mutex_lock(&s->mu);
-        while (!stream_fill(st) && !all_ended(st)) pthread_cond_wait(&st->g.c->cv, &s->mu);
+        int gone = 0;
+        double next_check = 0;
+        while (!gone && !stream_fill(st) && !all_ended(st))
+            if (call_wait(s, st->g.c, &next_check)) gone = client_gone(st->con);
+        if (gone) { /* the client left while its request waited or ran: END_WITH_ERROR closes, stream_free aborts */
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         if (all_ended(st)) {
             offer_done(s, st->g.c);
             if (st->g.include_usage && !st->usage_sent) {
@@ -715,6 +772,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             st->done_sent = 1;
         }
         pthread_mutex_unlock(&s->mu);
+        timeout_resume(s, st->con);
     }
     size_t n = st->buf.len - st->off;
     if (n > max) n = max;
@@ -750,15 +808,20 @@ static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *c
     }
     call *c = g.c;
     c->t_arrival = t_arrival;
-    if (!submit(s, c)) {
+    int64_t waiting = 0;
+    int queued = submit(s, c, &waiting);
+    if (queued <= 0) {
         serve_call_free(c);
-        return send_error(con, 503, NULL, "the server is shutting down");
+        if (queued == 0) return send_error(con, 503, NULL, "the server is shutting down");
+        return send_error(con, 503, NULL, "the server is busy: %lld requests are waiting, the queue holds %d (--max-queued-requests); "
+                          "retry later", (long long)waiting, s->max_queued);
     }
     char id[64];
     make_id(s, chat ? "chatcmpl" : "cmpl", id, sizeof id);
     if (g.stream) {
         stream *st = calloc(1, sizeof *st);
         st->s = s;
+        st->con = con;
         st->g = g;
         st->created = time(NULL);
         snprintf(st->id, sizeof st->id, "%s", id);
@@ -778,8 +841,15 @@ static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *c
         MHD_destroy_response(resp);
         return ret;
     }
+    timeout_pause(s, con);
     pthread_mutex_lock(&s->mu);
-    while (!call_done(c)) pthread_cond_wait(&c->cv, &s->mu);
+    double next_check = 0;
+    while (!call_done(c))
+        if (call_wait(s, c, &next_check) && client_gone(con)) { /* the client left: abort, close without an answer */
+            call_drop(s, c);
+            pthread_mutex_unlock(&s->mu);
+            return MHD_NO;
+        }
     assay_strbuf b = {0};
     const char *err = NULL;
     int aborted = 0;
@@ -796,6 +866,7 @@ static enum MHD_Result handle_generate(assay_server *s, struct MHD_Connection *c
     }
     call_drop(s, c);
     pthread_mutex_unlock(&s->mu);
+    timeout_resume(s, con);
     enum MHD_Result ret = send_json(con, status, &b);
     assay_strbuf_free(&b);
     return ret;
@@ -996,7 +1067,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!cc->too_big && cc->body.len + *upload_size > s->max_body) cc->too_big = 1;
+        if (!cc->too_big && cc->body.len + *upload_size > s->max_body) { /* the rest is read and dropped */
+            cc->too_big = 1;
+            assay_strbuf_free(&cc->body);
+        }
         if (!cc->too_big) assay_strbuf_append(&cc->body, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
@@ -1058,6 +1132,8 @@ void assay_server_options_default(assay_server_options *o) {
     o->host = "127.0.0.1";
     o->port = 8000;
     o->max_body_bytes = (size_t)16 << 20;
+    o->max_queued_requests = 1024;
+    o->timeout = 600;
 }
 
 
@@ -1180,6 +1256,9 @@ assay_status assay_server_start(assay_server **out, assay_engine *e, const assay
     } else
         return assay_fail(ASSAY_ERR_ARG, "server: --host %s is not an IPv4 or IPv6 address", host);
     if (o->port < 0 || o->port > 65535) return assay_fail(ASSAY_ERR_ARG, "server: --port %d is out of range", o->port);
+    if (o->max_queued_requests < 0)
+        return assay_fail(ASSAY_ERR_ARG, "server: --max-queued-requests must be >= 0, got %d", o->max_queued_requests);
+    if (o->timeout < 0) return assay_fail(ASSAY_ERR_ARG, "server: --timeout must be >= 0, got %d", o->timeout);
 
     assay_server *s = calloc(1, sizeof *s);
     s->e = e;
@@ -1188,6 +1267,9 @@ assay_status assay_server_start(assay_server **out, assay_engine *e, const assay
     s->root = strdup(o->model_path ? o->model_path : o->served_model_name);
     s->api_key = o->api_key && o->api_key[0] ? strdup(o->api_key) : NULL;
     s->max_body = o->max_body_bytes ? o->max_body_bytes : (size_t)16 << 20;
+    s->max_queued = o->max_queued_requests;
+    s->timeout = o->timeout;
+    s->max_running = assay_engine_get_args(e)->max_num_seqs;
     s->max_model_len = assay_engine_max_model_len(e);
     s->n_vocab = assay_tokenizer_n_vocab(s->tok);
     s->created = time(NULL);
@@ -1209,7 +1291,7 @@ assay_status assay_server_start(assay_server **out, assay_engine *e, const assay
         return assay_fail(ASSAY_ERR_IO, "server: cannot start the engine thread");
     }
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->timeout,
                             MHD_OPTION_END);
     if (!s->d) {
         pthread_mutex_lock(&s->mu);
