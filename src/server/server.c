@@ -195,6 +195,7 @@ static void *engine_main(void *arg) {
             s->q_head = r->next;
             if (!s->q_head) s->q_tail = NULL;
             if (s->stopping || r->c->gone) {
+                s->finished[ASSAY_FINISH_ABORT]++;
                 finish_req(s, r, ASSAY_FINISH_ABORT);
                 continue;
             }
