@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh — build the libFuzzer harnesses in fuzz/ with clang and run each for SECONDS (default 20).
 #   bash scripts/fuzz.sh 600          # a longer run; crashes are written to build-fuzz/crashes/
-# Seeds come from real files (shared data) and the corpus in fuzz/corpus/<harness>/.
+# Seeds come from real files (shared data) and the corpus in fuzz/corpus/<harness>/; fuzz/<harness>.dict, when there
+# is one, is the harness's dictionary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -19,9 +20,11 @@ for src in "${harnesses[@]}"; do
   seeds=()
   [ -d "fuzz/corpus/$name" ] && seeds+=("fuzz/corpus/$name")
   [ -x "fuzz/seeds_$name.sh" ] && bash "fuzz/seeds_$name.sh" "$corpus"
+  opts=()
+  [ -f "fuzz/$name.dict" ] && opts+=(-dict="fuzz/$name.dict")
   log=build-fuzz/$name.log
   if build-fuzz/$name -max_total_time="$seconds" -artifact_prefix=build-fuzz/crashes/"$name"- \
-      -print_final_stats=1 "$corpus" "${seeds[@]}" >"$log" 2>&1; then
+      -print_final_stats=1 "${opts[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1; then
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
     echo "fuzz: $name ok, ${execs:-?} executions in ${seconds}s"
   else
