@@ -74,7 +74,7 @@ static int get_int(const assay_json *root, const char *key, int64_t lo, int64_t 
     if (v->type != ASSAY_JSON_NUMBER || !v->is_integer) return serve_set_err(er, 400, key, "%s must be an integer", key);
     if (v->integer < lo || v->integer > hi)
         return serve_set_err(er, 400, key, "%s must be in [%lld, %lld], got %lld", key, (long long)lo, (long long)hi,
-                       (long long)v->integer);
+                             (long long)v->integer);
     *out = v->integer;
     return 1;
 }
@@ -337,16 +337,16 @@ int serve_parse_generate(const serve_model *s, const assay_json *root, int chat,
         sreq *r = &g->c->reqs[i];
         if (r->n_prompt >= s->max_model_len)
             return serve_set_err(er, 400, "prompt",
-                           "This model's maximum context length is %lld tokens. However, your prompt has %lld tokens.",
-                           (long long)s->max_model_len, (long long)r->n_prompt);
+                                 "This model's maximum context length is %lld tokens. However, your prompt has %lld tokens.",
+                                 (long long)s->max_model_len, (long long)r->n_prompt);
         int64_t mt = g->max_tokens;
         if (mt < 0) mt = s->max_model_len - r->n_prompt; /* chat without a limit: up to the context */
         if (r->n_prompt + mt > s->max_model_len)
             return serve_set_err(er, 400, "max_tokens",
-                           "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
-                           "(%lld in the prompt, %lld for the completion).",
-                           (long long)s->max_model_len, (long long)(r->n_prompt + mt), (long long)r->n_prompt,
-                           (long long)mt);
+                                 "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
+                                 "(%lld in the prompt, %lld for the completion).",
+                                 (long long)s->max_model_len, (long long)(r->n_prompt + mt), (long long)r->n_prompt,
+                                 (long long)mt);
         if (mt == 0) {
             r->sp.prompt_only = 1;
             r->sp.max_tokens = 1;
