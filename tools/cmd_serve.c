@@ -37,10 +37,10 @@ int assay_cmd_serve(int argc, char **argv) {
          "chat template: a file, the template itself, or chatml|llama3|gemma|llama2|mistral (default: the model's)"},
         {NULL, "--max-queued-requests", CLI_INT, &max_queued, "N",
          "requests that may wait beyond the --max-num-seqs running ones; more get 503 (default 1024)",
-         CLI_IN(0, INT32_MAX)},
+         CLI_AT_LEAST(0)},
         {NULL, "--timeout", CLI_INT, &timeout, "SECONDS",
          "close a client connection silent this long: a stalled upload, a response not read, an idle keep-alive "
-         "(not the wait for tokens; default 600, as llama-server's; 0: never)", CLI_IN(0, INT32_MAX)},
+         "(not the wait for tokens; default 600, as llama-server's; 0: never)", CLI_AT_LEAST(0)},
         LIVE_JUDGE_CLI_OPTIONS(jc),
         ENGINE_CLI_OPTIONS(ec),
         {0}};
@@ -86,8 +86,8 @@ int assay_cmd_serve(int argc, char **argv) {
     so.model_path = model;
     so.chat_template = template_text ? template_text : chat_template;
     if (judge) so.on_done = live_judge_offer, so.metrics_extra = live_judge_metrics, so.hook_ctx = judge;
-    so.max_queued_requests = (int)max_queued;
-    so.timeout = (int)timeout;
+    so.max_queued_requests = max_queued > INT32_MAX ? INT32_MAX : (int)max_queued; /* beyond: no bound in practice */
+    so.timeout = timeout > INT32_MAX ? INT32_MAX : (int)timeout;
     if (assay_server_start(&s, e, &so) != ASSAY_OK) goto done;
     fprintf(stderr, "assay serve: %s as \"%s\" on http://%s:%d (max-model-len %lld%s)\n", model, so.served_model_name,
             host, assay_server_port(s), (long long)assay_engine_max_model_len(e), api_key && api_key[0] ? ", API key required" : "");
