@@ -37,8 +37,23 @@ interrupt() {
 # its temporary file at the end: it is interrupted while quantizing, and must leave nothing either
 interrupt SIGINT 130 "$T/fp8" -- "$ASSAY_BIN" quantize "$HOUSE" -o "$T/fp8" --scheme fp8 --calib-samples 16
 interrupt SIGTERM 143 "$T/awq" -- "$ASSAY_BIN" quantize "$HOUSE" -o "$T/awq" --scheme int4-awq --calib-samples 8
-interrupt SIGHUP 129 - -- "$ASSAY_BIN" quantize "$HOUSE" -o "$T/q4.gguf" --scheme q4_k_m
-[ ! -e "$T/q4.gguf" ] && pass=$((pass+1)) || { echo "FAIL: q4.gguf written after SIGHUP"; fail=$((fail+1)); }
+# (on a fast machine it may finish in under a second: the signal goes out after 0.3 s, with one thread, and a run that
+# finished first is said, not failed)
+"$ASSAY_BIN" quantize "$HOUSE" -o "$T/q4.gguf" --scheme q4_k_m -t 1 >"$T/log" 2>&1 &
+pid=$!
+sleep 0.3
+if kill -0 $pid 2>/dev/null; then
+  kill -s SIGHUP $pid 2>/dev/null
+  wait $pid; rc=$?
+  if [ $rc = 129 ] && [ ! -e "$T/q4.gguf" ] && ! compgen -G "$T/q4.gguf*" >/dev/null && grep -q "interrupted by SIGHUP" "$T/log"; then
+    pass=$((pass+1))
+  elif [ $rc = 0 ]; then echo "note: q4_k_m finished as SIGHUP was sent; not checked"
+  else echo "FAIL: SIGHUP to q4_k_m: rc $rc, left: $(compgen -G "$T/q4.gguf*"), output: $(cat "$T/log")"; fail=$((fail+1)); fi
+else
+  wait $pid
+  echo "note: q4_k_m quantized the house model in under 0.3 s; the SIGHUP case was not checked"
+fi
+rm -f "$T/q4.gguf"
 
 # convert is fast on the house model: catch its temporary file if it can be caught, and check the same contract
 "$ASSAY_BIN" convert "$HOUSE" -o "$T/h.gguf" --quiet >/dev/null 2>&1 || { echo "FAIL: convert"; fail=$((fail+1)); }
