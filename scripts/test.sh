@@ -2,7 +2,8 @@
 # test.sh — the whole test suite: setup + build, the test packages (scripts/setup-tests.sh), ctest, the suite again
 # under ASan+UBSan, a short fuzz run.
 #   bash scripts/test.sh
-# Environment: ASSAY_SKIP_SANITIZE=1 / ASSAY_SKIP_FUZZ=1 skip those stages (for quick local runs).
+# Environment: ASSAY_SKIP_SANITIZE=1 / ASSAY_SKIP_FUZZ=1 skip those stages (for quick local runs); ASSAY_TEST_SLOW=1
+# adds the tests labelled slow (CMakeLists.txt's ASSAY_SLOW_TESTS: minutes each) to the Release stage.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -10,8 +11,13 @@ bash scripts/setup-tests.sh || exit 1
 jobs=$(nproc)
 failed=0
 
-echo "== ctest (Release)"
-ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
+if [ "${ASSAY_TEST_SLOW:-0}" = 1 ]; then
+  echo "== ctest (Release, the slow tests included)"
+  ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
+else
+  echo "== ctest (Release; ASSAY_TEST_SLOW=1 adds the tests labelled slow)"
+  ctest --test-dir build --output-on-failure -j"$jobs" -LE slow || failed=1
+fi
 
 if [ "${ASSAY_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== ctest under AddressSanitizer + UndefinedBehaviorSanitizer (heavy tests skipped)"
