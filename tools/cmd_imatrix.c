@@ -44,6 +44,7 @@ int assay_cmd_imatrix(int argc, char **argv) {
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = (int)threads;
+    mo.f32_activations = 1; /* calibration sees f32 activations, whatever the CPU */
     assay_model *m = NULL;
     assay_tokenizer *tok = NULL;
     assay_imatrix *im = NULL;

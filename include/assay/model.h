@@ -88,6 +88,8 @@ typedef struct assay_model_options {
     const char *device;       /* the backend (backend.h's assay_backend_open): "cpu" (default) or "cuda" */
     const char *load_format;  /* NULL or "auto": the weights in the files; "dummy": see below */
     uint64_t seed;            /* "dummy": the seed of the weights' values (default 0) */
+    int f32_activations;      /* CPU: f32 activations for bf16 weights even where AVX512_BF16 kernels would round them
+                               * to bf16 (calibration passes, whose two routes and references compute in f32) */
 } assay_model_options;
 
 typedef struct assay_session_options {

@@ -98,6 +98,7 @@ void assay_model_options_default(assay_model_options *o) {
     o->device = "cpu";
     o->load_format = "auto";
     o->seed = 0;
+    o->f32_activations = 0;
 }
 
 assay_status assay_model_load_format_check(const char *name) {
@@ -523,6 +524,7 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
     m->inv_freq = own(m, rope_freqs(c, c->rope_theta, hd));
     m->inv_freq_local = own(m, rope_freqs(c, c->rope_theta_local > 0 ? c->rope_theta_local : c->rope_theta, hd));
     if ((st = assay_backend_open(&m->be, opt->device, opt->n_threads))) goto fail;
+    if (opt->f32_activations && m->be->ops == assay_backend_cpu_ops()) assay_backend_cpu_f32_activations(m->be);
     if (!m->be->host_memory) st = device_setup(m);
     else if (assay_weight_is_dummy(&m->tok_embd)) st = m->be->ops->prepare_weight(m->be, &m->tok_embd); /* fills it */
     if (st) goto fail;

@@ -150,6 +150,7 @@ static assay_status calibrate_inputs(const assay_model_file *mf, const assay_qua
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = opt->threads;
+    mo.f32_activations = 1; /* calibration sees f32 activations, whatever the CPU */
     assay_model *m = NULL;
     assay_status rc = assay_model_load(&m, path, &mo);
     if (rc != ASSAY_OK) return rc;

@@ -804,6 +804,7 @@ assay_status assay_intq_quantize_model(const char *model_path, const char *out_d
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = o->threads;
+    mo.f32_activations = 1; /* calibration sees f32 activations, whatever the CPU */
     assay_model *m = NULL;
     assay_status st = assay_model_load(&m, model_path, &mo);
     if (st != ASSAY_OK) return st;

@@ -56,6 +56,7 @@ assay_status assay_quantize_kv_calibrate(const assay_model_file *mf, const assay
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = opt->threads;
+    mo.f32_activations = 1; /* calibration sees f32 activations, whatever the CPU */
     assay_model *m = NULL;
     assay_status rc = assay_model_load(&m, path, &mo);
     if (rc != ASSAY_OK) return rc;

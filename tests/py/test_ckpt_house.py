@@ -44,6 +44,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from intq_model_oracle import unpack_awq, unpack_gptq  # noqa: E402
 from testlib import check, finish  # noqa: E402
 
+# f32 activations for the unquantized (bf16) weights, as the float64 oracle computes them (the AVX512_BF16 kernels
+# would round them to bf16: test_model_house.c bounds that path)
+os.environ["ASSAY_CPU_NO_BF16"] = "1"
 ASSAY = os.environ.get("ASSAY_BIN", "build/assay")
 BUILD = os.environ.get("ASSAY_BUILD_DIR", "build")
 SHARED = os.environ.get("ASSAY_SHARED", "../shared")

@@ -24,6 +24,9 @@ np.bfloat16 = ml_dtypes.bfloat16
 np.float8_e4m3fn = ml_dtypes.float8_e4m3fn
 from safetensors.numpy import load_file  # noqa: E402
 
+# f32 activations for the bf16 baseline, as transformers' reference computes (the AVX512_BF16 kernels would round
+# them to bf16: test_model_house.c bounds that path)
+os.environ["ASSAY_CPU_NO_BF16"] = "1"
 ASSAY = os.environ.get("ASSAY_BIN", "build/assay")
 BUILD = os.environ.get("ASSAY_BUILD_DIR", "build")
 HOUSE = os.path.join(os.environ.get("ASSAY_SHARED", "../shared"), "models", "house")

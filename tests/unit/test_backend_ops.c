@@ -1,4 +1,5 @@
-/* test_backend_ops.c — every op of the CPU backend, for every kernel set this CPU runs (scalar, avx2, avx512),
+/* test_backend_ops.c — every op of the CPU backend, for every kernel set this CPU runs (scalar, avx2, avx512,
+ * avx512bf16),
  * against the scalar kernel set and against plain double-precision math written here, in the manner of llama.cpp's
  * tests/test-backend-ops.cpp. One line per (op, shape, kernel set), e.g.
  *
@@ -33,6 +34,11 @@
  *                 |x_i - q_i d_h| for Q8_0/Q8_1, d (1/2 + 381u + 127 * 2^-11) + 127 * 2^-25 (half a step, the step
  *                 rounded to fp16, the product x * (1/d) rounded); for Q8_K (float d) d (1/2 + 300u); Q8_1's
  *                 fp16 block sums that meet a min m add at most the same per element.
+ *             A set whose activations differ from the scalar set's (avx512bf16: bf16 weights meet activations rounded
+ *             to bf16, as llama.cpp does) has its own terms: e_i = 2^-8 |x_i| (8 significant bits, round to nearest
+ *             even), or |x_i| where |x_i| < 2^-126 (denormals taken as 0); D = n/16 + 8 (VDPBF16PS: two roundings
+ *             per pair of elements in each of 16 lanes); plus K 2^-126 for results flushed to zero. Against the
+ *             scalar set its bound is then the sum of the two sets' bounds against f64.
  *  get_rows   exact against the scalar set and bit for bit the rows assay_dequantize gives; against decoders here:
  *             f32/f16/bf16 and the fp16 scale times small integer types (Q4_0, Q5_0, Q8_0, Q8_1, Q4G*) exact;
  *             Q8_K (float scale times code) within u|x|; Q4_1/Q5_1 (d q + m: one more rounding) and the k-quants
@@ -291,11 +297,31 @@ static void weight_extras(assay_type t, const uint8_t *row, int64_t n, double *o
     }
 }
 
-/* x quantized as the scalar set does it for vec_dot_type vt: xq = the values the kernels multiply, e = the bound on
- * |x - xq| per element. F32: xq = x, e = 0. */
+/* x rounded to bf16 here (round to nearest even; what VCVTNE2PS2BF16 does for normal and zero inputs) */
+static double round_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* x quantized for vec_dot_type vt as the sets do it: xq = the values the kernels multiply, e = the bound on
+ * |x - xq| per element. F32: xq = x, e = 0. BF16: xq = x rounded to bf16 here, e = 2^-8 |x| (8 significant bits),
+ * or |x| where |x| < 2^-126 (the conversion and VDPBF16PS take denormals as 0). The Q8 types: the scalar set's
+ * quantizer (every set makes the same integers). */
 static void act_quant(assay_type vt, const float *x, int64_t n, double *xq, double *e) {
     if (vt == ASSAY_TYPE_F32) {
         for (int64_t i = 0; i < n; i++) xq[i] = x[i], e[i] = 0;
+        return;
+    }
+    if (vt == ASSAY_TYPE_BF16) {
+        for (int64_t i = 0; i < n; i++) {
+            int tiny = fabsf(x[i]) < 0x1p-126f;
+            xq[i] = tiny ? 0 : round_bf16(x[i]);
+            e[i] = tiny ? fabsf(x[i]) : 0x1p-8 * fabsf(x[i]);
+        }
         return;
     }
     const assay_cpu_kernels *rk = assay_cpu_kernels_ref();
@@ -330,17 +356,59 @@ static void act_quant(assay_type vt, const float *x, int64_t n, double *xq, doub
     free(buf);
 }
 
+/* The kernel table of a set, by name (its vec_dot_type per weight type says how it treats the activations). */
+static const assay_cpu_kernels *set_table(const char *name) {
+    if (strcmp(name, "scalar") == 0) return assay_cpu_kernels_ref();
+    if (strcmp(name, "avx2") == 0) return assay_cpu_kernels_avx2();
+    if (strcmp(name, "avx512") == 0) return assay_cpu_kernels_avx512();
+    if (strcmp(name, "avx512bf16") == 0) return assay_cpu_kernels_avx512bf16();
+    fprintf(stderr, "test_backend_ops: kernel set %s unknown here: add it to set_table\n", name);
+    ASSAY_ASSERT(0);
+    return NULL;
+}
+
+/* The per-element bounds of a matmul whose activations are treated as vt (see the header): b_same against another
+ * set with the same activations, b_f64 against exact math; want = the exact product (wd: dequantized weights). */
+static void matmul_bounds(assay_type type, assay_type vt, const uint8_t *w, size_t rb, const float *wd, const float *x,
+                          int64_t n_in, int64_t n_out, int64_t n_tok, double *want, double *b_same, double *b_f64) {
+    double *o = xcalloc(n_out * n_in, 8), *m2 = xcalloc(n_out * n_in, 8);
+    for (int64_t r = 0; r < n_out; r++) weight_extras(type, w + r * rb, n_in, o + r * n_in, m2 + r * n_in);
+    double *xq = xcalloc(n_tok * n_in, 8), *e = xcalloc(n_tok * n_in, 8);
+    for (int64_t tk = 0; tk < n_tok; tk++) act_quant(vt, x + tk * n_in, n_in, xq + tk * n_in, e + tk * n_in);
+    /* f32 activations: >= 8 lanes, n/8 + 16; quantized (block sums) and bf16 (VDPBF16PS: two roundings per pair of
+     * elements in each of 16 lanes): n/16 + 8 */
+    double D = vt == ASSAY_TYPE_F32 ? ceil(n_in / 8.0) + 16 : n_in / 16.0 + 8, K = D + 8;
+    /* bf16: results below 2^-126 are flushed to zero, at most 2^-126 per rounding */
+    double ftz = vt == ASSAY_TYPE_BF16 ? K * 0x1p-126 : 0;
+    for (int64_t tk = 0; tk < n_tok; tk++)
+        for (int64_t r = 0; r < n_out; r++) {
+            const float *wr = wd + r * n_in, *xt = x + tk * n_in;
+            const double *orow = o + r * n_in, *mrow = m2 + r * n_in, *xqt = xq + tk * n_in, *et = e + tk * n_in;
+            double y = 0, T = 0, A = 0;
+            for (int64_t i = 0; i < n_in; i++) {
+                y += (double)wr[i] * xt[i];
+                T += (fabs(wr[i]) + orow[i]) * (fabs(xqt[i]) + et[i]);
+                A += (fabs(wr[i]) + mrow[i]) * et[i];
+            }
+            want[tk * n_out + r] = y;
+            b_same[tk * n_out + r] = 2 * K * U * T + 2 * U * fabs(y) + 2 * ftz;
+            b_f64[tk * n_out + r] = K * U * T + A + U * fabs(y) + ftz;
+        }
+    free(o); free(m2); free(xq); free(e);
+}
+
 static void test_matmul(void) {
     printf("\nmatmul: y[t][o] = sum_i W[o][i] x[t][i], every weight type with a kernel\n");
     const assay_cpu_kernels *rk = assay_cpu_kernels_ref();
     /* (blocks of the type along n_in, n_out, n_tok): one block and odd block counts, row counts off the 4-row tiles
      * (remainders 1, 2, 3), one token and token counts off the 4-token tiles (5, 7, 3, 2), a 600-row matrix (thread
      * slabs past the 64-row chunks of the packed int4 prefill), 67 tokens (past the 64-token blocks of the AVX-512
-     * quantized gemm) and a long row (16 blocks: 4096 for the k-quants) */
+     * quantized gemm), a long row (16 blocks: 4096 for the k-quants) and 100 rows of one token (the decode tiles of
+     * 8 rows, several per thread slab, and their remainders) */
     static const int64_t shapes[][3] = {{1, 13, 1}, {3, 38, 5}, {8, 71, 4}, {2, 600, 7},
-                                        {5, 20, 67}, {1, 5, 3}, {16, 9, 2}};
+                                        {5, 20, 67}, {1, 5, 3}, {16, 9, 2}, {4, 100, 1}};
     /* n_in of the element types: odd, off every SIMD width */
-    static const int64_t float_n_in[] = {67, 257, 1000, 129, 100, 33, 4099};
+    static const int64_t float_n_in[] = {67, 257, 1000, 129, 100, 33, 4099, 515};
     for (int t = 0; t < ASSAY_TYPE_COUNT; t++) {
         if (!assay_type_get((assay_type)t) || !rk->type[t].vec_dot) continue;
         assay_type type = (assay_type)t, vt = rk->type[t].vec_dot_type;
@@ -362,26 +430,10 @@ static void test_matmul(void) {
             if (n_tok > 1) /* an all-zero activation block (scale 0) in the last token */
                 for (int64_t i = 0; i < (blk > 32 ? blk : 32) && i < n_in; i++) x[(n_tok - 1) * n_in + i] = 0;
             CHECK_OK(assay_dequantize(type, w, wd, n_out * n_in));
-            double *o = xcalloc(n_out * n_in, 8), *m2 = xcalloc(n_out * n_in, 8);
-            for (int64_t r = 0; r < n_out; r++) weight_extras(type, w + r * rb, n_in, o + r * n_in, m2 + r * n_in);
-            double *xq = xcalloc(n_tok * n_in, 8), *e = xcalloc(n_tok * n_in, 8);
-            for (int64_t tk = 0; tk < n_tok; tk++) act_quant(vt, x + tk * n_in, n_in, xq + tk * n_in, e + tk * n_in);
-            double D = vt == ASSAY_TYPE_F32 ? ceil(n_in / 8.0) + 16 : n_in / 16.0 + 8, K = D + 8;
-            double *want = xcalloc(n_tok * n_out, 8), *b_ref = xcalloc(n_tok * n_out, 8), *b_f64 = xcalloc(n_tok * n_out, 8);
-            for (int64_t tk = 0; tk < n_tok; tk++)
-                for (int64_t r = 0; r < n_out; r++) {
-                    const float *wr = wd + r * n_in, *xt = x + tk * n_in;
-                    const double *orow = o + r * n_in, *mrow = m2 + r * n_in, *xqt = xq + tk * n_in, *et = e + tk * n_in;
-                    double y = 0, T = 0, A = 0;
-                    for (int64_t i = 0; i < n_in; i++) {
-                        y += (double)wr[i] * xt[i];
-                        T += (fabs(wr[i]) + orow[i]) * (fabs(xqt[i]) + et[i]);
-                        A += (fabs(wr[i]) + mrow[i]) * et[i];
-                    }
-                    want[tk * n_out + r] = y;
-                    b_ref[tk * n_out + r] = 2 * K * U * T + 2 * U * fabs(y);
-                    b_f64[tk * n_out + r] = K * U * T + A + U * fabs(y);
-                }
+            size_t ny = (size_t)(n_tok * n_out);
+            double *want = xcalloc(ny, 8), *b_ref = xcalloc(ny, 8), *b_f64 = xcalloc(ny, 8);
+            double *b_same_s = xcalloc(ny, 8), *b_f64_s = xcalloc(ny, 8);
+            matmul_bounds(type, vt, w, rb, wd, x, n_in, n_out, n_tok, want, b_ref, b_f64);
             assay_weight aw = {.type = type, .data = w, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .name = "w"};
             float *y_ref = xcalloc(n_tok * n_out, 4), *y = xcalloc(n_tok * n_out, 4);
             char shape[96];
@@ -390,16 +442,28 @@ static void test_matmul(void) {
             for (int s = 0; s < n_sets; s++) {
                 assay_backend *be = sets[s].be;
                 float *out = s == 0 ? y_ref : y;
+                /* a set that treats the activations otherwise (bf16 for bf16 weights) has bounds of its own; against
+                 * the scalar set then: the sum of the two sets' bounds against exact math */
+                assay_type svt = set_table(sets[s].name)->type[t].vec_dot_type;
+                const double *bs = b_ref, *bf = b_f64;
+                if (svt != vt) {
+                    double *dummy = xcalloc(ny, 8);
+                    matmul_bounds(type, svt, w, rb, wd, x, n_in, n_out, n_tok, dummy, b_same_s, b_f64_s);
+                    for (size_t i = 0; i < ny; i++) b_same_s[i] = b_f64_s[i] + b_f64[i];
+                    free(dummy);
+                    bs = b_same_s;
+                    bf = b_f64_s;
+                }
                 for (int64_t i = 0; i < n_tok * n_out; i++) out[i] = NAN;
                 be->ops->matmul(be, out, &aw, x, n_tok);
                 errs er = errs_new(0), ex = errs_new(0);
                 for (int64_t i = 0; i < n_tok * n_out; i++) {
-                    if (s) errs_add(&er, out[i], y_ref[i], b_ref[i]);
-                    errs_add(&ex, out[i], want[i], b_f64[i]);
+                    if (s) errs_add(&er, out[i], y_ref[i], bs[i]);
+                    errs_add(&ex, out[i], want[i], bf[i]);
                 }
                 report("matmul", shape, sets[s].name, s ? &er : NULL, &ex);
             }
-            free(w); free(x); free(wd); free(o); free(m2); free(xq); free(e); free(want); free(b_ref); free(b_f64);
+            free(w); free(x); free(wd); free(want); free(b_ref); free(b_f64); free(b_same_s); free(b_f64_s);
             free(y_ref); free(y);
         }
     }

@@ -13,7 +13,8 @@
  *     and tokens not multiples of the 4 x 4 tile, block counts odd and even, float rows with a partial 16-lane
  *     tail, each element against the scalar reference dot on the reference-quantized activation row:
  *     |gemm - ref| <= 2e-5 * sum |w_i x_i| + 1e-5 (same integers; float summation order, and for Q4_0/Q5_0/Q8_0
- *     the offset of the unsigned codes subtracted as a per-block float term).
+ *     the offset of the unsigned codes subtracted as a per-block float term). The AVX512_BF16 table's bf16 gemm
+ *     (activations rounded to bf16) against the reference dot on the activations rounded to bf16 the same way.
  *  1c. Packed group int4 (Q4G32/64/128, f32 activations): rows packed by assay_q4g_pack from codes, zeros and fp16
  *     scales (with and without a column permutation) dequantize to exactly d * (q - z) of the original columns; the
  *     AVX2 dot kernels (1 token, 4 tokens, 2 rows x 4 tokens) and the AVX-512 gemm (decode path for 1, 3, 4 tokens and
@@ -191,7 +192,14 @@ static void test_gemm(const assay_cpu_kernels *ref, const assay_cpu_kernels *K) 
                 tk->gemm(n, R, nt, w, rb, xp, xs, y, R, scratch);
                 int bad = 0;
                 for (int64_t t = 0; t < nt; t++) {
-                    ref->from_float[vt](x + t * n, xr, n);
+                    if (tk->vec_dot_type == ASSAY_TYPE_BF16) { /* the set's bf16 activations, as f32 for the reference */
+                        float *xb = malloc(sizeof(float) * n);
+                        for (int64_t i = 0; i < n; i++)
+                            xb[i] = fabsf(x[t * n + i]) < 0x1p-126f ? 0.0f : assay_bf16_to_float(assay_float_to_bf16(x[t * n + i]));
+                        ref->from_float[vt](xb, xr, n);
+                        free(xb);
+                    } else
+                        ref->from_float[vt](x + t * n, xr, n);
                     for (int64_t r = 0; r < R; r++) {
                         float sr;
                         ref->type[Ti->t].vec_dot(n, &sr, w + r * rb, xr);
@@ -397,6 +405,8 @@ int main(void) {
     test_q4g_exact(avx, assay_cpu_has_avx512() ? assay_cpu_kernels_avx512() : NULL);
     if (assay_cpu_has_avx512() && assay_cpu_kernels_avx512()) test_gemm(ref, assay_cpu_kernels_avx512());
     else printf("no AVX-512/VNNI on this CPU: tiled gemms not checked\n");
+    if (assay_cpu_has_avx512bf16() && assay_cpu_kernels_avx512bf16()) test_gemm(ref, assay_cpu_kernels_avx512bf16());
+    else printf("no AVX512_BF16 on this CPU: the bf16 gemm not checked\n");
     assay_backend *be;
     CHECK_OK(assay_backend_cpu_open(&be, 2));
     test_attention(be, ASSAY_KV_F32, 1e-5);

@@ -6,7 +6,9 @@
  * embeddings with the file's weights (HF row order) and norms, must give the same q/k/v, o_proj, gate/up and down
  * inputs for layers 0 and 1 and layer 2's q/k/v input (the hidden state after layer 1), within 1e-4 of the largest
  * value. The same attention computed with the unscaled model's RoPE (the house config as shipped) must miss the
- * scaled forward by far more: the comparison would catch a calibration forward that ignores the scaling. */
+ * scaled forward by far more: the comparison would catch a calibration forward that ignores the scaling. The model
+ * is loaded as calibration loads it (f32_activations: the layer functions take f32 weights, the forward the file's
+ * bf16 ones, whose activations the AVX512_BF16 kernels would otherwise round to bf16). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +117,7 @@ int main(void) {
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = 2;
+    mo.f32_activations = 1;
     assay_model *m = NULL, *plain = NULL;
     CHECK_OK(assay_model_load(&m, dir, &mo));
     CHECK_OK(assay_model_load(&plain, check_shared_path("models/house"), &mo));

@@ -39,6 +39,7 @@ int main(void) {
     assay_model_options mo;
     assay_model_options_default(&mo);
     mo.n_threads = 2;
+    mo.f32_activations = 1; /* as calibration loads it (the bf16 lm_head meets f32 activations) */
     CHECK_OK(assay_model_load(&m, check_shared_path("models/house"), &mo));
     if (!m) return check_finish("model_set_weight");
     const assay_model_file *mf = assay_model_get_file(m);

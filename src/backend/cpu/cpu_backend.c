@@ -70,6 +70,14 @@ int assay_cpu_has_avx512(void) {
     return (b & need_b) == need_b && ((c >> 11) & 1);
 }
 
+/* AVX512_BF16: leaf 7 sub-leaf 1, eax bit 5 */
+int assay_cpu_has_avx512bf16(void) {
+    if (!assay_cpu_has_avx512()) return 0;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 5) & 1;
+}
+
 static void ensure_thread_scratch(cpu_backend *cb, size_t floats) {
     for (int i = 0; i < cb->n_threads; i++) {
         if (cb->ts[i].cap >= floats) continue;
@@ -160,6 +168,7 @@ static size_t act_row_bytes(assay_type t, int64_t n) {
     case ASSAY_TYPE_Q8_0: return (size_t)(n / 32) * sizeof(assay_block_q8_0);
     case ASSAY_TYPE_Q8_1: return (size_t)(n / 32) * sizeof(assay_block_q8_1);
     case ASSAY_TYPE_Q8_K: return (size_t)(n / 256) * sizeof(assay_block_q8_K);
+    case ASSAY_TYPE_BF16: return (size_t)n * 2;
     default: return (size_t)n * sizeof(float);
     }
 }
@@ -734,7 +743,7 @@ static const assay_backend_ops cpu_ops = {
 };
 
 /* The kernel sets by name; each runs only where the CPU has its instructions (cpuid, and the OS saving the registers). */
-static const char *const cpu_kernel_sets[] = {"scalar", "avx2", "avx512", NULL};
+static const char *const cpu_kernel_sets[] = {"scalar", "avx2", "avx512", "avx512bf16", NULL};
 
 /* The named set's table when this CPU runs it, else NULL; *needs: what the set requires (NULL: no such set). */
 static const assay_cpu_kernels *cpu_kernels_named(const char *name, const char **needs) {
@@ -751,6 +760,10 @@ static const assay_cpu_kernels *cpu_kernels_named(const char *name, const char *
     if (strcmp(name, "avx512") == 0) {
         *needs = "AVX2, FMA, F16C and AVX-512 F/BW/VL/DQ with VNNI";
         return assay_cpu_has_avx512() ? assay_cpu_kernels_avx512() : NULL;
+    }
+    if (strcmp(name, "avx512bf16") == 0) {
+        *needs = "AVX2, FMA, F16C, AVX-512 F/BW/VL/DQ with VNNI, and AVX512_BF16";
+        return assay_cpu_has_avx512bf16() ? assay_cpu_kernels_avx512bf16() : NULL;
     }
     return NULL;
 }
@@ -787,8 +800,12 @@ assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
     const assay_cpu_kernels *k = assay_cpu_kernels_ref();
     if (!(no_simd && *no_simd && *no_simd != '0') && assay_cpu_has_avx2() && assay_cpu_kernels_avx2()) {
         k = assay_cpu_kernels_avx2();
-        if (!(no_avx512 && *no_avx512 && *no_avx512 != '0') && assay_cpu_has_avx512() && assay_cpu_kernels_avx512())
+        if (!(no_avx512 && *no_avx512 && *no_avx512 != '0') && assay_cpu_has_avx512() && assay_cpu_kernels_avx512()) {
             k = assay_cpu_kernels_avx512();
+            const char *no_bf16 = getenv("ASSAY_CPU_NO_BF16"); /* f32 activations for bf16 weights (comparisons) */
+            if (!(no_bf16 && *no_bf16 && *no_bf16 != '0') && assay_cpu_has_avx512bf16() && assay_cpu_kernels_avx512bf16())
+                k = assay_cpu_kernels_avx512bf16();
+        }
     }
     cpu_open_with(out, n_threads, k, exact && *exact && *exact != '0');
     return ASSAY_OK;
@@ -798,7 +815,7 @@ assay_status assay_backend_cpu_open_kernels(assay_backend **out, int n_threads, 
     if (!kernels || strcmp(kernels, "auto") == 0) return assay_backend_cpu_open(out, n_threads);
     const char *needs;
     const assay_cpu_kernels *k = cpu_kernels_named(kernels, &needs);
-    if (!needs) return assay_fail(ASSAY_ERR_ARG, "unknown CPU kernel set '%s' (scalar, avx2, avx512 or auto)", kernels);
+    if (!needs) return assay_fail(ASSAY_ERR_ARG, "unknown CPU kernel set '%s' (scalar, avx2, avx512, avx512bf16 or auto)", kernels);
     if (!k) return assay_fail(ASSAY_ERR_UNSUPPORTED, "CPU kernel set '%s' needs %s, which this CPU lacks", kernels, needs);
     cpu_open_with(out, n_threads, k, 0);
     return ASSAY_OK;
@@ -819,3 +836,10 @@ static void cpu_close(assay_backend *be) {
 
 
 const char *assay_backend_cpu_kernels(const assay_backend *be) { return ((const cpu_backend *)be)->k->name; }
+
+const assay_backend_ops *assay_backend_cpu_ops(void) { return &cpu_ops; }
+
+void assay_backend_cpu_f32_activations(assay_backend *be) {
+    cpu_backend *cb = cpu_of(be);
+    if (be->ops == &cpu_ops && cb->k == assay_cpu_kernels_avx512bf16()) cb->k = assay_cpu_kernels_avx512();
+}

@@ -2,7 +2,8 @@
  *
  * A weight row is multiplied with an activation row that was first converted to the weight type's
  * `vec_dot_type`: F32 for float weights, Q8_0/Q8_1 blocks for the legacy quants, Q8_K super-blocks for the
- * k-quants (the llama.cpp scheme: integer dot products, one float multiply per block).
+ * k-quants (the llama.cpp scheme: integer dot products, one float multiply per block). With AVX512_BF16 (the
+ * avx512bf16 table) bf16 weights meet activations rounded to bf16 (vec_dot_type BF16), as in llama.cpp.
  * The packed group-int4 types of GPTQ / AWQ checkpoints (Q4G32/64/128) meet f32 activations: those checkpoints are
  * W4A16 (the GPU kernels that run them, Marlin / ExLlama / AWQ GEMM, keep activations in 16-bit float), so the CPU
  * decodes the nibbles in registers and multiplies in f32; the result differs from the f32-dequantized weight's only
@@ -43,7 +44,7 @@ typedef void (*assay_cpu_attn_block_fn)(int64_t hd, int64_t n_rows, const float 
                                         int a, int b, float scale, float softcap, float *m, float *l, float *acc);
 
 typedef struct assay_cpu_type_kernels {
-    assay_type vec_dot_type;        /* ASSAY_TYPE_F32, _Q8_0, _Q8_1 or _Q8_K */
+    assay_type vec_dot_type;        /* ASSAY_TYPE_F32, _BF16, _Q8_0, _Q8_1 or _Q8_K */
     assay_cpu_vec_dot_fn vec_dot;   /* NULL: no kernel for this weight type */
     assay_cpu_vec_dot4_fn vec_dot4; /* optional */
     assay_cpu_vec_dot2x4_fn vec_dot2x4; /* optional */
@@ -72,6 +73,9 @@ int assay_cpu_has_avx2(void);                          /* AVX2 + FMA + F16C, by 
 /* AVX2 table plus AVX-512 (F/BW/VL/DQ) + VNNI tiled gemms; NULL when not compiled in. */
 const assay_cpu_kernels *assay_cpu_kernels_avx512(void);
 int assay_cpu_has_avx512(void); /* AVX-512 F/BW/VL/DQ + VNNI, by cpuid and OS support (zmm/opmask state) */
+/* The AVX-512 table plus bf16 weights x bf16-rounded activations (VDPBF16PS); NULL when not compiled in. */
+const assay_cpu_kernels *assay_cpu_kernels_avx512bf16(void);
+int assay_cpu_has_avx512bf16(void); /* assay_cpu_has_avx512 and AVX512_BF16 */
 
 /* Activation quantizers (reference; the AVX2 table may use its own). */
 void assay_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
