@@ -20,7 +20,7 @@
  *     AVX2 dot kernels (1 token, 4 tokens, 2 rows x 4 tokens) and the AVX-512 gemm (decode path for 1, 3, 4 tokens and
  *     the chunked prefill path for 7, 70 rows) give the SAME BITS as the f32 kernels on the dequantized rows (tolerance 0: they load
  *     the same weights into the same accumulators in the same order).
- *  2. AVX2 activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
+ *  2. AVX2 (and AVX-512) activation quantizers produce the same bytes as the scalar ones; f16 conversions are exact.
  *  3. Attention (online softmax over a paged cache with a shuffled block table) against a naive two-pass
  *     softmax in double: f32 cache 1e-5, f16 cache 2e-3, fp8/int8 caches 0.1 (relative to max |v|).
  */
@@ -103,6 +103,10 @@ static void test_vec_dot(const assay_cpu_kernels *ref, const assay_cpu_kernels *
             double tol = step * 0.6 + 2e-3 * mag + (vt == ASSAY_TYPE_F32 ? 1e-5 * mag : 0);
             if (fabs(sr - spec) > tol) fprintf(stderr, "type %s ref %g spec %g tol %g\n", ref->name, sr, spec, tol);
             CHECK(fabs(sr - spec) <= tol);
+            if (vt != ASSAY_TYPE_F32 && assay_cpu_has_avx512() && assay_cpu_kernels_avx512()) { /* its own Q8_K */
+                assay_cpu_kernels_avx512()->from_float[vt](x, xa, n);
+                CHECK(memcmp(xa, xr, act_bytes(vt, n)) == 0);
+            }
             if (avx) {
                 CHECK(avx->type[T->t].vec_dot_type == vt);
                 avx->from_float[vt](x, xa, n);

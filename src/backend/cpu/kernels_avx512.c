@@ -455,6 +455,274 @@ QGEMM_FN(gemm_q5_0, QW_Q5_0)
 QGEMM_FN(gemm_q5_1, QW_Q5_1)
 QGEMM_FN(gemm_q8_0, QW_Q8_0)
 
+/* ---- k-quants x Q8_K activations ------------------------------------------------------------------------------ */
+
+/* A super-block of 256 weights meets a Q8_K activation block (float d, int8 qs[256], int16 sums of 16). Its codes
+ * become four zmm of 64 unsigned bytes u in element order (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63, Q3_K and Q2_K 0..7 and
+ * 0..3) with x = scale_g * (u - o) - min_g per group g of 16 or 32 elements (o: Q6_K 32, Q3_K 4, else 0). Then per
+ * zmm z: p = VPDPBUSD(0, u_z, a_z) holds sums of 4 products (|p| <= 4 * 63 * 127 < 2^15, so p fits the low 16 bits
+ * of its lane) and VPDPWSSD(isum, p, SC_z), SC_z = each lane's integer group scale in its low 16 bits, adds
+ * p * scale to int32 lanes: the super-block's integer sum in two instructions per 64 elements. The offset o and the
+ * mins meet the activation's group sums: m = sum_g M_g bsums_g (one VPMADDWD) with M_g = o scale_g (scaled by d,
+ * taken from isum) or the integer min (scaled by dmin). Per super-block and token:
+ *     y += da * (d * float(isum) - dmin * float(m)).
+ * The same integers and scales as kq_inline.h's unpacking; only the float summation order differs. */
+
+enum { KQ_Q2, KQ_Q3, KQ_Q4, KQ_Q5, KQ_Q6 };
+
+AI size_t kq_block_bytes(const int ty) {
+    return ty == KQ_Q2 ? sizeof(assay_block_q2_K) : ty == KQ_Q3 ? sizeof(assay_block_q3_K)
+         : ty == KQ_Q4 ? sizeof(assay_block_q4_K) : ty == KQ_Q5 ? sizeof(assay_block_q5_K) : sizeof(assay_block_q6_K);
+}
+
+/* the offset term shares d with the codes (Q3_K, Q6_K) rather than a dmin of its own */
+AI int kq_offset_in_isum(const int ty) { return ty == KQ_Q3 || ty == KQ_Q6; }
+
+typedef struct kq_prep {
+    __m512i sc[4]; /* per zmm z: each lane's group scale (low 16 bits) */
+    __m256i m16;   /* 16 int16 multipliers of the activation's 16 group sums */
+    float d, dmin;
+} kq_prep;
+
+/* lane i of zmm z in groups of 16 (4 lanes each) or 32 (8 lanes each) */
+AI __m512i kq_spread(const int g32, __m512i per_group, int z) {
+    const __m512i i = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i idx = g32 ? _mm512_add_epi32(_mm512_set1_epi32(2 * z), _mm512_srli_epi32(i, 3))
+                      : _mm512_add_epi32(_mm512_set1_epi32(4 * z), _mm512_srli_epi32(i, 2));
+    /* the scale in the low 16 bits only: the high half multiplies p's sign extension */
+    return _mm512_and_si512(_mm512_permutexvar_epi32(idx, per_group), _mm512_set1_epi32(0xffff));
+}
+
+AI uint16_t kq_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+AI void kq_prepare(const int ty, const uint8_t *blk, kq_prep *p) {
+    if (ty == KQ_Q4 || ty == KQ_Q5) { /* d, dmin, 12 bytes of 6-bit scales and mins (kq_scale_min's packing) */
+        const assay_block_q4_K *b = (const assay_block_q4_K *)blk;
+        uint32_t A, B, C;
+        memcpy(&A, b->scales, 4);
+        memcpy(&B, b->scales + 4, 4);
+        memcpy(&C, b->scales + 8, 4);
+        uint32_t sc_lo = A & 0x3f3f3f3fu, mn_lo = B & 0x3f3f3f3fu;
+        uint32_t sc_hi = (C & 0x0f0f0f0fu) | (((A >> 6) & 0x03030303u) << 4);
+        uint32_t mn_hi = ((C >> 4) & 0x0f0f0f0fu) | (((B >> 6) & 0x03030303u) << 4);
+        __m128i sc8 = _mm_set_epi32(0, 0, (int)sc_hi, (int)sc_lo), mn8 = _mm_set_epi32(0, 0, (int)mn_hi, (int)mn_lo);
+        __m512i scv = _mm512_cvtepu8_epi32(sc8);
+        for (int z = 0; z < 4; z++) p->sc[z] = kq_spread(1, scv, z);
+        p->m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8)); /* each min for its two groups of 16 */
+        p->d = _cvtsh_ss(b->d);
+        p->dmin = _cvtsh_ss(b->dmin);
+    } else if (ty == KQ_Q6) {
+        const assay_block_q6_K *b = (const assay_block_q6_K *)blk;
+        __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+        __m512i scv = _mm512_cvtepi8_epi32(s8);
+        for (int z = 0; z < 4; z++) p->sc[z] = kq_spread(0, scv, z);
+        p->m16 = _mm256_slli_epi16(_mm256_cvtepi8_epi16(s8), 5); /* 32 scale_g */
+        p->d = _cvtsh_ss(b->d);
+        p->dmin = 0;
+    } else if (ty == KQ_Q3) { /* 16 6-bit scales: low nibbles in bytes 0..7, 2-bit highs in bytes 8..11; minus 32 */
+        const assay_block_q3_K *b = (const assay_block_q3_K *)blk;
+        uint32_t A, B, C;
+        memcpy(&A, b->scales, 4);
+        memcpy(&B, b->scales + 4, 4);
+        memcpy(&C, b->scales + 8, 4);
+        const uint32_t k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+        uint32_t w0 = (A & k4) | ((C & k2) << 4), w1 = (B & k4) | (((C >> 2) & k2) << 4);
+        uint32_t w2 = ((A >> 4) & k4) | (((C >> 4) & k2) << 4), w3 = ((B >> 4) & k4) | (((C >> 6) & k2) << 4);
+        __m512i scv = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_set_epi32((int)w3, (int)w2, (int)w1, (int)w0)),
+                                       _mm512_set1_epi32(32));
+        for (int z = 0; z < 4; z++) p->sc[z] = kq_spread(0, scv, z);
+        p->m16 = _mm256_slli_epi16(_mm512_cvtepi32_epi16(scv), 2); /* 4 scale_g */
+        p->d = _cvtsh_ss(b->d);
+        p->dmin = 0;
+    } else { /* Q2_K: 16 bytes, scale in the low nibble, min in the high one */
+        const assay_block_q2_K *b = (const assay_block_q2_K *)blk;
+        __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+        const __m128i lo4 = _mm_set1_epi8(0x0f);
+        __m512i scv = _mm512_cvtepu8_epi32(_mm_and_si128(s8, lo4));
+        for (int z = 0; z < 4; z++) p->sc[z] = kq_spread(0, scv, z);
+        p->m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), lo4));
+        p->d = _cvtsh_ss(b->d);
+        p->dmin = _cvtsh_ss(b->dmin);
+    }
+}
+
+/* 32 bytes in both halves of a zmm */
+AI __m512i bcast32(const uint8_t *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* bits (s0 in the low half, s1 in the high half) of each byte of v, masked */
+AI __m512i bits2(__m512i v, int s0, int s1, int mask) {
+    __m512i sh = _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi64(s0), _mm512_set1_epi64(s1));
+    return _mm512_and_si512(_mm512_srlv_epi64(v, sh), _mm512_set1_epi8((char)mask));
+}
+
+/* the unsigned codes of elements 64 z .. 64 z + 63 */
+AI __m512i kq_codes(const int ty, const uint8_t *blk, int z) {
+    if (ty == KQ_Q4 || ty == KQ_Q5) { /* bytes 32z..32z+31: low nibbles are elements 64z.., high nibbles 64z+32.. */
+        const uint8_t *qs = ty == KQ_Q4 ? ((const assay_block_q4_K *)blk)->qs : ((const assay_block_q5_K *)blk)->qs;
+        __m512i u = bits2(bcast32(qs + 32 * z), 0, 4, 0x0f);
+        if (ty == KQ_Q5) /* fifth bits: qh bit 2z (low half), 2z + 1 (high half) */
+            u = _mm512_or_si512(u, _mm512_slli_epi16(bits2(bcast32(((const assay_block_q5_K *)blk)->qh), 2 * z, 2 * z + 1, 1), 4));
+        return u;
+    }
+    if (ty == KQ_Q6) { /* half h = z/2: ql 64 bytes (low nibbles m = 0, high m = 1), qh 32 bytes: 2 bits per run */
+        const assay_block_q6_K *b = (const assay_block_q6_K *)blk;
+        int h = z / 2, m = z % 2;
+        __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
+        l = m ? _mm512_and_si512(_mm512_srli_epi16(l, 4), _mm512_set1_epi8(0x0f)) : _mm512_and_si512(l, _mm512_set1_epi8(0x0f));
+        __m512i hi = bits2(bcast32(b->qh + 32 * h), 4 * m, 4 * m + 2, 3);
+        return _mm512_or_si512(l, _mm512_slli_epi16(hi, 4));
+    }
+    /* Q3_K, Q2_K: half h = z/2 of qs (32 bytes), runs of 32 at bit shifts 4(z%2) and 4(z%2) + 2 */
+    const uint8_t *qs = ty == KQ_Q3 ? ((const assay_block_q3_K *)blk)->qs : ((const assay_block_q2_K *)blk)->qs;
+    int h = z / 2, s = 4 * (z % 2);
+    __m512i u = bits2(bcast32(qs + 32 * h), s, s + 2, 3);
+    if (ty == KQ_Q3) { /* hmask bit 4h + run: set adds 4 (value = u - 4) */
+        int b0 = 4 * h + 2 * (z % 2);
+        u = _mm512_or_si512(u, _mm512_slli_epi16(bits2(bcast32(((const assay_block_q3_K *)blk)->hmask), b0, b0 + 1, 1), 2));
+    }
+    return u;
+}
+
+/* RM weight rows x RN Q8_K activation rows over nsb super-blocks; PF: prefetch the next RM rows (decode) */
+AI void kqtile(const int ty, const int PF, const int RM, const int RN, int64_t nsb, const uint8_t *w, size_t ws,
+               const uint8_t *x, size_t xs, float *y, int64_t ys) {
+    const size_t bb = kq_block_bytes(ty);
+    __m512 acc[GEMM_RM][GEMM_RN];
+#pragma GCC unroll 4
+    for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        kq_prep pr[GEMM_RM];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++) {
+            const uint8_t *blk = w + r * ws + b * bb;
+            if (PF)
+                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + RM * ws + o, _MM_HINT_T0);
+            kq_prepare(ty, blk, &pr[r]);
+        }
+        __m512i is[GEMM_RM][GEMM_RN];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < RN; t++) is[r][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int z = 0; z < 4; z++) {
+            __m512i u[GEMM_RM];
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) u[r] = kq_codes(ty, w + r * ws + b * bb, z);
+#pragma GCC unroll 4
+            for (int t = 0; t < RN; t++) {
+                const assay_block_q8_K *a = (const assay_block_q8_K *)(x + t * xs) + b;
+                __m512i av = _mm512_loadu_si512(a->qs + 64 * z);
+#pragma GCC unroll 4
+                for (int r = 0; r < RM; r++)
+                    is[r][t] = _mm512_dpwssd_epi32(is[r][t], _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], av), pr[r].sc[z]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) {
+            const assay_block_q8_K *a = (const assay_block_q8_K *)(x + t * xs) + b;
+            __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+            float da = a->d;
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) {
+                __m512i m = _mm512_zextsi256_si512(_mm256_madd_epi16(pr[r].m16, bs));
+                if (kq_offset_in_isum(ty)) {
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(is[r][t], m)), _mm512_set1_ps(pr[r].d * da),
+                                                acc[r][t]);
+                } else {
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_set1_ps(pr[r].d * da), acc[r][t]);
+                    acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(pr[r].dmin * da), acc[r][t]);
+                }
+            }
+        }
+    }
+    store_tile(RM, RN, acc, y, ys);
+}
+
+/* Q8_K activations, vectorized: the same integers, sums and scale as assay_quantize_row_q8_K_ref (round to nearest
+ * even of x * (127 / amax), d = 1 / that; an all-zero block is all zeros). */
+static void pack_q8_K(const float *x, void *dst, int64_t n) {
+    assay_block_q8_K *y = dst;
+    const __m512 signbit = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m512 m = _mm512_setzero_ps();
+        for (int j = 0; j < 256; j += 16) m = _mm512_max_ps(m, _mm512_andnot_ps(signbit, _mm512_loadu_ps(x + j)));
+        float amax = _mm512_reduce_max_ps(m);
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float iscale = 127.0f / amax;
+        __m512 vs = _mm512_set1_ps(iscale);
+        for (int g = 0; g < 16; g++) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), vs));
+            v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * g), _mm512_cvtepi32_epi8(v));
+            y[i].bsums[g] = (int16_t)_mm512_reduce_add_epi32(v);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+static size_t q8K_bytes(int64_t n) { return (size_t)(n / 256) * sizeof(assay_block_q8_K); }
+
+AI void kqgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws, const void *xv,
+               size_t xs, float *y, int64_t ys) {
+    const uint8_t *w = wv, *x = xv;
+    int64_t nsb = n / 256;
+    if (n_tok == 1) {
+        int64_t r = 0;
+        for (; r + 4 <= n_rows; r += 4) kqtile(ty, 1, 4, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
+        int64_t rm = n_rows - r;
+        if (rm == 3) kqtile(ty, 0, 3, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
+        else if (rm == 2) kqtile(ty, 0, 2, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
+        else if (rm == 1) kqtile(ty, 0, 1, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
+        return;
+    }
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GEMM_TOK_BLOCK) {
+        int64_t t1 = t0 + GEMM_TOK_BLOCK < n_tok ? t0 + GEMM_TOK_BLOCK : n_tok;
+        for (int64_t r = 0; r < n_rows; r += GEMM_RM) {
+            const uint8_t *wr = w + r * ws;
+            int64_t rm = n_rows - r < GEMM_RM ? n_rows - r : GEMM_RM;
+            for (int64_t t = t0; t < t1;) {
+                const uint8_t *xt = x + t * xs;
+                float *yt = y + t * ys + r;
+                int64_t rn = t1 - t < GEMM_RN ? t1 - t : GEMM_RN;
+#define KT(RM_, RN_) kqtile(ty, 0, RM_, RN_, nsb, wr, ws, xt, xs, yt, ys)
+                if (rm == 4) {
+                    if (rn == 4) KT(4, 4); else if (rn == 3) KT(4, 3); else if (rn == 2) KT(4, 2); else KT(4, 1);
+                } else if (rm == 3) {
+                    if (rn == 4) KT(3, 4); else KT(3, 1), rn = 1;
+                } else if (rm == 2) {
+                    if (rn == 4) KT(2, 4); else KT(2, 1), rn = 1;
+                } else {
+                    if (rn == 4) KT(1, 4); else KT(1, 1), rn = 1;
+                }
+#undef KT
+                t += rn;
+            }
+        }
+    }
+}
+
+#define KQGEMM_FN(name, TY)                                                                                         \
+    static void name(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y, \
+                     int64_t ys, void *scratch) {                                                                   \
+        (void)scratch;                                                                                              \
+        kqgemm(TY, n, nr, nt, w, ws, x, xs, y, ys);                                                                 \
+    }
+KQGEMM_FN(gemm_q2_K, KQ_Q2)
+KQGEMM_FN(gemm_q3_K, KQ_Q3)
+KQGEMM_FN(gemm_q4_K, KQ_Q4)
+KQGEMM_FN(gemm_q5_K, KQ_Q5)
+KQGEMM_FN(gemm_q6_K, KQ_Q6)
+
 /* ---- attention ------------------------------------------------------------------------------------------------- */
 
 /* exp(x), relative error about 1e-7 (Cody-Waite reduction by ln 2, the degree-6 polynomial of Cephes' expf); lanes
@@ -545,6 +813,12 @@ static void init_table(void) {
     set_gemm(ASSAY_TYPE_Q5_0, gemm_q5_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
     set_gemm(ASSAY_TYPE_Q5_1, gemm_q5_1, pack_q8p_1, q8p_bytes, qgemm_scratch);
     set_gemm(ASSAY_TYPE_Q8_0, gemm_q8_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
+    set_gemm(ASSAY_TYPE_Q2_K, gemm_q2_K, pack_q8_K, q8K_bytes, NULL);
+    set_gemm(ASSAY_TYPE_Q3_K, gemm_q3_K, pack_q8_K, q8K_bytes, NULL);
+    set_gemm(ASSAY_TYPE_Q4_K, gemm_q4_K, pack_q8_K, q8K_bytes, NULL);
+    set_gemm(ASSAY_TYPE_Q5_K, gemm_q5_K, pack_q8_K, q8K_bytes, NULL);
+    set_gemm(ASSAY_TYPE_Q6_K, gemm_q6_K, pack_q8_K, q8K_bytes, NULL);
+    kernels_avx512.from_float[ASSAY_TYPE_Q8_K] = pack_q8_K;
     set_gemm(ASSAY_TYPE_Q4G32, gemm_q4g32, NULL, NULL, q4g_scratch);
     set_gemm(ASSAY_TYPE_Q4G64, gemm_q4g64, NULL, NULL, q4g_scratch);
     set_gemm(ASSAY_TYPE_Q4G128, gemm_q4g128, NULL, NULL, q4g_scratch);
