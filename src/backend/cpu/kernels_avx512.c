@@ -645,6 +645,78 @@ AI void kqtile(const int ty, const int PF, const int RM, const int RN, int64_t n
     store_tile(RM, RN, acc, y, ys);
 }
 
+/* Prefill: KQ_CHUNK rows at a time are unpacked once into the thread's scratch (codes, scale vectors, offsets), and
+ * every 4-token group of the call runs its tiles over that copy: the unpacking is paid once per weight instead of
+ * once per 4 tokens. Same integers, same order of operations as kqtile. */
+enum { KQ_CHUNK = 16, KQ_FUSED_MAX_TOK = 4 };
+
+typedef struct kq_unp {
+    uint8_t u[256];
+    kq_prep p;
+} __attribute__((aligned(64))) kq_unp;
+
+static size_t kq_scratch(int64_t n) { return (size_t)KQ_CHUNK * (size_t)(n / 256) * sizeof(kq_unp) + 64; }
+
+AI void kq_unpack_rows(const int ty, const uint8_t *w, size_t ws, int64_t nr, int64_t nsb, kq_unp *dst) {
+    const size_t bb = kq_block_bytes(ty);
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t b = 0; b < nsb; b++) {
+            const uint8_t *blk = w + r * ws + b * bb;
+            kq_unp *d = &dst[r * nsb + b];
+            kq_prepare(ty, blk, &d->p);
+            for (int z = 0; z < 4; z++) _mm512_store_si512(d->u + 64 * z, kq_codes(ty, blk, z));
+        }
+}
+
+AI void kqtile_unp(const int ty, const int RM, const int RN, int64_t nsb, const kq_unp *wu, const uint8_t *x, size_t xs,
+                   float *y, int64_t ys) {
+    __m512 acc[GEMM_RM][GEMM_RN];
+#pragma GCC unroll 4
+    for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        __m512i is[GEMM_RM][GEMM_RN];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < RN; t++) is[r][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int z = 0; z < 4; z++) {
+            __m512i u[GEMM_RM];
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) u[r] = _mm512_load_si512(wu[r * nsb + b].u + 64 * z);
+#pragma GCC unroll 4
+            for (int t = 0; t < RN; t++) {
+                __m512i av = _mm512_loadu_si512(((const assay_block_q8_K *)(x + t * xs) + b)->qs + 64 * z);
+#pragma GCC unroll 4
+                for (int r = 0; r < RM; r++)
+                    is[r][t] = _mm512_dpwssd_epi32(is[r][t], _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], av),
+                                                   wu[r * nsb + b].p.sc[z]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) {
+            const assay_block_q8_K *a = (const assay_block_q8_K *)(x + t * xs) + b;
+            __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+            float da = a->d;
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) {
+                const kq_prep *pr = &wu[r * nsb + b].p;
+                __m512i m = _mm512_zextsi256_si512(_mm256_madd_epi16(pr->m16, bs));
+                if (kq_offset_in_isum(ty)) {
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(is[r][t], m)), _mm512_set1_ps(pr->d * da),
+                                                acc[r][t]);
+                } else {
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[r][t]), _mm512_set1_ps(pr->d * da), acc[r][t]);
+                    acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(pr->dmin * da), acc[r][t]);
+                }
+            }
+        }
+    }
+    store_tile(RM, RN, acc, y, ys);
+}
+
 /* Q8_K activations, vectorized: the same integers, sums and scale as assay_quantize_row_q8_K_ref (round to nearest
  * even of x * (127 / amax), d = 1 / that; an all-zero block is all zeros). */
 static void pack_q8_K(const float *x, void *dst, int64_t n) {
@@ -673,9 +745,38 @@ static void pack_q8_K(const float *x, void *dst, int64_t n) {
 static size_t q8K_bytes(int64_t n) { return (size_t)(n / 256) * sizeof(assay_block_q8_K); }
 
 AI void kqgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws, const void *xv,
-               size_t xs, float *y, int64_t ys) {
+               size_t xs, float *y, int64_t ys, void *scratch) {
     const uint8_t *w = wv, *x = xv;
     int64_t nsb = n / 256;
+    if (n_tok > KQ_FUSED_MAX_TOK) {
+        kq_unp *wu = (kq_unp *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+        for (int64_t c = 0; c < n_rows; c += KQ_CHUNK) {
+            int64_t nr = n_rows - c < KQ_CHUNK ? n_rows - c : KQ_CHUNK;
+            kq_unpack_rows(ty, w + c * ws, ws, nr, nsb, wu);
+            for (int64_t t = 0; t < n_tok;) {
+                int64_t rn = n_tok - t < GEMM_RN ? n_tok - t : GEMM_RN;
+                const uint8_t *xt = x + t * xs;
+                for (int64_t r = 0; r < nr; r += GEMM_RM) {
+                    int64_t rm = nr - r < GEMM_RM ? nr - r : GEMM_RM;
+                    float *yt = y + t * ys + c + r;
+                    const kq_unp *wr = wu + r * nsb;
+#define KU(RM_, RN_) kqtile_unp(ty, RM_, RN_, nsb, wr, xt, xs, yt, ys)
+                    if (rm == 4) {
+                        if (rn == 4) KU(4, 4); else if (rn == 3) KU(4, 3); else if (rn == 2) KU(4, 2); else KU(4, 1);
+                    } else if (rm == 3) {
+                        if (rn == 4) KU(3, 4); else if (rn == 3) KU(3, 3); else if (rn == 2) KU(3, 2); else KU(3, 1);
+                    } else if (rm == 2) {
+                        if (rn == 4) KU(2, 4); else if (rn == 3) KU(2, 3); else if (rn == 2) KU(2, 2); else KU(2, 1);
+                    } else {
+                        if (rn == 4) KU(1, 4); else if (rn == 3) KU(1, 3); else if (rn == 2) KU(1, 2); else KU(1, 1);
+                    }
+#undef KU
+                }
+                t += rn;
+            }
+        }
+        return;
+    }
     if (n_tok == 1) {
         int64_t r = 0;
         for (; r + 4 <= n_rows; r += 4) kqtile(ty, 1, 4, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
@@ -714,8 +815,7 @@ AI void kqgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const voi
 #define KQGEMM_FN(name, TY)                                                                                         \
     static void name(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y, \
                      int64_t ys, void *scratch) {                                                                   \
-        (void)scratch;                                                                                              \
-        kqgemm(TY, n, nr, nt, w, ws, x, xs, y, ys);                                                                 \
+        kqgemm(TY, n, nr, nt, w, ws, x, xs, y, ys, scratch);                                                        \
     }
 KQGEMM_FN(gemm_q2_K, KQ_Q2)
 KQGEMM_FN(gemm_q3_K, KQ_Q3)
@@ -813,11 +913,11 @@ static void init_table(void) {
     set_gemm(ASSAY_TYPE_Q5_0, gemm_q5_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
     set_gemm(ASSAY_TYPE_Q5_1, gemm_q5_1, pack_q8p_1, q8p_bytes, qgemm_scratch);
     set_gemm(ASSAY_TYPE_Q8_0, gemm_q8_0, pack_q8p_0, q8p_bytes, qgemm_scratch);
-    set_gemm(ASSAY_TYPE_Q2_K, gemm_q2_K, pack_q8_K, q8K_bytes, NULL);
-    set_gemm(ASSAY_TYPE_Q3_K, gemm_q3_K, pack_q8_K, q8K_bytes, NULL);
-    set_gemm(ASSAY_TYPE_Q4_K, gemm_q4_K, pack_q8_K, q8K_bytes, NULL);
-    set_gemm(ASSAY_TYPE_Q5_K, gemm_q5_K, pack_q8_K, q8K_bytes, NULL);
-    set_gemm(ASSAY_TYPE_Q6_K, gemm_q6_K, pack_q8_K, q8K_bytes, NULL);
+    set_gemm(ASSAY_TYPE_Q2_K, gemm_q2_K, pack_q8_K, q8K_bytes, kq_scratch);
+    set_gemm(ASSAY_TYPE_Q3_K, gemm_q3_K, pack_q8_K, q8K_bytes, kq_scratch);
+    set_gemm(ASSAY_TYPE_Q4_K, gemm_q4_K, pack_q8_K, q8K_bytes, kq_scratch);
+    set_gemm(ASSAY_TYPE_Q5_K, gemm_q5_K, pack_q8_K, q8K_bytes, kq_scratch);
+    set_gemm(ASSAY_TYPE_Q6_K, gemm_q6_K, pack_q8_K, q8K_bytes, kq_scratch);
     kernels_avx512.from_float[ASSAY_TYPE_Q8_K] = pack_q8_K;
     set_gemm(ASSAY_TYPE_Q4G32, gemm_q4g32, NULL, NULL, q4g_scratch);
     set_gemm(ASSAY_TYPE_Q4G64, gemm_q4g64, NULL, NULL, q4g_scratch);
