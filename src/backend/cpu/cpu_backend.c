@@ -366,8 +366,8 @@ static void cpu_linear(assay_backend *be, float *y, const assay_weight *w, const
 
 /* ---- element-wise ----------------------------------------------------------------------------------------- */
 
-static void cpu_rmsnorm(assay_backend *be, float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows,
-                        float eps) {
+/* The plain loops (every kernel set without its own op), over rows [0, n_rows). */
+static void ew_rmsnorm_c(float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows, float eps) {
     for (int64_t r = 0; r < n_rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
@@ -378,16 +378,16 @@ static void cpu_rmsnorm(assay_backend *be, float *y, const float *x, const float
     }
 }
 
-static void cpu_rope(assay_backend *be, float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride,
-                     const int32_t *pos, const assay_rope_params *rp) {
-    int64_t half = rp->n_rot / 2;
+static void ew_rope_c(float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride, const int32_t *pos,
+                      int neox, int64_t n_rot, const float *inv_freq) {
+    int64_t half = n_rot / 2;
     for (int64_t t = 0; t < n_tok; t++) {
         for (int64_t i = 0; i < half; i++) {
-            float ang = (float)pos[t] * rp->inv_freq[i];
+            float ang = (float)pos[t] * inv_freq[i];
             float c = cosf(ang), s = sinf(ang);
             for (int64_t h = 0; h < n_head; h++) {
                 float *v = x + t * row_stride + h * head_dim;
-                int64_t a = rp->mode == ASSAY_ROPE_MODE_NORM ? 2 * i : i, b = rp->mode == ASSAY_ROPE_MODE_NORM ? 2 * i + 1 : i + half;
+                int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
                 float x0 = v[a], x1 = v[b];
                 v[a] = x0 * c - x1 * s;
                 v[b] = x0 * s + x1 * c;
@@ -396,13 +396,99 @@ static void cpu_rope(assay_backend *be, float *x, int64_t n_tok, int64_t n_head,
     }
 }
 
-static void cpu_swiglu(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
-                       int64_t stride) {
+static void ew_swiglu_c(float *out, const float *gate, const float *up, int64_t n, int64_t n_rows, int64_t stride) {
     for (int64_t r = 0; r < n_rows; r++)
         for (int64_t i = 0; i < n; i++) {
             float g = gate[r * stride + i];
             out[r * n + i] = g / (1.0f + expf(-g)) * up[r * stride + i];
         }
+}
+
+static void ew_add_c(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void ew_softmax_c(float *x, int64_t n, int64_t n_rows, float softcap) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *v = x + r * n;
+        if (softcap > 0)
+            for (int64_t i = 0; i < n; i++) v[i] = softcap * tanhf(v[i] / softcap);
+        float m = -INFINITY;
+        for (int64_t i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            v[i] = expf(v[i] - m);
+            s += v[i];
+        }
+        float inv = (float)(1.0 / s);
+        for (int64_t i = 0; i < n; i++) v[i] *= inv;
+    }
+}
+
+/* Large element-wise calls (prefill) are split over the threads by rows; a decode step's rows run on the caller. */
+enum { EW_PAR_MIN = 1 << 15 }; /* elements */
+
+typedef struct ew_job {
+    const assay_cpu_kernels *k;
+    int op; /* 0 rmsnorm, 1 rope, 2 swiglu, 3 add, 4 softmax */
+    float *y;
+    const float *a, *b, *c;
+    int64_t n, n_rows, rows_per, stride, n_head, head_dim;
+    float f;
+    const int32_t *pos;
+    const assay_rope_params *rp;
+} ew_job;
+
+static void ew_task(void *ctx, int64_t task, int thread) {
+    const ew_job *j = ctx;
+    const assay_cpu_kernels *k = j->k;
+    int64_t r0 = task * j->rows_per, nr = j->n_rows - r0 < j->rows_per ? j->n_rows - r0 : j->rows_per;
+    switch (j->op) {
+    case 0:
+        (k->rmsnorm ? k->rmsnorm : ew_rmsnorm_c)(j->y + r0 * j->n, j->a + r0 * j->n, j->c, j->n, nr, j->f);
+        break;
+    case 1: {
+        int neox = j->rp->mode == ASSAY_ROPE_MODE_NEOX;
+        (k->rope ? k->rope : ew_rope_c)(j->y + r0 * j->stride, nr, j->n_head, j->head_dim, j->stride, j->pos + r0, neox,
+                                        j->rp->n_rot, j->rp->inv_freq);
+        break;
+    }
+    case 2:
+        (k->swiglu ? k->swiglu : ew_swiglu_c)(j->y + r0 * j->n, j->a + r0 * j->stride, j->b + r0 * j->stride, j->n, nr,
+                                              j->stride);
+        break;
+    case 3: (k->add ? k->add : ew_add_c)(j->y + r0 * j->n, j->a + r0 * j->n, j->b + r0 * j->n, nr * j->n); break;
+    default: (k->softmax ? k->softmax : ew_softmax_c)(j->y + r0 * j->n, j->n, nr, j->f); break;
+    }
+}
+
+static void ew_run(cpu_backend *cb, ew_job *j, int64_t row_elems) {
+    int64_t tasks = 1;
+    if (cb->n_threads > 1 && j->n_rows * row_elems >= EW_PAR_MIN) tasks = j->n_rows < 2 * cb->n_threads ? j->n_rows : 2 * cb->n_threads;
+    j->k = cb->k;
+    j->rows_per = (j->n_rows + tasks - 1) / tasks;
+    tasks = j->rows_per ? (j->n_rows + j->rows_per - 1) / j->rows_per : 0;
+    if (tasks == 1) ew_task(j, 0, 0);
+    else assay_threadpool_run(cb->tp, ew_task, j, tasks);
+}
+
+static void cpu_rmsnorm(assay_backend *be, float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows,
+                        float eps) {
+    ew_job j = {.op = 0, .y = y, .a = x, .c = gamma, .n = n, .n_rows = n_rows, .f = eps};
+    ew_run(cpu_of(be), &j, n);
+}
+
+static void cpu_rope(assay_backend *be, float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride,
+                     const int32_t *pos, const assay_rope_params *rp) {
+    ew_job j = {.op = 1, .y = x, .n_rows = n_tok, .stride = row_stride, .n_head = n_head, .head_dim = head_dim, .pos = pos,
+                .rp = rp};
+    ew_run(cpu_of(be), &j, n_head * rp->n_rot);
+}
+
+static void cpu_swiglu(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
+                       int64_t stride) {
+    ew_job j = {.op = 2, .y = out, .a = gate, .b = up, .n = n, .n_rows = n_rows, .stride = stride};
+    ew_run(cpu_of(be), &j, n);
 }
 
 static void cpu_geglu(assay_backend *be, float *out, const float *gate, const float *up, int64_t n, int64_t n_rows,
@@ -416,8 +502,16 @@ static void cpu_geglu(assay_backend *be, float *out, const float *gate, const fl
         }
 }
 
+/* as rows of 1024 (any n: the last row shorter) */
 static void cpu_add(assay_backend *be, float *y, const float *a, const float *b, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+    enum { W = 1024 };
+    if (n > W) {
+        int64_t full = n / W * W;
+        ew_job j = {.op = 3, .y = y, .a = a, .b = b, .n = W, .n_rows = n / W};
+        ew_run(cpu_of(be), &j, W);
+        a += full, b += full, y += full, n -= full;
+    }
+    if (n > 0) (cpu_of(be)->k->add ? cpu_of(be)->k->add : ew_add_c)(y, a, b, n);
 }
 
 static void cpu_add_rmsnorm(assay_backend *be, float *y, float *x, const float *h, const float *gamma, int64_t n,
@@ -450,20 +544,8 @@ static void cpu_scale(assay_backend *be, float *y, float s, int64_t n) {
 }
 
 static void cpu_softmax(assay_backend *be, float *x, int64_t n, int64_t n_rows, float softcap) {
-    for (int64_t r = 0; r < n_rows; r++) {
-        float *v = x + r * n;
-        if (softcap > 0)
-            for (int64_t i = 0; i < n; i++) v[i] = softcap * tanhf(v[i] / softcap);
-        float m = -INFINITY;
-        for (int64_t i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) {
-            v[i] = expf(v[i] - m);
-            s += v[i];
-        }
-        float inv = (float)(1.0 / s);
-        for (int64_t i = 0; i < n; i++) v[i] *= inv;
-    }
+    ew_job j = {.op = 4, .y = x, .n = n, .n_rows = n_rows, .f = softcap};
+    ew_run(cpu_of(be), &j, n);
 }
 
 static void cpu_get_rows(assay_backend *be, float *y, const assay_weight *w, const int32_t *ids, int64_t n) {

@@ -65,6 +65,15 @@ typedef struct assay_cpu_kernels {
     void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     assay_cpu_attn_block_fn attn_block16; /* optional: tiled attention (cpu_backend.c) */
+    /* Optional element-wise ops over rows (NULL: cpu_backend.c's C loops), the backend ops of the same names with the
+     * same arithmetic (see test_backend_ops.c for the bounds): */
+    void (*rmsnorm)(float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows, float eps);
+    void (*swiglu)(float *out, const float *gate, const float *up, int64_t n, int64_t n_rows, int64_t stride);
+    void (*softmax)(float *x, int64_t n, int64_t n_rows, float softcap);
+    void (*add)(float *y, const float *a, const float *b, int64_t n);
+    /* rope of rows [0, n_tok): n_rot dims of each head, pairs (2i, 2i+1) (neox = 0) or (i, i + n_rot/2) (neox = 1) */
+    void (*rope)(float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride, const int32_t *pos,
+                 int neox, int64_t n_rot, const float *inv_freq);
 } assay_cpu_kernels;
 
 const assay_cpu_kernels *assay_cpu_kernels_ref(void);

@@ -889,6 +889,127 @@ static void attn_block16(int64_t hd, int64_t n_rows, const float *q, const float
     }
 }
 
+/* ---- element-wise ---------------------------------------------------------------------------------------------- */
+
+/* The same operations in the same order as cpu_backend.c's loops, 16 lanes at a time (tails masked): rmsnorm's sum of
+ * squares in double, y = (x * inv) * gamma; swiglu (g / (1 + exp(-g))) * up and softmax with exp512 instead of expf
+ * (about 1.7u against expf's 1 ulp: test_backend_ops.c's bounds say which); softmax's sum in double; add exact. */
+
+AI __mmask16 tail16(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+static void ew_rmsnorm(float *y, const float *x, const float *gamma, int64_t n, int64_t n_rows, float eps) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+        for (int64_t i = 0; i < n; i += 16) {
+            __m512 v = _mm512_maskz_loadu_ps(tail16(n - i), xr + i);
+            __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v)), hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+            s0 = _mm512_fmadd_pd(lo, lo, s0);
+            s1 = _mm512_fmadd_pd(hi, hi, s1);
+        }
+        double ss = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+        __m512 inv = _mm512_set1_ps((float)(1.0 / sqrt(ss / (double)n + eps)));
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 m = tail16(n - i);
+            __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), inv);
+            _mm512_mask_storeu_ps(yr + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, gamma + i)));
+        }
+    }
+}
+
+static void ew_swiglu(float *out, const float *gate, const float *up, int64_t n, int64_t n_rows, int64_t stride) {
+    const __m512 one = _mm512_set1_ps(1.0f), neg = _mm512_set1_ps(-0.0f);
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 m = tail16(n - i);
+            __m512 g = _mm512_maskz_loadu_ps(m, gate + r * stride + i);
+            __m512 e = exp512(_mm512_xor_ps(g, neg));
+            __m512 v = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, up + r * stride + i));
+            _mm512_mask_storeu_ps(out + r * n + i, m, v);
+        }
+}
+
+static void ew_softmax(float *x, int64_t n, int64_t n_rows, float softcap) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *v = x + r * n;
+        if (softcap > 0)
+            for (int64_t i = 0; i < n; i++) v[i] = softcap * tanhf(v[i] / softcap);
+        __m512 mv = _mm512_set1_ps(-INFINITY);
+        for (int64_t i = 0; i < n; i += 16) mv = _mm512_max_ps(mv, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail16(n - i), v + i));
+        __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 m = tail16(n - i);
+            __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + i), mx)));
+            _mm512_mask_storeu_ps(v + i, m, e);
+            s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+            s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+        }
+        __m512 inv = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))));
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 m = tail16(n - i);
+            _mm512_mask_storeu_ps(v + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, v + i), inv));
+        }
+    }
+}
+
+static void ew_add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+    }
+}
+
+/* cos and sin of each pair's angle once per row (the scalar loop's float angle, cosf and sinf), then every head
+ * rotated 16 lanes at a time: norm pairs are adjacent lanes (the partner by a lane swap, the sine signed -, +), neox
+ * pairs are two runs of half. x0 c - x1 s and x0 s + x1 c with one FMA each: fewer roundings than the loop's. */
+static void ew_rope(float *x, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t row_stride, const int32_t *pos,
+                    int neox, int64_t n_rot, const float *inv_freq) {
+    enum { MAXR = 512 };
+    float cs[MAXR], sn[MAXR]; /* norm: per lane (each pair's value twice, sine signed); neox: per pair */
+    int64_t half = n_rot / 2;
+    if (n_rot > MAXR) { /* not a real head size; the plain loop */
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int64_t i = 0; i < half; i++) {
+                float ang = (float)pos[t] * inv_freq[i], c = cosf(ang), s = sinf(ang);
+                for (int64_t h = 0; h < n_head; h++) {
+                    float *v = x + t * row_stride + h * head_dim;
+                    int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+                    float x0 = v[a], x1 = v[b];
+                    v[a] = x0 * c - x1 * s;
+                    v[b] = x0 * s + x1 * c;
+                }
+            }
+        return;
+    }
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t i = 0; i < half; i++) {
+            float ang = (float)pos[t] * inv_freq[i], c = cosf(ang), s = sinf(ang);
+            if (neox) cs[i] = c, sn[i] = s;
+            else cs[2 * i] = cs[2 * i + 1] = c, sn[2 * i] = -s, sn[2 * i + 1] = s;
+        }
+        for (int64_t h = 0; h < n_head; h++) {
+            float *v = x + t * row_stride + h * head_dim;
+            if (neox)
+                for (int64_t i = 0; i < half; i += 16) {
+                    __mmask16 m = tail16(half - i);
+                    __m512 x0 = _mm512_maskz_loadu_ps(m, v + i), x1 = _mm512_maskz_loadu_ps(m, v + half + i);
+                    __m512 c = _mm512_maskz_loadu_ps(m, cs + i), s = _mm512_maskz_loadu_ps(m, sn + i);
+                    _mm512_mask_storeu_ps(v + i, m, _mm512_fnmadd_ps(x1, s, _mm512_mul_ps(x0, c)));
+                    _mm512_mask_storeu_ps(v + half + i, m, _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
+                }
+            else
+                for (int64_t i = 0; i < n_rot; i += 16) {
+                    __mmask16 m = tail16(n_rot - i);
+                    __m512 xv = _mm512_maskz_loadu_ps(m, v + i), sw = _mm512_permute_ps(xv, 0xb1);
+                    __m512 c = _mm512_maskz_loadu_ps(m, cs + i), s = _mm512_maskz_loadu_ps(m, sn + i);
+                    _mm512_mask_storeu_ps(v + i, m, _mm512_fmadd_ps(sw, s, _mm512_mul_ps(xv, c)));
+                }
+        }
+    }
+}
+
 /* ---- table ------------------------------------------------------------------------------------------------------ */
 
 static assay_cpu_kernels kernels_avx512;
@@ -905,6 +1026,11 @@ static void init_table(void) {
     kernels_avx512 = *assay_cpu_kernels_avx2();
     kernels_avx512.name = "avx512";
     kernels_avx512.attn_block16 = attn_block16;
+    kernels_avx512.rmsnorm = ew_rmsnorm;
+    kernels_avx512.swiglu = ew_swiglu;
+    kernels_avx512.softmax = ew_softmax;
+    kernels_avx512.add = ew_add;
+    kernels_avx512.rope = ew_rope;
     set_gemm(ASSAY_TYPE_F32, gemm_f32, NULL, NULL, NULL);
     set_gemm(ASSAY_TYPE_F16, gemm_f16, NULL, NULL, NULL);
     set_gemm(ASSAY_TYPE_BF16, gemm_bf16, NULL, NULL, NULL);
