@@ -24,14 +24,14 @@ struct assay_threadpool {
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_uint generation; /* bumped for each run */
+    atomic_uint generation; /* bumped for each run: wakes the workers */
     atomic_int stop;
-    /* the current loop */
+    /* the current loop: fn and ctx stay valid while any of its tasks is claimed and not done */
     assay_task_fn fn;
     void *ctx;
-    int64_t n_tasks;
-    atomic_llong next;
-    atomic_int active; /* workers still inside the current loop */
+    /* (n_tasks << 32) | next task: one word, so a claim (CAS) always names a task of the loop whose fn/ctx it sees */
+    _Atomic uint64_t claim;
+    atomic_llong done; /* tasks of the current loop finished */
 };
 
 typedef struct worker_arg {
@@ -39,11 +39,19 @@ typedef struct worker_arg {
     int id;
 } worker_arg;
 
+/* Claims and runs tasks of whatever loop is current until none is left. A worker that wakes late (descheduled on a
+ * busy machine) finds no task and goes back to waiting: the caller never waits for an idle worker, only for claimed
+ * tasks to finish. */
 static void run_tasks(assay_threadpool *tp, int id) {
+    uint64_t cur = atomic_load_explicit(&tp->claim, memory_order_acquire);
     for (;;) {
-        int64_t t = atomic_fetch_add(&tp->next, 1);
-        if (t >= tp->n_tasks) break;
-        tp->fn(tp->ctx, t, id);
+        uint64_t next = cur & 0xffffffffu, n = cur >> 32;
+        if (next >= n) break;
+        if (!atomic_compare_exchange_weak_explicit(&tp->claim, &cur, cur + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        tp->fn(tp->ctx, (int64_t)next, id);
+        atomic_fetch_add_explicit(&tp->done, 1, memory_order_release);
+        cur = atomic_load_explicit(&tp->claim, memory_order_acquire);
     }
 }
 
@@ -72,7 +80,6 @@ static void *worker_main(void *p) {
         if (atomic_load(&tp->stop)) return NULL;
         seen = g;
         run_tasks(tp, id);
-        atomic_fetch_sub(&tp->active, 1);
     }
 }
 
@@ -114,17 +121,17 @@ void assay_threadpool_run(assay_threadpool *tp, assay_task_fn fn, void *ctx, int
         for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;
     }
+    ASSAY_ASSERT(n_tasks < ((int64_t)1 << 32));
     tp->fn = fn;
     tp->ctx = ctx;
-    tp->n_tasks = n_tasks;
-    atomic_store(&tp->next, 0);
-    atomic_store(&tp->active, tp->n - 1);
+    atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&tp->claim, (uint64_t)n_tasks << 32, memory_order_release); /* publishes fn, ctx, done */
     pthread_mutex_lock(&tp->mu);
     atomic_fetch_add(&tp->generation, 1);
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
     run_tasks(tp, 0);
-    for (int spins = 0; atomic_load(&tp->active) > 0; spins++) {
+    for (int spins = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n_tasks; spins++) {
         if (spins < SPIN_ITERS) CPU_RELAX();
         else sched_yield();
     }

@@ -5,7 +5,9 @@
  *   assay_threadpool_free(tp);
  *
  * Workers spin briefly before sleeping, since a decode step issues hundreds of small loops and a condition
- * variable wake-up per loop would cost more than the work. Tasks are handed out by an atomic counter.
+ * variable wake-up per loop would cost more than the work. Tasks are claimed one at a time from an atomic word
+ * that holds the loop's task count and next task; the caller returns once every task has finished, without waiting
+ * for workers that woke too late to claim one (on a machine with more runnable threads than cores).
  */
 #ifndef ASSAY_THREADPOOL_H
 #define ASSAY_THREADPOOL_H
