@@ -3,9 +3,10 @@
  * from 0 to 200 and alternating functions and contexts, on pools of 1, 2, 3 and 8 threads (8: more threads than this
  * machine may have cores, so workers are descheduled mid-loop and wake up late, after their loop has ended). Each
  * task adds its loop's tag to its own slot; after each loop every slot of the loop holds the tag once, and the slots
- * past it are untouched. */
+ * past it are untouched. Every 500th loop comes after a pause long enough for the workers to fall asleep. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backend/cpu/threadpool.h"
 #include "check.h"
@@ -49,6 +50,7 @@ int main(void) {
             loop_ctx *c = &ctx[loop & 1];
             int twice = (loop >> 1) & 1;
             c->tag = loop + 1;
+            if (loop % 500 == 0) usleep(3000); /* the workers go to sleep: this loop wakes them */
             for (int64_t t = 0; t <= MAX_TASKS; t++) atomic_store(&c->slot[t], 0);
             assay_threadpool_run(tp, twice ? add_twice_tag : add_tag, c, n);
             for (int64_t t = 0; t <= MAX_TASKS; t++) {

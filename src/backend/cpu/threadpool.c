@@ -25,6 +25,7 @@ struct assay_threadpool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_uint generation; /* bumped for each run: wakes the workers */
+    atomic_int sleepers;    /* workers in (or entering) the condition wait */
     atomic_int stop;
     /* the current loop: fn and ctx stay valid while any of its tasks is claimed and not done */
     assay_task_fn fn;
@@ -73,8 +74,11 @@ static void *worker_main(void *p) {
                 sched_yield();
                 continue;
             }
+            /* asleep: counted first, so that a run that bumps the generation after this check sees the count */
             pthread_mutex_lock(&tp->mu);
+            atomic_fetch_add(&tp->sleepers, 1);
             while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop)) pthread_cond_wait(&tp->cv, &tp->mu);
+            atomic_fetch_sub(&tp->sleepers, 1);
             pthread_mutex_unlock(&tp->mu);
         }
         if (atomic_load(&tp->stop)) return NULL;
@@ -126,10 +130,12 @@ void assay_threadpool_run(assay_threadpool *tp, assay_task_fn fn, void *ctx, int
     tp->ctx = ctx;
     atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
     atomic_store_explicit(&tp->claim, (uint64_t)n_tasks << 32, memory_order_release); /* publishes fn, ctx, done */
-    pthread_mutex_lock(&tp->mu);
-    atomic_fetch_add(&tp->generation, 1);
-    pthread_cond_broadcast(&tp->cv);
-    pthread_mutex_unlock(&tp->mu);
+    atomic_fetch_add(&tp->generation, 1); /* spinning workers see this; sleeping ones need the broadcast */
+    if (atomic_load(&tp->sleepers) > 0) {
+        pthread_mutex_lock(&tp->mu);
+        pthread_cond_broadcast(&tp->cv);
+        pthread_mutex_unlock(&tp->mu);
+    }
     run_tasks(tp, 0);
     for (int spins = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n_tasks; spins++) {
         if (spins < SPIN_ITERS) CPU_RELAX();
