@@ -86,6 +86,14 @@ int assay_cpu_has_avx512(void); /* AVX-512 F/BW/VL/DQ + VNNI, by cpuid and OS su
 const assay_cpu_kernels *assay_cpu_kernels_avx512bf16(void);
 int assay_cpu_has_avx512bf16(void); /* assay_cpu_has_avx512 and AVX512_BF16 */
 
+/* Decode prefetch: a tile of rm weight rows (ws bytes apart, consecutive) prefetches the same columns of the rows a
+ * few tiles on, returned as a byte offset: whole tiles, as many as fit in 8 KiB, 1 to 4. Short rows are short
+ * streams that the hardware prefetcher does not catch up with; long rows it does. */
+static inline size_t assay_cpu_prefetch_ahead(int rm, size_t ws) {
+    size_t tile = (size_t)rm * ws, k = tile ? 8192 / tile : 1;
+    return (k < 1 ? 1 : k > 4 ? 4 : k) * tile;
+}
+
 /* Activation quantizers (reference; the AVX2 table may use its own). */
 void assay_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
 void assay_quantize_row_q8_1_ref(const float *x, void *dst, int64_t n);

@@ -364,7 +364,7 @@ AI q8p_view q8p_at(const void *x, int64_t nbp) {
     return v;
 }
 
-AI void qtile(const int ty, const int RM, const int RN, int64_t nb, int64_t nbp, const uint8_t *w, size_t ws,
+AI void qtile(const int ty, size_t pf, const int RM, const int RN, int64_t nb, int64_t nbp, const uint8_t *w, size_t ws,
               const float *wd, const float *wm, const void *x, size_t xs, float *y, int64_t ys) {
     __m512 acc[GEMM_RM][GEMM_RN];
     q8p_view a[GEMM_RN];
@@ -382,6 +382,7 @@ AI void qtile(const int ty, const int RM, const int RN, int64_t nb, int64_t nbp,
         for (int r = 0; r < RM; r++) {
             u[r] = qw_decode(ty, w + r * ws, b, two);
             dw[r] = pair_bcast(wd + r * nbp, b);
+            if (pf) _mm_prefetch((const char *)w + r * ws + pf + b * qw_block_bytes(ty), _MM_HINT_T0);
         }
 #pragma GCC unroll 4
         for (int t = 0; t < RN; t++) {
@@ -409,14 +410,113 @@ AI void qtile(const int ty, const int RM, const int RN, int64_t nb, int64_t nbp,
     store_tile(RM, RN, acc, y, ys);
 }
 
-/* scratch: d and m of GEMM_RM rows, 2 * GEMM_RM * nbp floats */
-static size_t qgemm_scratch(int64_t n) { return (size_t)(2 * GEMM_RM * pad16(n / 32)) * sizeof(float); }
+/* Prefill: QW_CHUNK rows at a time unpacked once into the thread's scratch (each pair of blocks as 64 codes and its
+ * two scales broadcast, plus the per-block m), and every 4-token group of the call runs its tiles over that copy.
+ * The same products, scales and order as qtile. */
+enum { QW_CHUNK = 16, QW_FUSED_MAX_TOK = 4 };
+
+static size_t qw_unp_bytes(int64_t n) {
+    int64_t nbp = pad16(n / 32), np = (n / 32 + 1) / 2;
+    return (size_t)QW_CHUNK * ((size_t)np * 128 + (size_t)nbp * 4) + (size_t)nbp * 4 + 64;
+}
+
+AI void qtile_unp(const int RM, const int RN, int64_t np, int64_t nbp, const uint8_t *codes, const __m512 *dwv,
+                  const float *wm, const void *x, size_t xs, float *y, int64_t ys) {
+    __m512 acc[GEMM_RM][GEMM_RN];
+    q8p_view a[GEMM_RN];
+#pragma GCC unroll 4
+    for (int t = 0; t < RN; t++) a[t] = q8p_at((const char *)x + t * xs, nbp);
+#pragma GCC unroll 4
+    for (int r = 0; r < RM; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < np; p++) {
+        __m512i u[GEMM_RM];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++) u[r] = _mm512_load_si512(codes + (r * np + p) * 64);
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) {
+            __m512i q = _mm512_loadu_si512(a[t].qs + 64 * p);
+            __m512 da = pair_bcast(a[t].da, 2 * p);
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) {
+                __m512 pr = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], q));
+                acc[r][t] = _mm512_fmadd_ps(pr, _mm512_mul_ps(dwv[r * np + p], da), acc[r][t]);
+            }
+        }
+    }
+    for (int64_t b = 0; b < nbp; b += 16) {
+        __m512 mv[GEMM_RM];
+#pragma GCC unroll 4
+        for (int r = 0; r < RM; r++) mv[r] = _mm512_loadu_ps(wm + r * nbp + b);
+#pragma GCC unroll 4
+        for (int t = 0; t < RN; t++) {
+            __m512 sv = _mm512_loadu_ps(a[t].s + b);
+#pragma GCC unroll 4
+            for (int r = 0; r < RM; r++) acc[r][t] = _mm512_fmadd_ps(mv[r], sv, acc[r][t]);
+        }
+    }
+    store_tile(RM, RN, acc, y, ys);
+}
+
+AI void qgemm_unp(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const uint8_t *w, size_t ws, const void *x,
+                  size_t xs, float *y, int64_t ys, void *scratch) {
+    int64_t nb = n / 32, nbp = pad16(nb), np = (nb + 1) / 2;
+    uint8_t *codes = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    __m512 *dwv = (__m512 *)(codes + (size_t)QW_CHUNK * (size_t)np * 64);
+    float *wm = (float *)(dwv + QW_CHUNK * np), *wd = wm + QW_CHUNK * nbp;
+    for (int64_t c = 0; c < n_rows; c += QW_CHUNK) {
+        int64_t nr = n_rows - c < QW_CHUNK ? n_rows - c : QW_CHUNK;
+        for (int64_t r = 0; r < nr; r++) {
+            const uint8_t *row = w + (c + r) * ws;
+            qw_scales(ty, row, nb, nbp, wd, wm + r * nbp);
+            for (int64_t p = 0; p < np; p++) {
+                _mm512_store_si512(codes + (r * np + p) * 64, qw_decode(ty, row, 2 * p, 2 * p + 2 <= nb));
+                dwv[r * np + p] = pair_bcast(wd, 2 * p);
+            }
+        }
+        for (int64_t t = 0; t < n_tok;) {
+            int64_t rn = n_tok - t < GEMM_RN ? n_tok - t : GEMM_RN;
+            const char *xt = (const char *)x + t * xs;
+            for (int64_t r = 0; r < nr; r += GEMM_RM) {
+                int64_t rm = nr - r < GEMM_RM ? nr - r : GEMM_RM;
+                float *yt = y + t * ys + c + r;
+                const uint8_t *cr = codes + r * np * 64;
+                const __m512 *dr = dwv + r * np;
+                const float *mr = wm + r * nbp;
+#define QU(RM_, RN_) qtile_unp(RM_, RN_, np, nbp, cr, dr, mr, xt, xs, yt, ys)
+                if (rm == 4) {
+                    if (rn == 4) QU(4, 4); else if (rn == 3) QU(4, 3); else if (rn == 2) QU(4, 2); else QU(4, 1);
+                } else if (rm == 3) {
+                    if (rn == 4) QU(3, 4); else if (rn == 3) QU(3, 3); else if (rn == 2) QU(3, 2); else QU(3, 1);
+                } else if (rm == 2) {
+                    if (rn == 4) QU(2, 4); else if (rn == 3) QU(2, 3); else if (rn == 2) QU(2, 2); else QU(2, 1);
+                } else {
+                    if (rn == 4) QU(1, 4); else if (rn == 3) QU(1, 3); else if (rn == 2) QU(1, 2); else QU(1, 1);
+                }
+#undef QU
+            }
+            t += rn;
+        }
+    }
+}
+
+/* scratch: d and m of GEMM_RM rows (decode), or the prefill's unpacked chunk */
+static size_t qgemm_scratch(int64_t n) {
+    size_t dec = (size_t)(2 * GEMM_RM * pad16(n / 32)) * sizeof(float), unp = qw_unp_bytes(n);
+    return dec > unp ? dec : unp;
+}
 
 AI void qgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, size_t ws, const void *x,
               size_t xs, float *y, int64_t ys, void *scratch) {
     const uint8_t *w = wv;
+    if (n_tok > QW_FUSED_MAX_TOK) {
+        qgemm_unp(ty, n, n_rows, n_tok, w, ws, x, xs, y, ys, scratch);
+        return;
+    }
     int64_t nb = n / 32, nbp = pad16(nb);
     float *wd = scratch, *wm = wd + GEMM_RM * nbp;
+    size_t pf = n_tok == 1 ? assay_cpu_prefetch_ahead(GEMM_RM, ws) : 0; /* decode */
     for (int64_t t0 = 0; t0 < n_tok; t0 += GEMM_TOK_BLOCK) {
         int64_t t1 = t0 + GEMM_TOK_BLOCK < n_tok ? t0 + GEMM_TOK_BLOCK : n_tok;
         for (int64_t r = 0; r < n_rows; r += GEMM_RM) {
@@ -427,7 +527,7 @@ AI void qgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const void
                 const char *xt = (const char *)x + t * xs;
                 float *yt = y + t * ys + r;
                 int64_t rn = t1 - t < GEMM_RN ? t1 - t : GEMM_RN;
-#define QT(RM_, RN_) qtile(ty, RM_, RN_, nb, nbp, wr, ws, wd, wm, xt, xs, yt, ys)
+#define QT(RM_, RN_) qtile(ty, pf, RM_, RN_, nb, nbp, wr, ws, wd, wm, xt, xs, yt, ys)
                 if (rm == 4) {
                     if (rn == 4) QT(4, 4); else if (rn == 3) QT(4, 3); else if (rn == 2) QT(4, 2); else QT(4, 1);
                 } else if (rm == 3) {
@@ -587,8 +687,8 @@ AI __m512i kq_codes(const int ty, const uint8_t *blk, int z) {
     return u;
 }
 
-/* RM weight rows x RN Q8_K activation rows over nsb super-blocks; PF: prefetch the next RM rows (decode) */
-AI void kqtile(const int ty, const int PF, const int RM, const int RN, int64_t nsb, const uint8_t *w, size_t ws,
+/* RM weight rows x RN Q8_K activation rows over nsb super-blocks; pf: decode prefetch (assay_cpu_prefetch_ahead) */
+AI void kqtile(const int ty, size_t pf, const int RM, const int RN, int64_t nsb, const uint8_t *w, size_t ws,
                const uint8_t *x, size_t xs, float *y, int64_t ys) {
     const size_t bb = kq_block_bytes(ty);
     __m512 acc[GEMM_RM][GEMM_RN];
@@ -601,8 +701,8 @@ AI void kqtile(const int ty, const int PF, const int RM, const int RN, int64_t n
 #pragma GCC unroll 4
         for (int r = 0; r < RM; r++) {
             const uint8_t *blk = w + r * ws + b * bb;
-            if (PF)
-                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + RM * ws + o, _MM_HINT_T0);
+            if (pf)
+                for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)blk + pf + o, _MM_HINT_T0);
             kq_prepare(ty, blk, &pr[r]);
         }
         __m512i is[GEMM_RM][GEMM_RN];
@@ -779,7 +879,8 @@ AI void kqgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const voi
     }
     if (n_tok == 1) {
         int64_t r = 0;
-        for (; r + 4 <= n_rows; r += 4) kqtile(ty, 1, 4, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
+        size_t pf = assay_cpu_prefetch_ahead(4, ws);
+        for (; r + 4 <= n_rows; r += 4) kqtile(ty, pf, 4, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
         int64_t rm = n_rows - r;
         if (rm == 3) kqtile(ty, 0, 3, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);
         else if (rm == 2) kqtile(ty, 0, 2, 1, nsb, w + r * ws, ws, x, xs, y + r, ys);

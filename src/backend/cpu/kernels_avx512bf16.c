@@ -73,10 +73,9 @@ AI void store_tile(const int RM, const int RN, __m512 acc[BT_RM][BT_RN], float *
         }
 }
 
-/* RM weight rows (ws bytes apart) x RN packed activation rows (xs bytes apart), n elements; PF: prefetch the RM
- * rows that follow (decode: each row is only n/32 cache lines, too short a stream for the hardware prefetcher to
- * catch up with; past the slab's end the prefetches are harmless) */
-AI void btile(const int PF, const int RM, const int RN, int64_t n, const uint8_t *w, size_t ws, const uint8_t *x, size_t xs,
+/* RM weight rows (ws bytes apart) x RN packed activation rows (xs bytes apart), n elements; pf: decode prefetch of
+ * later rows (assay_cpu_prefetch_ahead; past the slab's end the prefetches are harmless) */
+AI void btile(size_t pf, const int RM, const int RN, int64_t n, const uint8_t *w, size_t ws, const uint8_t *x, size_t xs,
               float *y, int64_t ys) {
     __m512 acc[BT_RM][BT_RN];
 #pragma GCC unroll 8
@@ -88,9 +87,9 @@ AI void btile(const int PF, const int RM, const int RN, int64_t n, const uint8_t
         __m512i wv[BT_RM];
 #pragma GCC unroll 8
         for (int r = 0; r < RM; r++) wv[r] = _mm512_loadu_si512(w + r * ws + 2 * k);
-        if (PF) /* the next tile's rows, same columns: one tile ahead of the loads (short rows are short streams) */
+        if (pf) /* later rows, same columns (assay_cpu_prefetch_ahead) */
 #pragma GCC unroll 8
-            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w + (r + RM) * ws + 2 * k, _MM_HINT_T0);
+            for (int r = 0; r < RM; r++) _mm_prefetch((const char *)w + r * ws + pf + 2 * k, _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int t = 0; t < RN; t++) {
             __m512bh xv = (__m512bh)_mm512_loadu_si512(x + t * xs + 2 * k);
@@ -121,7 +120,8 @@ static void gemm_bf16(int64_t n, int64_t n_rows, int64_t n_tok, const void *wv, 
     const uint8_t *w = wv, *x = xv;
     if (n_tok == 1) {
         int64_t r = 0;
-        for (; r + 8 <= n_rows; r += 8) btile(1, 8, 1, n, w + r * ws, ws, x, xs, y + r, ys);
+        size_t pf = assay_cpu_prefetch_ahead(8, ws);
+        for (; r + 8 <= n_rows; r += 8) btile(pf, 8, 1, n, w + r * ws, ws, x, xs, y + r, ys);
         int64_t rm = n_rows - r;
         if (rm >= 4) btile(0, 4, 1, n, w + r * ws, ws, x, xs, y + r, ys), r += 4, rm -= 4;
         if (rm == 3) btile(0, 3, 1, n, w + r * ws, ws, x, xs, y + r, ys);
