@@ -4,8 +4,8 @@
 #
 #   bench/bench_cpu.sh LLAMA_CPP_BIN_DIR [BUILD_DIR]
 #   env: REPS=3  THREADS="1 2"  N_PROMPT=512  N_GEN=128  OUT=bench/results/cpu_bench
-#        MODELS="path.gguf ..." (default: the house model converted to bf16 GGUF with `assay convert`, and
-#        SmolLM2-135M-Instruct Q4_1 from .models/)
+#        MODELS="path.gguf ..." (default: the house model converted to bf16 GGUF with `assay convert`, its q8_0 and
+#        q4_k_m quantizations made with `assay quantize`, and SmolLM2-135M-Instruct Q4_1 from .models/)
 #
 # For every model, thread count and phase (pp = one batch of N_PROMPT tokens, tg = N_GEN tokens one by one),
 # bench_cpu and llama-bench run back to back, each in its own process with the same warm-up (llama-bench's:
@@ -15,7 +15,9 @@
 # sensitive than wall time to other jobs on a shared machine.
 # GB/s of weights = (bytes of weights one decode step reads) x tok/s; the ceiling is a streaming read
 # (bench_cpu bw) of a buffer the size of those weights and of a 1 GiB buffer, on the same thread count.
-# Prints one table and writes $OUT.json and $OUT.md.
+# Prints one table; $OUT.json and $OUT.md keep one entry per machine (CPU model, the SIMD flags that pick kernels,
+# cores): this run's replaces the same machine's, other machines' stay; the text above the first machine section of
+# $OUT.md is kept as it is.
 set -euo pipefail
 LLAMA=${1:?usage: bench_cpu.sh LLAMA_CPP_BIN_DIR [BUILD_DIR]}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +28,8 @@ N_PROMPT=${N_PROMPT:-512}
 N_GEN=${N_GEN:-128}
 OUT=${OUT:-$SRC/bench/results/cpu_bench}
 BENCH=$BUILD/bench_cpu
+# the command as recorded with the results (paths of this machine left out)
+export BENCH_CMD="REPS=$REPS THREADS=\"$THREADS\" N_PROMPT=$N_PROMPT N_GEN=$N_GEN${MODELS:+ MODELS=...} bench/bench_cpu.sh LLAMA_CPP_BIN_DIR${2:+ BUILD_DIR}"
 [ -x "$BENCH" ] || { echo "bench_cpu.sh: $BENCH missing (cmake --build $BUILD --target bench_cpu)"; exit 1; }
 [ -x "$LLAMA/llama-bench" ] || { echo "bench_cpu.sh: $LLAMA/llama-bench missing"; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench_cpu.sh: needs /usr/bin/time (Debian package 'time')"; exit 1; }
@@ -37,7 +41,10 @@ if [ -z "${MODELS:-}" ]; then
         mkdir -p "$BUILD/bench"
         "$BUILD/assay" convert "$SHARED/models/house" -o "$HOUSE" -q
     fi
-    MODELS="$HOUSE $SRC/.models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    for q in q8_0 q4_k_m; do
+        [ -f "$BUILD/bench/house-$q.gguf" ] || "$BUILD/assay" quantize "$HOUSE" -o "$BUILD/bench/house-$q.gguf" -s $q >/dev/null
+    done
+    MODELS="$HOUSE $BUILD/bench/house-q8_0.gguf $BUILD/bench/house-q4_k_m.gguf $SRC/.models/SmolLM2-135M-Instruct.Q4_1.gguf"
 fi
 
 TMP=$(mktemp -d)
@@ -147,10 +154,15 @@ def git(*a):
     except OSError:
         return ""
 
+SIMD = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
+        "avx512_fp16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"]
+cpu_flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
 meta = {
     "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "commit": git("rev-parse", "--short", "HEAD"),
     "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+    "simd_flags": [f for f in SIMD if f in cpu_flags],
+    "command": os.environ.get("BENCH_CMD", ""),
     "cores": os.cpu_count(), "load_average_end": open("/proc/loadavg").read().split()[:3], "reps": reps,
     "bw_dram_read_gbps": bw_dram, "bw_model_size_read_gbps": {f"{os.path.basename(k[0])}/t{k[1]}": v for k, v in bw_model.items()},
     "method": "bench/bench_cpu.sh: each (model, threads, phase) runs as its own process for assay (bench_cpu) and "
@@ -174,12 +186,36 @@ bwl = "read bandwidth (GB/s, bench_cpu bw): DRAM (1 GiB) " + ", ".join(f"t{k}: {
 table = "\n".join(lines)
 print(table)
 print(bwl)
+machine = f"{meta['cpu']} [{' '.join(meta['simd_flags'])}], {meta['cores']} cores"
+# one entry per machine in the JSON
+try:
+    runs = json.load(open(out + ".json"))
+    runs = runs.get("machines", {}) if isinstance(runs, dict) else {}
+except (OSError, ValueError):
+    runs = {}
+runs[machine] = {"meta": meta, "rows": rows}
 with open(out + ".json", "w") as f:
-    json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    json.dump({"machines": runs}, f, indent=1)
+# one section per machine in the Markdown, the text before the first section kept
+head, sections = "# CPU speed: assay vs llama.cpp\n\n", {}
+try:
+    text = open(out + ".md").read()
+    parts = text.split("\n## Machine: ")
+    head = parts[0] if parts[0].strip() else head
+    for p in parts[1:]:
+        sections[p.split("\n", 1)[0].strip()] = "## Machine: " + p.rstrip() + "\n"
+except OSError:
+    pass
+bw_line = ", ".join(f"{k} thread(s) {v:.1f}" for k, v in bw_dram.items())
+sections[machine] = (
+    f"## Machine: {machine}\n\n"
+    f"Run {meta['date_utc']}, assay commit {meta['commit']}, kernels {sorted(set(w['kernels'] for w in rows))}; "
+    f"llama.cpp build {sorted(set(str(w.get('llamacpp_build')) for w in rows))}; "
+    f"DRAM read bandwidth (1 GiB, GB/s): {bw_line}; load average at the end {' '.join(meta['load_average_end'])} "
+    f"(a shared machine: wall-clock tok/s depends on other jobs; the tok/CPU-s columns less so).\n\n"
+    + (f"Command: `{meta['command']}`\n\n" if meta["command"] else "")
+    + f"{table}\n\n{bwl}\n\nMethod: {meta['method']}.\n")
 with open(out + ".md", "w") as f:
-    f.write(f"# CPU speed: assay vs llama.cpp ({meta['date_utc']}, commit {meta['commit']})\n\n"
-            f"{meta['cpu']}, {meta['cores']} cores, load average at the end {' '.join(meta['load_average_end'])} "
-            f"(a shared machine: wall-clock tok/s depends on other jobs; the tok/CPU-s columns less so).\n\n"
-            f"{table}\n\n{bwl}\n\nMethod: {meta['method']}.\n")
+    f.write(head.rstrip() + "\n\n" + "\n".join(sections[k] for k in sections))
 print(f"wrote {out}.json and {out}.md")
 EOF
