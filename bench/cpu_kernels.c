@@ -1,6 +1,6 @@
 /* cpu_kernels.c (built as bench_cpu_kernels) — speed of the CPU dot kernels alone, per weight type: the scalar
  * reference and the AVX2 kernels (one token, and the four-token prefill kernel where there is one), and the AVX-512
- * tiled gemms (avx512bf16: bf16 weights x bf16 activations). q4g128 (packed GPTQ/AWQ int4, f32 activations) runs next to f32, the path it replaced.
+ * tiled gemms (avx512bf16: bf16 weights x bf16 activations; amx: AMX int8 tiles from 16 tokens on). q4g128 (packed GPTQ/AWQ int4, f32 activations) runs next to f32, the path it replaced.
  *
  *   bench_cpu_kernels [N_IN] [ROWS]      defaults 1536 and 256 (a weight slab that stays in L2)
  *
@@ -73,11 +73,13 @@ static double time_dot(const assay_cpu_type_kernels *tk, int four, int64_t n, co
 static double time_gemm(const assay_cpu_type_kernels *tk, int64_t n, const uint8_t *w, size_t rb, int64_t rows,
                         const float *x, int nt, int iters) {
     size_t xs = tk->gemm_pack ? (tk->gemm_act_bytes(n) + 63) & ~(size_t)63 : (size_t)n * sizeof(float);
-    uint8_t *xp = aligned_alloc(64, (xs * (size_t)nt + 63) & ~(size_t)63); /* size: a multiple of the alignment */
+    size_t extra = tk->gemm_act_extra ? tk->gemm_act_extra(n, nt) + 64 : 0;
+    uint8_t *xp = aligned_alloc(64, (xs * (size_t)nt + extra + 63) & ~(size_t)63); /* size: a multiple of the alignment */
     for (int t = 0; t < nt; t++) {
         if (tk->gemm_pack) tk->gemm_pack(x + (t % 4) * n, xp + t * xs, n);
         else memcpy(xp + t * xs, x + (t % 4) * n, (size_t)n * sizeof(float));
     }
+    if (tk->gemm_act_finish) tk->gemm_act_finish(xp, xs, n, nt);
     void *scratch = malloc(tk->gemm_scratch_bytes ? tk->gemm_scratch_bytes(n) : 1);
     float *y = malloc(sizeof(float) * (size_t)rows * (size_t)nt);
     double best = 1e30;
@@ -94,9 +96,10 @@ static double time_gemm(const assay_cpu_type_kernels *tk, int64_t n, const uint8
 int main(int argc, char **argv) {
     int64_t n = argc > 1 ? atoll(argv[1]) : 1536, rows = argc > 2 ? atoll(argv[2]) : 256;
     if (n <= 0 || n % 256 || rows <= 0) return fprintf(stderr, "usage: bench_cpu_kernels [N_IN (multiple of 256)] [ROWS]\n"), 2;
-    const assay_cpu_kernels *sets[4] = {assay_cpu_kernels_ref(), assay_cpu_has_avx2() ? assay_cpu_kernels_avx2() : NULL,
+    const assay_cpu_kernels *sets[5] = {assay_cpu_kernels_ref(), assay_cpu_has_avx2() ? assay_cpu_kernels_avx2() : NULL,
                                         assay_cpu_has_avx512() ? assay_cpu_kernels_avx512() : NULL,
-                                        assay_cpu_has_avx512bf16() ? assay_cpu_kernels_avx512bf16() : NULL};
+                                        assay_cpu_has_avx512bf16() ? assay_cpu_kernels_avx512bf16() : NULL,
+                                        assay_cpu_has_amx() ? assay_cpu_kernels_amx() : NULL};
     const assay_type types[] = {ASSAY_TYPE_Q4_0, ASSAY_TYPE_Q4_1, ASSAY_TYPE_Q5_0, ASSAY_TYPE_Q5_1, ASSAY_TYPE_Q8_0,
                                 ASSAY_TYPE_Q4_K, ASSAY_TYPE_Q5_K, ASSAY_TYPE_Q6_K, ASSAY_TYPE_BF16, ASSAY_TYPE_F16,
                                 ASSAY_TYPE_F32, ASSAY_TYPE_Q4G128}; /* f32: the peer of the packed GPTQ/AWQ q4g128 */
@@ -111,10 +114,11 @@ int main(int argc, char **argv) {
         uint8_t *w = malloc(rb * (size_t)rows);
         for (size_t i = 0; i < rb * (size_t)rows; i++) w[i] = (uint8_t)(i * 131 + 7);
         fix_scales(t, w, rb * (size_t)rows);
-        for (int si = 0; si < 4; si++) {
+        for (int si = 0; si < 5; si++) {
             const assay_cpu_kernels *K = sets[si];
             if (!K || !K->type[t].vec_dot) continue;
             if (si == 3 && t != ASSAY_TYPE_BF16) continue; /* the bf16 table differs from avx512's only there */
+            if (si == 4 && (K->type[t].gemm == sets[2]->type[t].gemm || t == ASSAY_TYPE_BF16)) continue; /* amx: its own */
             const assay_cpu_type_kernels *tk = &K->type[t];
             size_t xr = tk->vec_dot_type == ASSAY_TYPE_F32 ? (size_t)n * sizeof(float) : assay_type_row_bytes(tk->vec_dot_type, n);
             uint8_t *xq = malloc(4 * xr);

@@ -238,20 +238,21 @@ assay_status assay_backend_open(assay_backend **out, const char *device, int n_t
 assay_status assay_backend_check(const char *device);
 
 /* CPU backend: n_threads workers (<= 0: all cores). The kernels (scalar, AVX2, AVX-512/VNNI, AVX-512 with
- * AVX512_BF16) are picked by cpuid at open; ASSAY_CPU_NO_SIMD=1 in the environment forces the scalar kernels,
- * ASSAY_CPU_NO_AVX512=1 the AVX2 ones, ASSAY_CPU_NO_BF16=1 f32 activations for bf16 weights; ASSAY_CPU_EXACT=1 makes matmuls dequantize
+ * AVX512_BF16, that with AMX int8 tiles) are picked by cpuid at open; ASSAY_CPU_NO_SIMD=1 in the environment forces
+ * the scalar kernels, ASSAY_CPU_NO_AVX512=1 the AVX2 ones, ASSAY_CPU_NO_BF16=1 f32 activations for bf16 weights (and
+ * no AMX), ASSAY_CPU_NO_AMX=1 no AMX; ASSAY_CPU_EXACT=1 makes matmuls dequantize
  * weight rows to f32 and multiply f32 activations in double (the dequantize-then-dot spec, no activation
  * quantization; slow, for checking a quantized model against exact math). */
 assay_status assay_backend_cpu_open(assay_backend **out, int n_threads);
 void assay_backend_close(assay_backend *be);
-/* "scalar", "avx2", "avx512" or "avx512bf16" for the CPU backend. */
+/* "scalar", "avx2", "avx512", "avx512bf16" or "amx" for the CPU backend. */
 const char *assay_backend_cpu_kernels(const assay_backend *be);
 /* The CPU backend's op table (to tell a CPU backend from others). */
 const struct assay_backend_ops *assay_backend_cpu_ops(void);
-/* A CPU backend opened with the avx512bf16 kernels (bf16 weights x bf16-rounded activations) switches to the avx512
- * ones (f32 activations); any other is left as it is. Call before the first matmul. */
+/* A CPU backend opened with the avx512bf16 or amx kernels (bf16 weights x bf16-rounded activations) switches to the
+ * avx512 ones (f32 activations); any other is left as it is. Call before the first matmul. */
 void assay_backend_cpu_f32_activations(assay_backend *be);
-/* The CPU backend with a named kernel set, "scalar", "avx2", "avx512" or "avx512bf16", whatever the environment says (none of the
+/* The CPU backend with a named kernel set, "scalar", "avx2", "avx512", "avx512bf16" or "amx", whatever the environment says (none of the
  * ASSAY_CPU_* switches apply); NULL or "auto" is assay_backend_cpu_open. ASSAY_ERR_UNSUPPORTED when this CPU or build
  * lacks the set's instructions, ASSAY_ERR_ARG for an unknown name. */
 assay_status assay_backend_cpu_open_kernels(assay_backend **out, int n_threads, const char *kernels);

@@ -1,5 +1,5 @@
 /* test_backend_ops.c — every op of the CPU backend, for every kernel set this CPU runs (scalar, avx2, avx512,
- * avx512bf16),
+ * avx512bf16, amx),
  * against the scalar kernel set and against plain double-precision math written here, in the manner of llama.cpp's
  * tests/test-backend-ops.cpp. One line per (op, shape, kernel set), e.g.
  *
@@ -39,6 +39,9 @@
  *             even), or |x_i| where |x_i| < 2^-126 (denormals taken as 0); D = n/16 + 8 (VDPBF16PS: two roundings
  *             per pair of elements in each of 16 lanes); plus K 2^-126 for results flushed to zero. Against the
  *             scalar set its bound is then the sum of the two sets' bounds against f64.
+ *             The amx set's legacy-quant prefill (>= 16 tokens: the shapes with 33 and 67 tokens) forms each block's
+ *             integer dot exactly in an AMX tile and then adds its two float terms per block, as the AVX-512 tiles do:
+ *             the same bounds.
  *  get_rows   exact against the scalar set and bit for bit the rows assay_dequantize gives; against decoders here:
  *             f32/f16/bf16 and the fp16 scale times small integer types (Q4_0, Q5_0, Q8_0, Q8_1, Q4G*) exact;
  *             Q8_K (float scale times code) within u|x|; Q4_1/Q5_1 (d q + m: one more rounding) and the k-quants
@@ -368,6 +371,7 @@ static const assay_cpu_kernels *set_table(const char *name) {
     if (strcmp(name, "avx2") == 0) return assay_cpu_kernels_avx2();
     if (strcmp(name, "avx512") == 0) return assay_cpu_kernels_avx512();
     if (strcmp(name, "avx512bf16") == 0) return assay_cpu_kernels_avx512bf16();
+    if (strcmp(name, "amx") == 0) return assay_cpu_kernels_amx();
     fprintf(stderr, "test_backend_ops: kernel set %s unknown here: add it to set_table\n", name);
     ASSAY_ASSERT(0);
     return NULL;
@@ -412,9 +416,9 @@ static void test_matmul(void) {
      * quantized gemm), a long row (16 blocks: 4096 for the k-quants) and 100 rows of one token (the decode tiles of
      * 8 rows, several per thread slab, and their remainders) */
     static const int64_t shapes[][3] = {{1, 13, 1}, {3, 38, 5}, {8, 71, 4}, {2, 600, 7},
-                                        {5, 20, 67}, {1, 5, 3}, {16, 9, 2}, {4, 100, 1}};
+                                        {5, 20, 67}, {1, 5, 3}, {16, 9, 2}, {4, 100, 1}, {3, 150, 33}};
     /* n_in of the element types: odd, off every SIMD width */
-    static const int64_t float_n_in[] = {67, 257, 1000, 129, 100, 33, 4099, 515};
+    static const int64_t float_n_in[] = {67, 257, 1000, 129, 100, 33, 4099, 515, 96};
     for (int t = 0; t < ASSAY_TYPE_COUNT; t++) {
         if (!assay_type_get((assay_type)t) || !rk->type[t].vec_dot) continue;
         assay_type type = (assay_type)t, vt = rk->type[t].vec_dot_type;

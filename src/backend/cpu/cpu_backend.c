@@ -11,6 +11,10 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <pthread.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include "assay/backend.h"
 #include "assay/sampler.h"
@@ -76,6 +80,26 @@ int assay_cpu_has_avx512bf16(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
     return (a >> 5) & 1;
+}
+
+/* AMX-TILE (leaf 7 edx bit 24) and AMX-INT8 (bit 25), the OS saving tile configuration and data (XCR0 bits 17, 18),
+ * and on Linux the process's permission to use tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once). */
+static int amx_ok;
+static void amx_probe(void) {
+    if (!assay_cpu_has_avx512bf16()) return;
+    unsigned a, b, c, d, lo, hi;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || ((d >> 24) & 3) != 3) return;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if (((lo >> 17) & 3) != 3) return;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    amx_ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#endif
+}
+
+int assay_cpu_has_amx(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_probe);
+    return amx_ok;
 }
 
 static void ensure_thread_scratch(cpu_backend *cb, size_t floats) {
@@ -280,9 +304,11 @@ static void cpu_matmul_gemm(cpu_backend *cb, const assay_cpu_type_kernels *tk, f
     gemm_job j = {.y = y, .w = w, .n_tok = n_tok, .gemm = tk->gemm, .cb = cb};
     if (tk->gemm_pack) {
         j.xs = (tk->gemm_act_bytes(w->n_in) + 63) & ~(size_t)63;
-        uint8_t *xq = ensure_act(cb, j.xs * (size_t)n_tok);
+        size_t extra = tk->gemm_act_extra ? tk->gemm_act_extra(w->n_in, n_tok) + 64 : 0;
+        uint8_t *xq = ensure_act(cb, j.xs * (size_t)n_tok + extra);
         quant_job qj = {x, xq, w->n_in, j.xs, tk->gemm_pack};
         assay_threadpool_run(cb->tp, quant_task, &qj, n_tok);
+        if (tk->gemm_act_finish) tk->gemm_act_finish(xq, j.xs, w->n_in, n_tok);
         j.xa = xq;
     } else {
         j.xa = x;
@@ -825,7 +851,7 @@ static const assay_backend_ops cpu_ops = {
 };
 
 /* The kernel sets by name; each runs only where the CPU has its instructions (cpuid, and the OS saving the registers). */
-static const char *const cpu_kernel_sets[] = {"scalar", "avx2", "avx512", "avx512bf16", NULL};
+static const char *const cpu_kernel_sets[] = {"scalar", "avx2", "avx512", "avx512bf16", "amx", NULL};
 
 /* The named set's table when this CPU runs it, else NULL; *needs: what the set requires (NULL: no such set). */
 static const assay_cpu_kernels *cpu_kernels_named(const char *name, const char **needs) {
@@ -846,6 +872,10 @@ static const assay_cpu_kernels *cpu_kernels_named(const char *name, const char *
     if (strcmp(name, "avx512bf16") == 0) {
         *needs = "AVX2, FMA, F16C, AVX-512 F/BW/VL/DQ with VNNI, and AVX512_BF16";
         return assay_cpu_has_avx512bf16() ? assay_cpu_kernels_avx512bf16() : NULL;
+    }
+    if (strcmp(name, "amx") == 0) {
+        *needs = "AVX2, FMA, F16C, AVX-512 F/BW/VL/DQ with VNNI, AVX512_BF16, AMX-TILE and AMX-INT8 (and the OS's leave)";
+        return assay_cpu_has_amx() ? assay_cpu_kernels_amx() : NULL;
     }
     return NULL;
 }
@@ -885,8 +915,12 @@ assay_status assay_backend_cpu_open(assay_backend **out, int n_threads) {
         if (!(no_avx512 && *no_avx512 && *no_avx512 != '0') && assay_cpu_has_avx512() && assay_cpu_kernels_avx512()) {
             k = assay_cpu_kernels_avx512();
             const char *no_bf16 = getenv("ASSAY_CPU_NO_BF16"); /* f32 activations for bf16 weights (comparisons) */
-            if (!(no_bf16 && *no_bf16 && *no_bf16 != '0') && assay_cpu_has_avx512bf16() && assay_cpu_kernels_avx512bf16())
+            const char *no_amx = getenv("ASSAY_CPU_NO_AMX"); /* VNNI prefill instead of AMX tiles (comparisons) */
+            if (!(no_bf16 && *no_bf16 && *no_bf16 != '0') && assay_cpu_has_avx512bf16() && assay_cpu_kernels_avx512bf16()) {
                 k = assay_cpu_kernels_avx512bf16();
+                if (!(no_amx && *no_amx && *no_amx != '0') && assay_cpu_has_amx() && assay_cpu_kernels_amx())
+                    k = assay_cpu_kernels_amx();
+            }
         }
     }
     cpu_open_with(out, n_threads, k, exact && *exact && *exact != '0');
@@ -897,7 +931,7 @@ assay_status assay_backend_cpu_open_kernels(assay_backend **out, int n_threads, 
     if (!kernels || strcmp(kernels, "auto") == 0) return assay_backend_cpu_open(out, n_threads);
     const char *needs;
     const assay_cpu_kernels *k = cpu_kernels_named(kernels, &needs);
-    if (!needs) return assay_fail(ASSAY_ERR_ARG, "unknown CPU kernel set '%s' (scalar, avx2, avx512, avx512bf16 or auto)", kernels);
+    if (!needs) return assay_fail(ASSAY_ERR_ARG, "unknown CPU kernel set '%s' (scalar, avx2, avx512, avx512bf16, amx or auto)", kernels);
     if (!k) return assay_fail(ASSAY_ERR_UNSUPPORTED, "CPU kernel set '%s' needs %s, which this CPU lacks", kernels, needs);
     cpu_open_with(out, n_threads, k, 0);
     return ASSAY_OK;
@@ -923,5 +957,6 @@ const assay_backend_ops *assay_backend_cpu_ops(void) { return &cpu_ops; }
 
 void assay_backend_cpu_f32_activations(assay_backend *be) {
     cpu_backend *cb = cpu_of(be);
-    if (be->ops == &cpu_ops && cb->k == assay_cpu_kernels_avx512bf16()) cb->k = assay_cpu_kernels_avx512();
+    if (be->ops == &cpu_ops && (cb->k == assay_cpu_kernels_avx512bf16() || cb->k == assay_cpu_kernels_amx()))
+        cb->k = assay_cpu_kernels_avx512();
 }

@@ -52,6 +52,11 @@ typedef struct assay_cpu_type_kernels {
     assay_cpu_from_float_fn gemm_pack;  /* activation row -> the gemm's format; NULL: f32 rows */
     size_t (*gemm_act_bytes)(int64_t n);     /* bytes of one packed activation row (with gemm_pack) */
     size_t (*gemm_scratch_bytes)(int64_t n); /* per-thread scratch; NULL: none */
+    /* optional, with gemm_pack: after every row is packed, gemm_act_finish(xa, xs, n, n_tok) may write a second
+     * layout of the whole batch, gemm_act_extra(n, n_tok) bytes, into the buffer right after the rows (at xa + n_tok *
+     * xs, 64-byte aligned), where the gemm finds it (tile layouts that interleave tokens) */
+    size_t (*gemm_act_extra)(int64_t n, int64_t n_tok);
+    void (*gemm_act_finish)(void *xa, size_t xs, int64_t n, int64_t n_tok);
 } assay_cpu_type_kernels;
 
 typedef struct assay_cpu_kernels {
@@ -85,6 +90,11 @@ int assay_cpu_has_avx512(void); /* AVX-512 F/BW/VL/DQ + VNNI, by cpuid and OS su
 /* The AVX-512 table plus bf16 weights x bf16-rounded activations (VDPBF16PS); NULL when not compiled in. */
 const assay_cpu_kernels *assay_cpu_kernels_avx512bf16(void);
 int assay_cpu_has_avx512bf16(void); /* assay_cpu_has_avx512 and AVX512_BF16 */
+/* The avx512bf16 table plus AMX int8 tiles for the prefill of the legacy quants; NULL when not compiled in. */
+const assay_cpu_kernels *assay_cpu_kernels_amx(void);
+/* assay_cpu_has_avx512bf16, AMX-TILE and AMX-INT8 with the OS saving tile state, and (Linux) the process granted the
+ * tile data state (asked for once, on the first call). */
+int assay_cpu_has_amx(void);
 
 /* Decode prefetch: a tile of rm weight rows (ws bytes apart, consecutive) prefetches the same columns of the rows a
  * few tiles on, returned as a byte offset: whole tiles, as many as fit in 8 KiB, 1 to 4. Short rows are short

@@ -555,6 +555,131 @@ QGEMM_FN(gemm_q5_0, QW_Q5_0)
 QGEMM_FN(gemm_q5_1, QW_Q5_1)
 QGEMM_FN(gemm_q8_0, QW_Q8_0)
 
+/* ---- AMX int8 tiles: prefill of the legacy quants ------------------------------------------------------------ */
+
+/* Where the CPU has AMX (the amx table), a batch of >= 16 tokens multiplies the same unsigned codes and 8-bit
+ * activations as qtile with TDPBUSD: per 32-element block, a 16-row x 32-code tile of weights (A) times a tile of
+ * 16 tokens' codes in the VNNI layout (B: 8 rows of 16 tokens x 4 codes) gives the 16 x 16 exact int32 block dots
+ * (C); each is scaled by d_w d_a and the block's m s term is added in f32, block after block (two roundings per
+ * block and output, as qtile). The B tiles, with the 16 tokens' da and s per block, are laid out once per matmul
+ * (gemm_act_finish) after the packed rows; the weights are unpacked per 16-row chunk into the thread's scratch. */
+#define AMXFN __attribute__((target("amx-tile,amx-int8")))
+
+enum { AMX_MIN_TOK = 16, AMX_BLK = 640 /* one block of one 16-token group: B tile 512, da 64, s 64 */ };
+
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) amx_cfg;
+
+/* tile 0: C (16 x 16 int32), tile 2: A (16 x 32 codes), tile 3: B (8 x 64 codes); a compile-time constant, so no
+ * stores build it (GCC 12 drops such stores ahead of LDTILECFG) */
+static const amx_cfg amx_config = {1, 0, {0}, {64, 0, 32, 64}, {16, 0, 16, 8}};
+
+static size_t amx_act_extra(int64_t n, int64_t n_tok) { return (size_t)((n_tok + 15) / 16) * (size_t)(n / 32) * AMX_BLK; }
+
+AI uint8_t *amx_b_base(const void *x, size_t xs, int64_t n_tok) {
+    return (uint8_t *)(((uintptr_t)x + (size_t)n_tok * xs + 63) & ~(uintptr_t)63);
+}
+
+static void amx_act_finish(void *xa, size_t xs, int64_t n, int64_t n_tok) {
+    int64_t nb = n / 32, nbp = pad16(nb);
+    uint8_t *B = amx_b_base(xa, xs, n_tok);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)(xs / 4)));
+    for (int64_t t0 = 0; t0 < n_tok; t0 += 16) {
+        int64_t valid = n_tok - t0 < 16 ? n_tok - t0 : 16;
+        __mmask16 m = (__mmask16)((1u << valid) - 1);
+        const int32_t *base = (const int32_t *)((const uint8_t *)xa + (size_t)t0 * xs);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = B + ((size_t)(t0 / 16) * (size_t)nb + (size_t)b) * AMX_BLK;
+            for (int k4 = 0; k4 < 8; k4++)
+                _mm512_store_si512(blk + 64 * k4, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base + b * 8 + k4, 4));
+            const float *da = (const float *)base + nbp * 8 + b, *sv = da + nbp;
+            _mm512_store_ps(blk + 512, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, da, 4));
+            _mm512_store_ps(blk + 576, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, sv, 4));
+        }
+    }
+}
+
+/* scratch: A tiles nb x 512, d and m per block and row (nb x 16 each), C 1 KiB, one row's d and m (2 nbp) */
+static size_t amx_scratch(int64_t n) {
+    int64_t nb = n / 32, nbp = pad16(nb);
+    size_t amx = (size_t)nb * (512 + 128) + 1024 + (size_t)(2 * nbp) * 4 + 64, q = qgemm_scratch(n);
+    return amx > q ? amx : q;
+}
+
+AMXFN static void amx_qgemm(const int ty, int64_t n, int64_t n_rows, int64_t n_tok, const uint8_t *w, size_t ws,
+                            const void *x, size_t xs, float *y, int64_t ys, void *scratch) {
+    int64_t nb = n / 32, nbp = pad16(nb);
+    uint8_t *A = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *dwt = (float *)(A + (size_t)nb * 512), *wmt = dwt + nb * 16;
+    int32_t *cbuf = (int32_t *)(wmt + nb * 16);
+    float *rd = (float *)(cbuf + 256), *rm = rd + nbp;
+    const uint8_t *B = amx_b_base(x, xs, n_tok);
+    const __m512i yidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)ys));
+    _tile_loadconfig(&amx_config);
+    for (int64_t c = 0; c < n_rows; c += 16) {
+        int64_t nr = n_rows - c < 16 ? n_rows - c : 16;
+        for (int64_t r = 0; r < 16; r++) {
+            if (r >= nr) { /* rows past the matrix: zero codes and scales */
+                for (int64_t b = 0; b < nb; b++) {
+                    memset(A + b * 512 + r * 32, 0, 32);
+                    dwt[b * 16 + r] = wmt[b * 16 + r] = 0;
+                }
+                continue;
+            }
+            const uint8_t *row = w + (c + r) * ws;
+            qw_scales(ty, row, nb, nbp, rd, rm);
+            for (int64_t b = 0; b < nb; b += 2) {
+                __m512i u = qw_decode(ty, row, b, b + 2 <= nb);
+                _mm256_storeu_si256((__m256i *)(A + b * 512 + r * 32), _mm512_castsi512_si256(u));
+                if (b + 1 < nb) _mm256_storeu_si256((__m256i *)(A + (b + 1) * 512 + r * 32), _mm512_extracti64x4_epi64(u, 1));
+                dwt[b * 16 + r] = rd[b];
+                wmt[b * 16 + r] = rm[b];
+                if (b + 1 < nb) dwt[(b + 1) * 16 + r] = rd[b + 1], wmt[(b + 1) * 16 + r] = rm[b + 1];
+            }
+        }
+        for (int64_t t0 = 0; t0 < n_tok; t0 += 16) {
+            const uint8_t *Bg = B + (size_t)(t0 / 16) * (size_t)nb * AMX_BLK;
+            __m512 acc[16];
+            for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                _tile_loadd(2, A + b * 512, 32);
+                _tile_loadd(3, Bg + b * AMX_BLK, 64);
+                _tile_zero(0);
+                _tile_dpbusd(0, 2, 3);
+                _tile_stored(0, cbuf, 64);
+                __m512 da = _mm512_load_ps(Bg + b * AMX_BLK + 512), sv = _mm512_load_ps(Bg + b * AMX_BLK + 576);
+#pragma GCC unroll 16
+                for (int m = 0; m < 16; m++) {
+                    __m512 p = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 16 * m));
+                    acc[m] = _mm512_fmadd_ps(p, _mm512_mul_ps(_mm512_set1_ps(dwt[b * 16 + m]), da), acc[m]);
+                    acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(wmt[b * 16 + m]), sv, acc[m]);
+                }
+            }
+            int64_t valid = n_tok - t0 < 16 ? n_tok - t0 : 16;
+            __mmask16 vm = (__mmask16)((1u << valid) - 1);
+            for (int64_t m = 0; m < nr; m++) _mm512_mask_i32scatter_ps(y + t0 * ys + c + m, vm, yidx, acc[m], 4);
+        }
+    }
+    _tile_release();
+}
+
+#define AMXGEMM_FN(name, TY)                                                                                        \
+    static void name(int64_t n, int64_t nr, int64_t nt, const void *w, size_t ws, const void *x, size_t xs, float *y, \
+                     int64_t ys, void *scratch) {                                                                   \
+        if (nt < AMX_MIN_TOK) qgemm(TY, n, nr, nt, w, ws, x, xs, y, ys, scratch);                                   \
+        else amx_qgemm(TY, n, nr, nt, w, ws, x, xs, y, ys, scratch);                                                \
+    }
+AMXGEMM_FN(amx_gemm_q4_0, QW_Q4_0)
+AMXGEMM_FN(amx_gemm_q4_1, QW_Q4_1)
+AMXGEMM_FN(amx_gemm_q5_0, QW_Q5_0)
+AMXGEMM_FN(amx_gemm_q5_1, QW_Q5_1)
+AMXGEMM_FN(amx_gemm_q8_0, QW_Q8_0)
+
 /* ---- k-quants x Q8_K activations ------------------------------------------------------------------------------ */
 
 /* A super-block of 256 weights meets a Q8_K activation block (float d, int8 qs[256], int16 sums of 16). Its codes
@@ -1149,6 +1274,32 @@ static void init_table(void) {
     set_gemm(ASSAY_TYPE_Q4G32, gemm_q4g32, NULL, NULL, q4g_scratch);
     set_gemm(ASSAY_TYPE_Q4G64, gemm_q4g64, NULL, NULL, q4g_scratch);
     set_gemm(ASSAY_TYPE_Q4G128, gemm_q4g128, NULL, NULL, q4g_scratch);
+}
+
+static assay_cpu_kernels kernels_amx;
+
+static void init_amx_table(void) {
+    kernels_amx = *assay_cpu_kernels_avx512bf16();
+    kernels_amx.name = "amx";
+    static const struct { assay_type t; assay_cpu_gemm_fn g; assay_cpu_from_float_fn pack; } amx[] = {
+        {ASSAY_TYPE_Q4_0, amx_gemm_q4_0, pack_q8p_0}, {ASSAY_TYPE_Q4_1, amx_gemm_q4_1, pack_q8p_1},
+        {ASSAY_TYPE_Q5_0, amx_gemm_q5_0, pack_q8p_0}, {ASSAY_TYPE_Q5_1, amx_gemm_q5_1, pack_q8p_1},
+        {ASSAY_TYPE_Q8_0, amx_gemm_q8_0, pack_q8p_0}};
+    for (size_t i = 0; i < sizeof amx / sizeof amx[0]; i++) {
+        assay_cpu_type_kernels *t = &kernels_amx.type[amx[i].t];
+        t->gemm = amx[i].g;
+        t->gemm_pack = amx[i].pack;
+        t->gemm_act_bytes = q8p_bytes;
+        t->gemm_scratch_bytes = amx_scratch;
+        t->gemm_act_extra = amx_act_extra;
+        t->gemm_act_finish = amx_act_finish;
+    }
+}
+
+const assay_cpu_kernels *assay_cpu_kernels_amx(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_amx_table);
+    return &kernels_amx;
 }
 
 const assay_cpu_kernels *assay_cpu_kernels_avx512(void) {
