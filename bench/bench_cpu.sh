@@ -39,7 +39,7 @@ if [ -z "${MODELS:-}" ]; then
     HOUSE=$BUILD/bench/house-bf16.gguf
     if [ ! -f "$HOUSE" ]; then
         mkdir -p "$BUILD/bench"
-        "$BUILD/assay" convert "$SHARED/models/house" -o "$HOUSE" -q
+        "$BUILD/assay" convert "$SHARED/models/house" -o "$HOUSE" >/dev/null
     fi
     for q in q8_0 q4_k_m; do
         [ -f "$BUILD/bench/house-$q.gguf" ] || "$BUILD/assay" quantize "$HOUSE" -o "$BUILD/bench/house-$q.gguf" -s $q >/dev/null
