@@ -477,7 +477,7 @@ int assay_cmd_dashboard(int argc, char **argv) {
         {NULL, "--rate-window", CLI_STRING, &window, "D", "the window of rate() (default 5m)"},
         {NULL, "--end", CLI_FLOAT, &end, "T", "the chart's end, Unix seconds (default: now)", CLI_AT_LEAST(0)},
         {NULL, "--timeout", CLI_FLOAT, &timeout, "S", "seconds each Prometheus query may take (default 10)", CLI_IN_OPEN_CLOSED(0, 600)},
-        {"-o", "--output", CLI_STRING, &out, "FILE", "write the page here"},
+        {"-o", "--output", CLI_STRING, &out, "FILE", "write the page here (- for standard output)"},
         {NULL, "--serve", CLI_INT, &port, "PORT", "serve the page on 127.0.0.1:PORT, fresh on each load (until SIGINT)", CLI_IN(0, 65535)},
         {0}};
     const cli_spec spec = {"dashboard", "--prometheus URL [--range 1h] [--step 15s] (-o page.html | --serve PORT)",

@@ -119,7 +119,7 @@ static assay_status write_results(const assay_eval_results *res, const char *out
         st = assay_output_file_commit(&out);
     }
     assay_strbuf_free(&js);
-    if (st == ASSAY_OK) fprintf(stderr, "assay eval: wrote %s\n", output);
+    if (st == ASSAY_OK && !assay_output_is_stdout(output)) fprintf(stderr, "assay eval: wrote %s\n", output);
     return st;
 }
 
@@ -155,7 +155,7 @@ static int eval_endpoint(const assay_endpoint_options *eo, const char *tasks, co
         assay_strbuf margs = {0};
         assay_eval_endpoint_describe(lm, &margs);
         res->model_args = margs.data;
-        assay_eval_print_table(res, stdout);
+        assay_eval_print_table(res, assay_output_is_stdout(output) ? stderr : stdout); /* "-o -": the JSON alone on stdout */
         const char *first = NULL;
         int64_t missing = results_missing(res, &first);
         if (missing > 0) {
@@ -197,7 +197,7 @@ int assay_cmd_eval(int argc, char **argv) {
          CLI_AT_LEAST(0)},
         {NULL, "--limit", CLI_INT, &limit, "N", "only the first N documents of each task (windows for heldout/kld)",
          CLI_AT_LEAST(0)},
-        {"-o", "--output", CLI_STRING, &output, "FILE", "write the results JSON (lm-eval's shape + samples) here"},
+        {"-o", "--output", CLI_STRING, &output, "FILE", "write the results JSON (lm-eval's shape + samples) here (- for standard output)"},
         {NULL, "--force", CLI_FLAG, &force, NULL, "overwrite an existing output file"},
         {NULL, "--data-dir", CLI_STRING, &data_dir, "DIR", "task data root (default $ASSAY_SHARED/data)"},
         {NULL, "--text", CLI_STRING, &text, "FILE", "text for heldout/kld (default: the house model's heldout.txt)"},
@@ -264,7 +264,7 @@ int assay_cmd_eval(int argc, char **argv) {
             cli_args_free(&args);
             return cli_usage_error(&spec, "need --num-concurrent >= 1, --max-retries >= 0, --max-failures >= 1, --timeout > 0");
         }
-        if (output && !force && assay_path_exists(output)) {
+        if (output && !force && !assay_output_is_stdout(output) && assay_path_exists(output)) {
             fprintf(stderr, "assay eval: %s exists (use --force to overwrite)\n", output);
             cli_args_free(&args);
             return CLI_EXIT_ERROR;
@@ -289,7 +289,7 @@ int assay_cmd_eval(int argc, char **argv) {
         cli_args_free(&args);
         return cli_usage_error(&spec, "give a MODEL, --base-url URL, or --dump-requests FILE");
     }
-    if (output && !force && assay_path_exists(output)) {
+    if (output && !force && !assay_output_is_stdout(output) && assay_path_exists(output)) {
         fprintf(stderr, "assay eval: %s exists (use --force to overwrite)\n", output);
         cli_args_free(&args);
         return CLI_EXIT_ERROR;
@@ -326,7 +326,7 @@ int assay_cmd_eval(int argc, char **argv) {
         assay_strbuf_free(&fl);
         res->model_args = margs.data;
         res->device = assay_xstrdup(ea.device);
-        assay_eval_print_table(res, stdout);
+        assay_eval_print_table(res, assay_output_is_stdout(output) ? stderr : stdout); /* "-o -": the JSON alone on stdout */
         if (output) {
             assay_strbuf js = {0};
             assay_eval_results_json(res, &js);
@@ -337,7 +337,7 @@ int assay_cmd_eval(int argc, char **argv) {
                 st = assay_output_file_commit(&out);
             }
             assay_strbuf_free(&js);
-            if (st == ASSAY_OK) fprintf(stderr, "assay eval: wrote %s\n", output);
+            if (st == ASSAY_OK && !assay_output_is_stdout(output)) fprintf(stderr, "assay eval: wrote %s\n", output);
         }
     }
     assay_eval_results_free(res);

@@ -476,7 +476,7 @@ int assay_cmd_judge(int argc, char **argv) {
          CLI_AT_LEAST(0)},
         {NULL, "--max-tokens", CLI_INT, &max_tokens, "N", "token limit of a candidate's answer (default 512)", CLI_AT_LEAST(1)},
         {NULL, "--temperature", CLI_FLOAT, &temperature, "T", "candidates' sampling temperature (default 0: greedy)", CLI_IN(0, 2)},
-        {"-o", "--output", CLI_STRING, &output, "FILE", "results JSON (default judge-results.json)"},
+        {"-o", "--output", CLI_STRING, &output, "FILE", "results JSON (default judge-results.json; - for standard output)"},
         {NULL, "--limit", CLI_INT, &limit, "N", "only the first N samples (default 0: all)", CLI_AT_LEAST(0)},
         {NULL, "--num-concurrent", CLI_INT, &num_concurrent, "N", "samples in flight at once (default 8)", CLI_IN(1, 256)},
         {NULL, "--timeout", CLI_FLOAT, &timeout, "S", "seconds allowed for each call (default 120)", CLI_ABOVE(0)},
@@ -696,33 +696,34 @@ int assay_cmd_judge(int argc, char **argv) {
     }
     assay_strbuf_free(&out);
 
-    /* the summary */
-    printf("%-22s %12s %12s\n", "", "baseline", "candidate");
-    printf("%-22s %12lld %12lld\n", "answered", (long long)t.answered[BASE], (long long)t.answered[CAND]);
-    printf("%-22s %12lld %12lld\n", "answer failed", (long long)t.answer_failed[BASE], (long long)t.answer_failed[CAND]);
-    printf("%-22s %12lld %12lld\n", "scored", (long long)t.scored[BASE], (long long)t.scored[CAND]);
-    printf("%-22s %12lld %12lld\n", "judge invalid", (long long)t.invalid[BASE], (long long)t.invalid[CAND]);
-    printf("%-22s %12lld %12lld\n", "judge failed", (long long)t.judge_failed[BASE], (long long)t.judge_failed[CAND]);
-    printf("%-22s %12.3f %12.3f\n", "mean score", t.scored[BASE] ? t.sum[BASE] / (double)t.scored[BASE] : NAN,
-           t.scored[CAND] ? t.sum[CAND] / (double)t.scored[CAND] : NAN);
-    printf("%-22s %5lld %5lld %5lld %5lld %5lld | %5lld %5lld %5lld %5lld %5lld\n", "scores 1..5", (long long)t.hist[BASE][1],
-           (long long)t.hist[BASE][2], (long long)t.hist[BASE][3], (long long)t.hist[BASE][4], (long long)t.hist[BASE][5],
-           (long long)t.hist[CAND][1], (long long)t.hist[CAND][2], (long long)t.hist[CAND][3], (long long)t.hist[CAND][4],
-           (long long)t.hist[CAND][5]);
-    printf("identical answers: %lld of %lld samples%s\n", (long long)t.identical, (long long)c.n,
-           t.identical && !rejudge_identical ? " (graded once, the score shared)" : "");
-    if (t.not_run || t.interrupted) printf("not run: %lld, interrupted: %lld\n", (long long)t.not_run, (long long)t.interrupted);
-    printf("pairs: %lld; mean %.3f -> %.3f, difference %+.3f points, %g%% bootstrap interval [%+.3f, %+.3f]\n", (long long)np,
-           s.mean_base, s.mean_cand, s.mean_diff, 100 * confidence, s.diff_lo, s.diff_hi);
+    /* the summary (on standard error when the results JSON goes to standard output) */
+    FILE *sum = assay_output_is_stdout(output) ? stderr : stdout;
+    fprintf(sum, "%-22s %12s %12s\n", "", "baseline", "candidate");
+    fprintf(sum, "%-22s %12lld %12lld\n", "answered", (long long)t.answered[BASE], (long long)t.answered[CAND]);
+    fprintf(sum, "%-22s %12lld %12lld\n", "answer failed", (long long)t.answer_failed[BASE], (long long)t.answer_failed[CAND]);
+    fprintf(sum, "%-22s %12lld %12lld\n", "scored", (long long)t.scored[BASE], (long long)t.scored[CAND]);
+    fprintf(sum, "%-22s %12lld %12lld\n", "judge invalid", (long long)t.invalid[BASE], (long long)t.invalid[CAND]);
+    fprintf(sum, "%-22s %12lld %12lld\n", "judge failed", (long long)t.judge_failed[BASE], (long long)t.judge_failed[CAND]);
+    fprintf(sum, "%-22s %12.3f %12.3f\n", "mean score", t.scored[BASE] ? t.sum[BASE] / (double)t.scored[BASE] : NAN,
+                 t.scored[CAND] ? t.sum[CAND] / (double)t.scored[CAND] : NAN);
+    fprintf(sum, "%-22s %5lld %5lld %5lld %5lld %5lld | %5lld %5lld %5lld %5lld %5lld\n", "scores 1..5", (long long)t.hist[BASE][1],
+                 (long long)t.hist[BASE][2], (long long)t.hist[BASE][3], (long long)t.hist[BASE][4], (long long)t.hist[BASE][5],
+                 (long long)t.hist[CAND][1], (long long)t.hist[CAND][2], (long long)t.hist[CAND][3], (long long)t.hist[CAND][4],
+                 (long long)t.hist[CAND][5]);
+    fprintf(sum, "identical answers: %lld of %lld samples%s\n", (long long)t.identical, (long long)c.n,
+                 t.identical && !rejudge_identical ? " (graded once, the score shared)" : "");
+    if (t.not_run || t.interrupted) fprintf(sum, "not run: %lld, interrupted: %lld\n", (long long)t.not_run, (long long)t.interrupted);
+    fprintf(sum, "pairs: %lld; mean %.3f -> %.3f, difference %+.3f points, %g%% bootstrap interval [%+.3f, %+.3f]\n", (long long)np,
+                 s.mean_base, s.mean_cand, s.mean_diff, 100 * confidence, s.diff_lo, s.diff_hi);
     if (!isnan(s.degradation))
-        printf("degradation: %.2f%% [%.2f%%, %.2f%%] of the baseline's %.3f points above the floor; thresholds %g%% = %.3f points, "
-               "%g%% = %.3f points\n",
-               s.degradation, s.degradation_lo, s.degradation_hi, s.mean_base - 1, ship, s.ship_points, monitor, s.monitor_points);
-    printf("Wilcoxon signed-rank: W = %g, p = %.4g (%s, %lld zero differences dropped)\n", s.wilcoxon.statistic,
-           s.wilcoxon.p_value, assay_wilcoxon_method_name(s.wilcoxon.method), (long long)s.wilcoxon.n_zero);
-    printf("Verdict: %s (%s)\n", assay_judge_verdict_name(s.verdict), reason.data);
-    if (written) printf("results: %s\n", output);
-    fflush(stdout);
+        fprintf(sum, "degradation: %.2f%% [%.2f%%, %.2f%%] of the baseline's %.3f points above the floor; thresholds %g%% = %.3f points, "
+                     "%g%% = %.3f points\n",
+                     s.degradation, s.degradation_lo, s.degradation_hi, s.mean_base - 1, ship, s.ship_points, monitor, s.monitor_points);
+    fprintf(sum, "Wilcoxon signed-rank: W = %g, p = %.4g (%s, %lld zero differences dropped)\n", s.wilcoxon.statistic,
+                 s.wilcoxon.p_value, assay_wilcoxon_method_name(s.wilcoxon.method), (long long)s.wilcoxon.n_zero);
+    fprintf(sum, "Verdict: %s (%s)\n", assay_judge_verdict_name(s.verdict), reason.data);
+    if (written && sum == stdout) fprintf(sum, "results: %s\n", output);
+    fflush(sum);
     if (failure) fprintf(stderr, "assay judge: %s%s\n", failure, written ? "; partial results are in the results file" : "");
     assay_strbuf_free(&reason);
 

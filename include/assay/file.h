@@ -8,6 +8,7 @@
  *   assay_output_file_open(&out, "x.gguf", 0);   // 0: refuse to overwrite an existing file
  *   fwrite(..., out.fp);
  *   assay_output_file_commit(&out);              // or assay_output_file_abort(&out) on error
+ *   (path "-": standard output, written directly)
  *
  * Weights are mmapped (DESIGN.md principle 6); outputs never appear half-written under their real name.
  */
@@ -36,6 +37,9 @@ typedef struct assay_output_file {
     char *final_path;
     char *temp_path;
 } assay_output_file;
+
+/* "-" names standard output: assay_output_file_open writes there directly (no temporary file, nothing to rename). */
+int assay_output_is_stdout(const char *path);
 
 assay_status assay_output_file_open(assay_output_file *out, const char *path, int overwrite);
 /* Flushes, fsyncs and renames into place; closes in every case. */

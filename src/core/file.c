@@ -70,8 +70,16 @@ assay_status assay_read_file(const char *path, char **data, size_t *size) {
     return ASSAY_OK;
 }
 
+int assay_output_is_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
+
 assay_status assay_output_file_open(assay_output_file *out, const char *path, int overwrite) {
     memset(out, 0, sizeof *out);
+    if (assay_output_is_stdout(path)) {
+        /* "-": standard output, written in place (nothing to rename, nothing a failure could leave behind) */
+        out->fp = stdout;
+        out->final_path = assay_xstrdup("standard output");
+        return ASSAY_OK;
+    }
     if (!overwrite && assay_path_exists(path))
         return assay_fail(ASSAY_ERR_IO, "%s already exists (pass --force to overwrite)", path);
     size_t n = strlen(path) + 32;
@@ -93,6 +101,13 @@ assay_status assay_output_file_open(assay_output_file *out, const char *path, in
 assay_status assay_output_file_commit(assay_output_file *out) {
     assay_status st = ASSAY_OK;
     if (!out->fp) return assay_fail(ASSAY_ERR_IO, "output file is not open");
+    if (!out->temp_path) { /* standard output */
+        if (fflush(out->fp) != 0 || ferror(out->fp)) st = assay_fail(ASSAY_ERR_IO, "error writing standard output: %s", strerror(errno));
+        out->fp = NULL;
+        free(out->final_path);
+        out->final_path = NULL;
+        return st;
+    }
     if (fflush(out->fp) != 0 || ferror(out->fp) || fsync(fileno(out->fp)) != 0)
         st = assay_fail(ASSAY_ERR_IO, "error writing %s: %s", out->final_path, strerror(errno));
     if (fclose(out->fp) != 0 && st == ASSAY_OK)
@@ -109,7 +124,8 @@ assay_status assay_output_file_commit(assay_output_file *out) {
 }
 
 void assay_output_file_abort(assay_output_file *out) {
-    if (out->fp) fclose(out->fp);
+    if (out->fp && out->temp_path) fclose(out->fp);
+    else if (out->fp) fflush(out->fp); /* standard output stays open: what was written is gone already */
     if (out->temp_path) remove(out->temp_path);
     assay_cleanup_forget(out->temp_path);
     free(out->temp_path);

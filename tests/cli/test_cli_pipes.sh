@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_cli_pipes.sh — "-" is standard input where a file is read: tokenize -f -, detokenize -f - (and without ids),
-# run -f FILE and run -f -, perplexity -f -; detokenize writes the exact bytes into a pipe (a newline is added only
-# on a terminal).
+# run -f FILE and run -f -, perplexity -f -; and standard output where results are written (eval -o -); detokenize
+# writes the exact bytes into a pipe (a newline is added only on a terminal).
 set -u
 . "$(dirname "$0")/expect.sh"
 S="$ASSAY_SHARED/data/stories260K/stories260K.gguf"
@@ -30,6 +30,13 @@ expect 1 "assay run: cannot open $T/none" -- "$ASSAY_BIN" run "$S" -f "$T/none"
 p1=$("$ASSAY_BIN" perplexity "$S" -f "$H/heldout.txt" -c 64 --chunks 2 2>/dev/null | grep PPL)
 p2=$("$ASSAY_BIN" perplexity "$S" -f - -c 64 --chunks 2 <"$H/heldout.txt" 2>/dev/null | grep PPL)
 [ -n "$p1" ] && [ "$p1" = "$p2" ] && pass=$((pass+1)) || { echo "FAIL: perplexity -f -: '$p1' vs '$p2'"; fail=$((fail+1)); }
+# "-o -" writes the results JSON alone to standard output (the table goes to standard error), the same results as a file
+PY=${ASSAY_PYTHON:-python3}
+"$ASSAY_BIN" eval "$H" --tasks heldout --limit 2 -o "$T/res.json" >/dev/null 2>&1
+(cd "$T" && "$ASSAY_BIN" eval "$H" --tasks heldout --limit 2 -o - 2>"$T/eval.err" >"$T/res.stdout")
+if "$PY" -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(a["results"] != b["results"])' \
+     "$T/res.json" "$T/res.stdout" && grep -q "perplexity" "$T/eval.err" && [ ! -e "$T/-" ]; then pass=$((pass+1))
+else echo "FAIL: eval -o -: $(head -c 300 "$T/res.stdout") / $(tail -3 "$T/eval.err")"; fail=$((fail+1)); fi
 # on a terminal (when `script` can make one) detokenize ends its line
 if command -v script >/dev/null && script -qc true /dev/null >/dev/null 2>&1; then
   out=$(script -qc "'$ASSAY_BIN' detokenize '$S' $want" /dev/null | od -An -c | tr -d ' \n')
