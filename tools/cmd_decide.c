@@ -42,6 +42,7 @@ typedef struct config_run {
     assay_eval_results *res;
     assay_bench_result bench;
     double prefill_tps, decode_tps, bytes; /* the largest batch's medians */
+    char emulated[96]; /* the quantized activations a CPU emulates for this model ("" when none) */
 } config_run;
 
 static double path_bytes(const char *path) {
@@ -84,6 +85,7 @@ static assay_status run_config(config_run *c, const char *tasks, const assay_eva
     assay_model *m = NULL;
     assay_session_options so;
     assay_eval_lm_engine(c->lm, &m, &so);
+    assay_model_emulates_quantized_activations(m, c->emulated, sizeof c->emulated);
     st = assay_bench_model(m, &so, bo, &c->bench);
     if (st != ASSAY_OK) return assay_fail_context(st, "%s: throughput bench", c->label);
     for (int i = 0; i < c->bench.n_points; i++)
@@ -342,6 +344,15 @@ int assay_cmd_decide(int argc, char **argv) {
         }
         cmp->base_model_bytes = base.bytes;
         cmp->cand_model_bytes = cand.bytes;
+        const config_run *emu = cand.emulated[0] ? &cand : base.emulated[0] ? &base : NULL;
+        if (emu) {
+            assay_strbuf n = {0};
+            assay_strbuf_printf(&n, "The %s's throughput here is not its format's speed: the CPU emulates its quantized activations "
+                                    "(%s) exactly, quantizing and dequantizing every activation before a float matmul, so "
+                                    "that the quality numbers are the format's; the format's speed comes from its kernels on "
+                                    "a GPU (--device cuda).", emu->label, emu->emulated);
+            cmp->throughput_note = n.data;
+        }
         free(cmp->base_args);
         free(cmp->cand_args);
         assay_strbuf a = {0}, b = {0};
@@ -363,6 +374,7 @@ int assay_cmd_decide(int argc, char **argv) {
             printf("throughput, batch %d: prompt %.1f -> %.1f tok/s, generation %.1f -> %.1f tok/s\n", base.bench.points[i].batch,
                    base.bench.points[i].prefill_tps, cand.bench.points[i].prefill_tps, base.bench.points[i].decode_tps,
                    cand.bench.points[i].decode_tps);
+        if (cmp->throughput_note) printf("%s\n", cmp->throughput_note);
         assay_strbuf_free(&t);
         code = assay_verdict_exit_code(cmp->verdict);
     }

@@ -136,6 +136,7 @@ typedef struct assay_comparison {
     int64_t bench_prompt, bench_gen;
     int bench_reps;
     double base_model_bytes, cand_model_bytes;
+    char *throughput_note; /* why the throughput lines are not the formats' speed (a CPU emulating FP8/INT8 kernels), or NULL */
 } assay_comparison;
 
 /* Reads two results files (assay's or lm-eval's JSON; samples are optional but needed for intervals). */

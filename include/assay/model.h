@@ -252,5 +252,9 @@ void assay_session_kv_scales_pause(assay_session *s, int paused);
 void assay_session_kv_scales_get(const assay_session *s, int64_t layer, float *k_scale, float *v_scale);
 /* Number of layers whose k_scale and v_scale the checkpoint holds (0: none). */
 int64_t assay_model_kv_scale_layers(const assay_model *m);
+/* 1 when a host (CPU) backend emulates quantized activations of this model exactly (FP8 / INT8 W8A8: every
+ * activation quantized and dequantized in f32 before a float matmul), which makes it slower than the unquantized model
+ * where the real kernel is faster; `how` gets the first such scheme. 0 on a device backend or without them. */
+int assay_model_emulates_quantized_activations(const assay_model *m, char *how, size_t cap);
 
 #endif

@@ -558,5 +558,6 @@ void assay_comparison_free(assay_comparison *c) {
     free(c->cand_name);
     free(c->base_args);
     free(c->cand_args);
+    free(c->throughput_note);
     free(c);
 }

@@ -148,6 +148,7 @@ static void md_throughput(const assay_comparison *c, assay_strbuf *out) {
     if (c->base_model_bytes > 0)
         assay_strbuf_printf(out, "| weights MiB | %.1f | %.1f | %+.1f%% |\n", c->base_model_bytes / 1048576.0,
                             c->cand_model_bytes / 1048576.0, 100 * (c->cand_model_bytes / c->base_model_bytes - 1));
+    if (c->throughput_note) assay_strbuf_printf(out, "\n%s\n", c->throughput_note);
 }
 
 void assay_compare_markdown(const assay_comparison *c, assay_strbuf *out) {
@@ -399,6 +400,11 @@ void assay_compare_html(const assay_comparison *c, assay_strbuf *b) {
             assay_strbuf_printf(b, "<tr><td>weights MiB</td><td class=\"n\">%.1f</td><td class=\"n\">%.1f</td></tr>",
                                 c->base_model_bytes / 1048576.0, c->cand_model_bytes / 1048576.0);
         assay_strbuf_puts(b, "</table>\n");
+        if (c->throughput_note) {
+            assay_strbuf_puts(b, "<p class=\"note\">");
+            esc(b, c->throughput_note);
+            assay_strbuf_puts(b, "</p>\n");
+        }
     }
     assay_strbuf_puts(b, "<p class=\"note\">Bold rows gate the verdict (each task's primary metric). Intervals pair the two runs"
                          " document by document: McNemar's exact test and a normal interval of the paired difference for accuracies,"

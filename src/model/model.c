@@ -589,6 +589,21 @@ assay_backend *assay_model_backend(const assay_model *m) { return m->be; }
 const char *assay_model_kernels(const assay_model *m) { return assay_backend_cpu_kernels(m->be); }
 int64_t assay_model_kv_scale_layers(const assay_model *m) { return m->n_kv_scales; }
 
+int assay_model_emulates_quantized_activations(const assay_model *m, char *how, size_t cap) {
+    if (how && cap) how[0] = 0;
+    if (!m->be->host_memory) return 0; /* a device backend runs its quantized kernels natively */
+    for (int64_t l = 0; l < m->c.n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        const assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
+        for (int i = 0; i < 7; i++)
+            if (acts[i]->kind != ASSAY_ACT_QUANT_NONE) {
+                if (how) assay_act_quant_describe(acts[i], how, cap);
+                return 1;
+            }
+    }
+    return 0;
+}
+
 assay_status assay_model_weight_f32(const assay_model *m, const char *name, int64_t *n_in, int64_t *n_out, float *out) {
     const assay_weight *w = NULL;
     if (strcmp(name, "output.weight") == 0) w = &m->output;

@@ -48,7 +48,10 @@ out=$("$ASSAY_BIN" decide "$house" --candidate '--quantization fp8 --kv-cache-dt
 if [ "$rc" = 5 ] && grep -q "quantized 49 linear layers to fp8 in" <<<"$out" && grep -q "^Verdict: inconclusive" <<<"$out" &&
    grep -Eq "about [0-9]+ documents per task would resolve it" <<<"$out" && grep -q "^Smoke run: --limit 20" <<<"$out" &&
    grep -q "Smoke run" "$tmp/w8/report.md" && grep -q "Exit code 5: inconclusive" "$tmp/w8/report.html" &&
-   grep -q -- "--quantization fp8" "$tmp/w8/candidate.json"; then pass=$((pass+1))
+   grep -q -- "--quantization fp8" "$tmp/w8/candidate.json" &&
+   grep -q "candidate's throughput here is not its format's speed: the CPU emulates" <<<"$out" &&
+   grep -q "not its format's speed" "$tmp/w8/report.md" && grep -q "not its format's speed" "$tmp/w8/report.html" &&
+   ! grep -q "not its format's speed" "$tmp/same/report.md"; then pass=$((pass+1))
 else echo "FAIL: the quick start's smoke run: exit $rc: $out"; fail=$((fail+1)); fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
