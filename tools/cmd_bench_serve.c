@@ -98,7 +98,9 @@ static long http_call(client *c, const char *method, const char *path, const cha
     return status;
 }
 
-/* The text's token ids through the server's /tokenize (without special tokens); 0 when it has none. */
+/* The text's token ids through the server's /tokenize (without special tokens); 0 when it has none. A style whose
+ * answer has no tokens for a text that is not empty is not the server's: llama-server ignores the fields it does not
+ * know and answers vLLM's body ({"prompt"}, no "content") with 200 and an empty list. */
 static int tokenize(client *c, const char *text, size_t len, int64_t **ids, int64_t *n) {
     *ids = NULL;
     *n = 0;
@@ -118,7 +120,7 @@ static int tokenize(client *c, const char *text, size_t len, int64_t **ids, int6
         assay_json_doc *doc = NULL;
         if (http_call(c, "POST", "/tokenize", body.data, &out) == 200 && assay_json_parse(out.data, out.len, &doc) == ASSAY_OK) {
             const assay_json *t = assay_json_get(assay_json_root(doc), "tokens");
-            if (assay_json_is(t, ASSAY_JSON_ARRAY)) {
+            if (assay_json_is(t, ASSAY_JSON_ARRAY) && (t->count > 0 || len == 0)) {
                 *ids = malloc((size_t)(t->count + 1) * sizeof **ids);
                 for (const assay_json *x = t->first; x; x = x->next) (*ids)[(*n)++] = assay_json_int(x, 0);
                 ok = 1;
@@ -190,10 +192,15 @@ static void random_prompt(client *c, uint64_t *rng, int64_t n, bench_prompt *p) 
     random_words(&text, rng, n); /* every word is at least one token */
     int have = tokenize(c, text.data, text.len, &ids, &n_ids);
     while (have && n_ids < n) { /* a tokenizer that joins words: more of them */
+        int64_t before = n_ids;
         free(ids);
         ids = NULL;
         random_words(&text, rng, n - n_ids);
         have = tokenize(c, text.data, text.len, &ids, &n_ids);
+        if (have && n_ids <= before) { /* more words, no more tokens: not a tokenizer of this text */
+            c->tok_style = -1;
+            have = 0;
+        }
     }
     if (!have) { /* no tokenizer on the server: about 4 characters per token */
         free(ids);

@@ -2,11 +2,15 @@
 32 tokens, 16 output tokens with --ignore-eos, 4 in flight) all succeed; the summary block has vLLM's lines and
 agrees with the result file; the file has vLLM's keys, and its statistics are those of its own per-request lists
 (numpy's mean / median / linear p99); the server's own counters saw the same requests and tokens. Then openai-chat
-with a ShareGPT file at a Poisson rate, and a wrong model name failing with exit 1."""
+with a ShareGPT file at a Poisson rate, and a wrong model name failing with exit 1. Last, a stand-in server with
+llama-server's request shapes (its /tokenize answers vLLM's body, which has no "content", with 200 and no tokens):
+the random prompts still have their exact lengths, cut with llama-server's own /tokenize and /detokenize."""
 import json
 import os
 import re
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import testlib
 from testlib import check, finish, scratch_dir
@@ -115,4 +119,60 @@ try:
     check(p.returncode == 2, f"bad --backend: usage error {p.returncode}")
 finally:
     stop(proc, testlib.failures > 0)
+
+
+class LlamaShaped(BaseHTTPRequestHandler):
+    """llama-server's /v1/models, /tokenize, /detokenize and streamed /v1/completions, one token per word."""
+    vocab, words, prompts = {}, [], []
+
+    def log_message(self, *a):
+        pass
+
+    def reply(self, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.reply({"object": "list", "data": [{"id": "llama-shaped", "object": "model"}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        cls = LlamaShaped
+        if self.path == "/tokenize":  # llama-server: {"content"} or nothing, whatever else the body holds
+            ids = [cls.vocab.setdefault(w, len(cls.vocab)) for w in body.get("content", "").split()]
+            cls.words += [w for w in cls.vocab if cls.vocab[w] >= len(cls.words)]
+            return self.reply({"tokens": ids})
+        if self.path == "/detokenize":
+            return self.reply({"content": " ".join(cls.words[i] for i in body.get("tokens", []))})
+        cls.prompts.append(body["prompt"])
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        n = body["max_tokens"]
+        for i in range(n):
+            self.wfile.write(b"data: " + json.dumps({"choices": [{"text": " w", "index": 0, "finish_reason": None}]}).encode() + b"\n\n")
+        usage = {"completion_tokens": n, "prompt_tokens": len(body["prompt"].split()), "total_tokens": 0}
+        self.wfile.write(b"data: " + json.dumps({"choices": [{"text": "", "index": 0, "finish_reason": "length"}],
+                                                 "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n")
+
+
+fake = ThreadingHTTPServer(("127.0.0.1", 0), LlamaShaped)
+threading.Thread(target=fake.serve_forever, daemon=True).start()
+out3 = os.path.join(tmp, "r3.json")
+try:
+    p = bench(f"http://127.0.0.1:{fake.server_address[1]}", "--num-prompts", "3", "--random-input-len", "20",
+              "--random-output-len", "5", "--ignore-eos", "--result-file", out3)
+    r3 = json.load(open(out3)) if os.path.exists(out3) else {}
+    check(p.returncode == 0 and r3.get("completed") == 3, f"llama-server shapes: {p.returncode} {p.stderr[-500:]}")
+    check(r3.get("input_lens") == [20] * 3 and r3.get("output_lens") == [5] * 3,
+          f"llama-server shapes: lens {r3.get('input_lens')} {r3.get('output_lens')}")
+    check(len(LlamaShaped.prompts) == 4 and all(len(x.split()) == 20 for x in LlamaShaped.prompts),
+          f"prompts of 20 tokens sent: {[len(x.split()) for x in LlamaShaped.prompts]}")
+except subprocess.TimeoutExpired:
+    check(False, "bench-serve against llama-server's /tokenize shape did not finish in 120 s")
+fake.shutdown()
 finish("bench-serve")
