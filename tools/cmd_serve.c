@@ -91,6 +91,7 @@ int assay_cmd_serve(int argc, char **argv) {
     if (assay_server_start(&s, e, &so) != ASSAY_OK) goto done;
     fprintf(stderr, "assay serve: %s as \"%s\" on http://%s:%d (max-model-len %lld%s)\n", model, so.served_model_name,
             host, assay_server_port(s), (long long)assay_engine_max_model_len(e), api_key && api_key[0] ? ", API key required" : "");
+    if (ec.verbose) fprintf(stderr, "assay serve: %s\n", assay_engine_describe(e));
     if (judge) fprintf(stderr, "assay serve: judging %g%% of finished requests with %s\n", jc.sample_rate * 100, jc.url);
     fflush(stderr);
     int sig = 0;

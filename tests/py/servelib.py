@@ -55,7 +55,7 @@ def start(extra=(), name=NAME):
 
 
 def stop(proc, show_log=False):
-    """SIGTERM, then the exit status must be 0; the server's output is printed when show_log."""
+    """SIGTERM, then the exit status must be 0; the server's output is printed when show_log, and returned."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -67,3 +67,4 @@ def stop(proc, show_log=False):
     out = proc.stdout.read()
     if show_log:
         print(out[-3000:])
+    return out

@@ -1,10 +1,11 @@
 """test_bench_serve.py — `assay bench-serve` against `assay serve` on the house model: the random dataset (8 prompts of
 32 tokens, 16 output tokens with --ignore-eos, 4 in flight) all succeed; the summary block has vLLM's lines and
 agrees with the result file; the file has vLLM's keys, and its statistics are those of its own per-request lists
-(numpy's mean / median / linear p99); the server's own counters saw the same requests and tokens. Then openai-chat
-with a ShareGPT file at a Poisson rate, and a wrong model name failing with exit 1. Last, a stand-in server with
-llama-server's request shapes (its /tokenize answers vLLM's body, which has no "content", with 200 and no tokens):
-the random prompts still have their exact lengths, cut with llama-server's own /tokenize and /detokenize."""
+(numpy's mean / median / linear p99); the server's own counters saw the same requests and tokens; the server's -v
+describes its engine. Then openai-chat with a ShareGPT file at a Poisson rate, and a wrong model name failing with
+exit 1. Last, a stand-in server with llama-server's request shapes (its /tokenize answers vLLM's body, which has no
+"content", with 200 and no tokens): the random prompts still have their exact lengths, cut with llama-server's own
+/tokenize and /detokenize."""
 import json
 import os
 import re
@@ -48,7 +49,7 @@ def bench(base, *args):
 
 
 tmp = scratch_dir("bench-serve-")
-proc, base = start(["--chat-template", "chatml"])
+proc, base = start(["--chat-template", "chatml", "-v"])
 try:
     if base is None:
         raise SystemExit
@@ -118,7 +119,8 @@ try:
     p = bench(base, "--backend", "nope")
     check(p.returncode == 2, f"bad --backend: usage error {p.returncode}")
 finally:
-    stop(proc, testlib.failures > 0)
+    log = stop(proc, testlib.failures > 0)
+check(re.search(r"^assay serve: KV pool \d+ blocks of 16 tokens", log, re.M), f"serve -v describes the engine: {log[-500:]}")
 
 
 class LlamaShaped(BaseHTTPRequestHandler):
