@@ -74,6 +74,7 @@ int engine_cli_args(const engine_cli *ec, const cli_spec *spec, const char *mode
     a->max_model_len = ec->max_model_len;
     a->max_num_seqs = ec->max_num_seqs;
     a->max_num_batched_tokens = ec->max_num_batched_tokens;
+    a->num_gpu_blocks_override = ec->num_gpu_blocks_override;
     a->enable_prefix_caching = !ec->no_prefix_caching;
     a->gpu_memory_utilization = ec->gpu_memory_utilization;
     a->calculate_kv_scales = ec->calculate_kv_scales ? ec->kv_scale_tokens : 0;

@@ -17,7 +17,7 @@
 
 typedef struct engine_cli {
     const char *device, *quantization, *kv_cache_dtype, *kv_cache_memory, *load_format;
-    int64_t threads, max_model_len, max_num_seqs, max_num_batched_tokens, kv_scale_tokens, seed;
+    int64_t threads, max_model_len, max_num_seqs, max_num_batched_tokens, kv_scale_tokens, seed, num_gpu_blocks_override;
     int calculate_kv_scales, no_prefix_caching, verbose;
     const char *seed_help; /* --seed's help: the default differs between commands */
     double gpu_memory_utilization;
@@ -44,6 +44,8 @@ void engine_cli_init(engine_cli *ec);
      "engine: tokens per step, prefill chunks and decodes together (default 2048)", CLI_AT_LEAST(1)},                  \
     {NULL, "--kv-cache-memory", CLI_STRING, &(ec).kv_cache_memory, "BYTES",                                            \
      "engine: KV pool size, e.g. 2G or 512M (default: max-num-seqs x max-model-len tokens, at most 4 GiB)"},           \
+    {NULL, "--num-gpu-blocks-override", CLI_INT, &(ec).num_gpu_blocks_override, "N",                                  \
+     "engine: KV pool of N blocks of 16 tokens, no memory planning (default 0: off)", CLI_AT_LEAST(0)},                \
     {NULL, "--no-enable-prefix-caching", CLI_FLAG, &(ec).no_prefix_caching, NULL,                                      \
      "engine: no automatic prefix caching (on by default)"},                                                           \
     {NULL, "--gpu-memory-utilization", CLI_FLOAT, &(ec).gpu_memory_utilization, "F",                                   \

@@ -49,6 +49,7 @@ typedef struct assay_engine_args {
     int64_t max_num_seqs;             /* requests running at once (default 256) */
     int64_t max_num_batched_tokens;   /* tokens per step (default 2048) */
     int64_t kv_cache_memory;          /* KV pool bytes; 0: max_num_seqs x max_model_len tokens, at most 4 GiB */
+    int64_t num_gpu_blocks_override;  /* KV pool in blocks of 16 tokens (vLLM's flag), before the two above; 0: off */
     int enable_prefix_caching;        /* default 1 */
     double gpu_memory_utilization;    /* --device cuda: fraction of the card (default 0.9) */
     uint64_t seed;                    /* seeds the generators of requests that bring no seed (default 0), and a dummy

@@ -129,6 +129,7 @@ void assay_engine_args_format(const assay_engine_args *a, assay_strbuf *out) {
     if (a->max_num_batched_tokens != d.max_num_batched_tokens)
         FLAG("--max-num-batched-tokens %lld", (long long)a->max_num_batched_tokens);
     if (a->kv_cache_memory > 0) FLAG("--kv-cache-memory %lld", (long long)a->kv_cache_memory);
+    if (a->num_gpu_blocks_override > 0) FLAG("--num-gpu-blocks-override %lld", (long long)a->num_gpu_blocks_override);
     if (!a->enable_prefix_caching) FLAG("--no-enable-prefix-caching");
     if (a->gpu_memory_utilization != d.gpu_memory_utilization) FLAG("--gpu-memory-utilization %g", a->gpu_memory_utilization);
     if (a->seed) FLAG("--seed %llu", (unsigned long long)a->seed);
@@ -299,7 +300,10 @@ static assay_status engine_setup(assay_engine *e) {
     const char *how;
     char plan[400] = "";
     assay_status st;
-    if (a->kv_cache_memory <= 0 && be->ops->memory_info) {
+    if (a->num_gpu_blocks_override > 0) {
+        blocks = a->num_gpu_blocks_override;
+        how = "--num-gpu-blocks-override";
+    } else if (a->kv_cache_memory <= 0 && be->ops->memory_info) {
         if ((st = plan_device_memory(e, &so, block_bytes, &blocks, plan, sizeof plan))) return st;
         how = plan;
     } else if (a->kv_cache_memory > 0) {
@@ -340,7 +344,8 @@ static assay_status engine_setup(assay_engine *e) {
 }
 
 static assay_status check_args(const assay_engine_args *a) {
-    if (a->max_num_seqs <= 0 || a->max_num_batched_tokens <= 0 || a->max_model_len < 0 || a->kv_cache_memory < 0)
+    if (a->max_num_seqs <= 0 || a->max_num_batched_tokens <= 0 || a->max_model_len < 0 || a->kv_cache_memory < 0 ||
+        a->num_gpu_blocks_override < 0)
         return assay_fail(ASSAY_ERR_ARG, "--max-num-seqs and --max-num-batched-tokens must be positive, --max-model-len "
                                          "and --kv-cache-memory not negative");
     if (!(a->gpu_memory_utilization > 0 && a->gpu_memory_utilization <= 1))

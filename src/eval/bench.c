@@ -69,6 +69,10 @@ static assay_status bench_point(assay_model *m, const assay_session_options *bas
     a.max_num_seqs = B;
     a.max_num_batched_tokens = base_so->n_batch > 0 ? base_so->n_batch : 512;
     a.enable_prefix_caching = 0; /* every repeat computes its prompts */
+    /* exactly the pool the bench fills (B sequences at full length, the warm-up request beside them): no memory
+     * planning, which on a GPU would find the card already given to the KV pool of the engine that `m` came with */
+    const int64_t per_seq = (P + G + 1 + ASSAY_KV_BLOCK - 1) / ASSAY_KV_BLOCK;
+    a.num_gpu_blocks_override = (int64_t)B * per_seq + 2;
     assay_engine *e = NULL;
     assay_status st = assay_engine_open_model(&e, m, NULL, &a);
     if (st != ASSAY_OK) return assay_fail_context(st, "bench: an engine of %d sequences x %lld positions", B, (long long)a.max_model_len);

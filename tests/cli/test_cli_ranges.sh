@@ -28,6 +28,9 @@ expect 1 "202 tokens exceed -c/--ctx-size 100" -- "$ASSAY_BIN" run "$S" -p Once 
 expect 1 "assay perplexity: -c/--ctx-size 4096 is longer than the model's context of 2048 tokens" -- \
   "$ASSAY_BIN" perplexity "$S" -f "$H/heldout.txt" -c 4096
 expect 2 "assay perplexity: -c/--ctx-size must be >= 4, got 2" -- "$ASSAY_BIN" perplexity "$S" -f "$H/heldout.txt" --ctx 2
+# vLLM's --num-gpu-blocks-override sizes the KV pool in blocks, no planning
+expect 2 "assay run: --num-gpu-blocks-override must be >= 0, got -2" -- "$ASSAY_BIN" run "$S" -p Once -n 2 --num-gpu-blocks-override -2
+expect 0 "KV pool 7 blocks of 16 tokens (0.1 MiB, --num-gpu-blocks-override" -- "$ASSAY_BIN" run "$S" -p Once -n 2 --temp 0 -v --num-gpu-blocks-override 7
 # more threads than cores: a warning, and the run goes on
 cores=$(nproc)
 expect 0 "warning: -t/--threads $((cores + 1)) is more threads than this machine's $cores cores" -- \
