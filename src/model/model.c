@@ -341,9 +341,43 @@ static float *rope_freqs(const assay_model_config *c, double theta, int64_t n_ro
 }
 
 /* On-the-fly FP8 of one linear weight (model.h): per-tensor E4M3 with scale amax/448 in f32 (no bf16 rounding:
- * vLLM keeps online scales in f32), codes from quant_fp8.h's reference, then the exact f32 values code*scale
- * replace the weight. */
-static assay_status fp8_weight(assay_model *m, assay_weight *w) {
+ * vLLM keeps online scales in f32), codes from quant_fp8.h's reference (x / scale, rounded to nearest even).
+ * For a host backend the exact f32 values code*scale replace the weight (the CPU emulates the FP8 GEMM); for a device
+ * backend the codes themselves stay (one byte per weight, type F8_E4M3 with fp8_scale), which is what its FP8 GEMM
+ * reads: a 70B model's weights then take 70 GB of host memory on the way, not 280. Rows are split over threads. */
+typedef struct fp8_job {
+    const assay_weight *w;
+    float *f;
+    uint8_t *q;
+    int64_t r0, r1;
+    float amax, scale;
+    int exact_f32; /* phase 2: write code*scale back into f */
+    assay_status st;
+} fp8_job;
+
+static void *fp8_absmax_worker(void *arg) { /* phase 1: dequantize the rows, their max |x| */
+    fp8_job *j = arg;
+    const assay_weight *w = j->w;
+    int64_t n = (j->r1 - j->r0) * w->n_in;
+    float *f = j->f + j->r0 * w->n_in;
+    j->st = assay_dequantize(w->type, (const uint8_t *)w->data + (size_t)j->r0 * w->row_bytes, f, n);
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++) m = fabsf(f[i]) > m ? fabsf(f[i]) : m;
+    j->amax = m;
+    return NULL;
+}
+
+static void *fp8_encode_worker(void *arg) { /* phase 2: the codes (and the exact values) */
+    fp8_job *j = arg;
+    int64_t i0 = j->r0 * j->w->n_in, i1 = j->r1 * j->w->n_in;
+    for (int64_t i = i0; i < i1; i++) {
+        j->q[i] = assay_fp8_encode(ASSAY_FP8_E4M3, j->f[i] / j->scale);
+        if (j->exact_f32) j->f[i] = assay_fp8_decode(ASSAY_FP8_E4M3, j->q[i]) * j->scale;
+    }
+    return NULL;
+}
+
+static assay_status fp8_weight(assay_model *m, assay_weight *w, int keep_codes) {
     if (w->type != ASSAY_TYPE_F32 && w->type != ASSAY_TYPE_F16 && w->type != ASSAY_TYPE_BF16)
         return assay_fail(ASSAY_ERR_UNSUPPORTED,
                           "--quantization fp8 needs an unquantized checkpoint (f32/f16/bf16), but %s is %s", w->name,
@@ -351,16 +385,45 @@ static assay_status fp8_weight(assay_model *m, assay_weight *w) {
     int64_t n = w->n_in * w->n_out;
     float *f = assay_xmalloc((size_t)n * sizeof(float));
     uint8_t *q = assay_xmalloc((size_t)n);
-    assay_status st = assay_dequantize(w->type, w->data, f, n);
+    long nt = m->n_threads > 0 ? m->n_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (nt < 1) nt = 1;
+    if (nt > 64) nt = 64;
+    if (nt > w->n_out) nt = (long)w->n_out;
+    fp8_job jobs[64];
+    pthread_t th[64];
+    for (long t = 0; t < nt; t++)
+        jobs[t] = (fp8_job){w, f, q, w->n_out * t / nt, w->n_out * (t + 1) / nt, 0, 0, !keep_codes, ASSAY_OK};
+    void *(*phase[2])(void *) = {fp8_absmax_worker, fp8_encode_worker};
+    assay_status st = ASSAY_OK;
+    for (int ph = 0; ph < 2 && st == ASSAY_OK; ph++) {
+        for (long t = 1; t < nt; t++)
+            if (pthread_create(&th[t], NULL, phase[ph], &jobs[t]) != 0) phase[ph](&jobs[t]), th[t] = 0;
+        phase[ph](&jobs[0]);
+        for (long t = 1; t < nt; t++)
+            if (th[t]) pthread_join(th[t], NULL);
+        if (ph == 0) { /* the per-tensor scale from every row's max (a max: the same in any order) */
+            float amax = 0.0f;
+            for (long t = 0; t < nt && st == ASSAY_OK; t++) {
+                st = jobs[t].st;
+                amax = jobs[t].amax > amax ? jobs[t].amax : amax;
+            }
+            float scale = assay_fp8_weight_scale(ASSAY_FP8_E4M3, amax, 0);
+            for (long t = 0; t < nt; t++) jobs[t].scale = scale;
+        }
+    }
     if (st == ASSAY_OK) {
-        float scale;
-        assay_fp8_quantize_weight(ASSAY_FP8_E4M3, ASSAY_FP8_GRAN_TENSOR, 0, 0, 0, f, w->n_out, w->n_in, q, &scale);
-        assay_fp8_dequantize_weight(ASSAY_FP8_E4M3, ASSAY_FP8_GRAN_TENSOR, 0, 0, q, &scale, w->n_out, w->n_in, f);
-        w->fp8_scale = scale;
-        w->type = ASSAY_TYPE_F32;
-        w->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, w->n_in);
-        w->data = own(m, f);
-        f = NULL;
+        w->fp8_scale = jobs[0].scale;
+        if (keep_codes) {
+            w->type = ASSAY_TYPE_F8_E4M3;
+            w->row_bytes = (size_t)w->n_in;
+            w->data = own(m, q);
+            q = NULL;
+        } else {
+            w->type = ASSAY_TYPE_F32;
+            w->row_bytes = assay_type_row_bytes(ASSAY_TYPE_F32, w->n_in);
+            w->data = own(m, f);
+            f = NULL;
+        }
     }
     free(f);
     free(q);
@@ -406,12 +469,15 @@ static assay_status load_kv_scales(assay_model *m, int64_t l, model_layer *L) {
 static int weight_present(const assay_weight *w) { return w->data || assay_weight_is_dummy(w); }
 static size_t weight_bytes(const assay_weight *w) { return weight_present(w) ? w->row_bytes * (size_t)w->n_out : 0; }
 
-/* A dummy weight's values in host memory (the model's own copy): on-the-fly fp8 quantizes them on the host. */
-static assay_status dummy_to_host(assay_model *m, assay_weight *w) {
+/* A dummy weight's values in host memory, for on-the-fly fp8 to quantize on the host: *tmp gets the buffer, which the
+ * caller frees once the codes are made (NULL for a stored weight). */
+static assay_status dummy_to_host(assay_weight *w, void **tmp) {
+    *tmp = NULL;
     if (!assay_weight_is_dummy(w)) return ASSAY_OK;
-    void *p = own(m, assay_xmalloc(w->row_bytes * (size_t)w->n_out));
+    void *p = assay_xmalloc(w->row_bytes * (size_t)w->n_out);
     assay_status st = assay_weight_dummy_fill(w, p, 0, w->n_out);
-    if (st == ASSAY_OK) w->data = p;
+    if (st == ASSAY_OK) w->data = *tmp = p;
+    else free(p);
     return st;
 }
 
@@ -504,11 +570,17 @@ assay_status assay_model_load(assay_model **out, const char *path, const assay_m
 #undef W
 #undef V
         if (m->fp8) {
+            int on_device = opt->device && strcmp(opt->device, "cpu") != 0;
             double t0 = assay_now_seconds();
             assay_weight *lin[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             assay_act_quant *acts[] = {&L->aq, &L->ak, &L->av, &L->ao, &L->a_gate, &L->a_up, &L->a_down};
             for (int i = 0; i < 7; i++) {
-                if ((st = dummy_to_host(m, lin[i])) || (st = fp8_weight(m, lin[i]))) goto fail;
+                /* a device backend's FP8 GEMM reads the codes; its shapes need whole 16 x 16 tiles */
+                int keep_codes = on_device && lin[i]->n_in % 16 == 0 && lin[i]->n_out % 16 == 0 && !lin[i]->perm;
+                void *tmp = NULL;
+                if ((st = dummy_to_host(lin[i], &tmp)) == ASSAY_OK) st = fp8_weight(m, lin[i], keep_codes);
+                free(tmp);
+                if (st) goto fail;
                 acts[i]->kind = ASSAY_ACT_QUANT_FP8_TOKEN; /* vLLM's per-token dynamic scales on Hopper */
                 acts[i]->fmt = ASSAY_FP8_E4M3;
             }

@@ -193,6 +193,9 @@ int main(int argc, char **argv) {
         while (p < GEN && together[i][p] == alone[i][p]) p++;
         if (p < min_prefix) min_prefix = p;
         n_same += p >= SAME;
+        if (p < GEN) /* where a request left its solo tokens: a short prefix with a long prompt points at attention */
+            fprintf(stderr, "request %d (prompt %lld tokens): first difference at generated token %d: %d together, %d alone\n",
+                    i, (long long)len[i], p, together[i][p], alone[i][p]);
     }
     EXPECT(n_same == N_REQ, "%d of %d requests differ from their run alone within the first %d tokens (shortest common "
            "prefix %d)", N_REQ - n_same, N_REQ, SAME, min_prefix);

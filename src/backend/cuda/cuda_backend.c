@@ -172,16 +172,20 @@ static assay_status prepare_fp8(cuda_backend *cb, const assay_weight *w, cuda_we
         if (cw->w) cudaFree(cw->w);
         return assay_fail(ASSAY_ERR_NOMEM, "%s: no GPU memory for %.1f MiB of fp8 weights", w->name, (double)n / 1048576.0);
     }
-    const float *f = w->data;
-    float inv = 1.0f / w->fp8_scale;
-    uint8_t *q = assay_xmalloc(n);
-    for (size_t i = 0; i < n; i++) q[i] = assay_fp8_encode(ASSAY_FP8_E4M3, f[i] * inv); /* exact: f is code x scale */
+    /* the model keeps the codes for a device backend (model.c's fp8_weight); exact f32 values code x scale otherwise */
+    uint8_t *q = (uint8_t *)w->data, *made = NULL;
+    if (w->type == ASSAY_TYPE_F32) {
+        const float *f = w->data;
+        float inv = 1.0f / w->fp8_scale;
+        q = made = assay_xmalloc(n);
+        for (size_t i = 0; i < n; i++) q[i] = assay_fp8_encode(ASSAY_FP8_E4M3, f[i] * inv); /* exact: f is code x scale */
+    }
     float *sc = assay_xmalloc((size_t)w->n_out * sizeof(float));
     for (int64_t o = 0; o < w->n_out; o++) sc[o] = w->fp8_scale;
     CK(cudaMemcpyAsync(cw->w, q, n, cudaMemcpyHostToDevice, cb->st));
     CK(cudaMemcpyAsync(cw->w_scale, sc, (size_t)w->n_out * sizeof(float), cudaMemcpyHostToDevice, cb->st));
     CK(cudaStreamSynchronize(cb->st));
-    free(q);
+    free(made);
     free(sc);
     cb->base.weight_bytes += n + (size_t)w->n_out * sizeof(float);
     return ASSAY_OK;
@@ -196,7 +200,8 @@ static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the CUDA backend has no kernel for %s%s weights", w->name,
                           dummy ? "dummy " : "", assay_type_name(w->type));
     cuda_weight *cw = assay_xcalloc(1, sizeof *cw);
-    if (!dummy && w->fp8_scale > 0 && w->type == ASSAY_TYPE_F32 && !w->perm && w->n_in % 16 == 0 && w->n_out % 16 == 0) {
+    if (!dummy && w->fp8_scale > 0 && (w->type == ASSAY_TYPE_F32 || w->type == ASSAY_TYPE_F8_E4M3) && !w->perm &&
+        w->n_in % 16 == 0 && w->n_out % 16 == 0) {
         assay_status st = prepare_fp8(cb, w, cw);
         if (st) {
             free(cw);
