@@ -13,12 +13,13 @@
  *   if (!p.fits) ... p.short_bytes says how much memory per GPU is missing
  *   p.weight_bytes_per_gpu, p.kv_bytes_per_token_per_gpu, p.kv_tokens, p.concurrency, p.decode[1].tokens_per_s
  *
- * Sharding is Megatron-LM's tensor parallelism as vLLM implements it: q/k/v and gate/up are column-parallel (their
- * output features split), o_proj and down_proj row-parallel (their input features split), the embedding and
- * lm_head vocab-parallel (the vocabulary padded to a multiple of 64, then split), norms replicated. KV heads split
- * across ranks; with fewer KV heads than ranks each rank keeps one and every head is replicated TP / n_kv times.
- * The tensor-parallel size must divide the attention heads and the FFN width, and the KV heads must divide it or be
- * divisible by it, as vLLM requires.
+ * Sharding is shard.h's, the rules the tensor-parallel engine slices weights with (Megatron-LM's tensor parallelism
+ * as vLLM implements it): q/k/v and gate/up are column-parallel (their output features split), o_proj and down_proj
+ * row-parallel (their input features split), the embedding and lm_head vocab-parallel (the vocabulary padded to a
+ * multiple of 64, then split), norms replicated. KV heads split across ranks; with fewer KV heads than ranks each
+ * rank keeps one and every head is replicated TP / n_kv times. The tensor-parallel size must divide the attention
+ * heads, the FFN width and the padded vocabulary, and the KV heads must divide it or be divisible by it, as vLLM
+ * requires; an int4 group must not straddle two ranks' inputs. A refusal names the rule and the sizes that work.
  *
  * Memory per GPU: gpu_memory_utilization x capacity - the weights' shard - a reserve for what vLLM's profiling run
  * finds besides the weights (activation peak, CUDA context, NCCL buffers, CUDA graphs) = the KV pool, counted in
@@ -117,7 +118,7 @@ typedef struct assay_plan {
     double weight_bytes;              /* the whole model once, unsharded and unpadded */
     double weight_bytes_per_gpu;      /* one rank's shard (every rank holds the same amount) */
     double bits_per_weight;           /* weight_bytes x 8 / params */
-    int64_t vocab_per_gpu;            /* embedding / lm_head rows per rank (padded) */
+    int64_t vocab_per_gpu;            /* embedding / lm_head rows per rank (of the vocabulary padded to 64) */
     int64_t kv_heads_per_gpu, kv_head_copies; /* KV heads a rank holds; ranks holding each KV head */
     double kv_bytes_per_token;        /* the whole model, each head once */
     double kv_bytes_per_token_per_gpu;
@@ -135,8 +136,9 @@ typedef struct assay_plan {
     assay_plan_decode decode[2];      /* batch 1 and batch 32 */
 } assay_plan;
 
-/* Errors (ASSAY_ERR_ARG): sizes out of range, a tensor-parallel size the model cannot be split by, an INT4 group
- * that does not divide a row-parallel input per rank, max_model_len past the model's context. Weights that do not
+/* Errors (ASSAY_ERR_ARG): sizes out of range, a tensor-parallel size the model cannot be split by (shard.h's checks:
+ * heads, KV heads, FFN, padded vocabulary, an INT4 group that does not divide a row-parallel input per rank),
+ * max_model_len past the model's context. Weights that do not
  * fit are not an error here: fits = 0 and short_bytes say by how much. */
 assay_status assay_plan_compute(const assay_plan_request *r, assay_plan *out);
 

@@ -1,8 +1,10 @@
 /* plan.c — the deployment planner (include/assay/plan.h): the GPU and preset tables, weight schemes, and the plan.
  *
- * A model is a list of tensors in GGUF naming with their full shapes; a plan walks it once for the whole model and
- * once for one tensor-parallel rank's shard, pricing each tensor under the weight scheme. Nothing is loaded: a
- * preset or a config.json gives the shapes, a GGUF file gives them and (scheme "stored") its real tensor bytes. */
+ * What one tensor-parallel rank holds (its part of every weight, its KV heads) and what the bf16 / fp8 / int8 / int4
+ * schemes cost come from the sharding rules of include/assay/shard.h, the same the tensor-parallel engine slices
+ * weights with. GGUF mixes price a list of the model's tensors in GGUF naming, whole and at the rank's shapes. Nothing
+ * is loaded: a preset or a config.json gives the shapes, a GGUF file gives them and (scheme "stored") its real
+ * tensor bytes. */
 #include "assay/plan.h"
 
 #include <ctype.h>
@@ -11,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "assay/shard.h"
 
 /* ---- GPUs: the vendors' published memory capacity and bandwidth ------------------------------------------- */
 static const struct {
@@ -200,8 +204,6 @@ const char *assay_plan_scheme_describe(const assay_plan_scheme *s) {
 }
 
 /* ---- the model as tensors ------------------------------------------------------------------------------------ */
-typedef enum { SHARD_REPLICATED, SHARD_COLUMN, SHARD_KV, SHARD_ROW, SHARD_VOCAB } shard_kind;
-
 typedef struct {
     char name[48];
     int n_dims;
@@ -258,136 +260,75 @@ static void model_tensors(const assay_model_config *c, tensor_list *l) {
     if (!c->tied_embeddings) add_tensor(l, "output.weight", 2, d, c->n_vocab);
 }
 
-static int has(const char *s, const char *part) { return strstr(s, part) != NULL; }
-
-/* How tensor parallelism splits a tensor, from its GGUF name; *linear: a matmul weight that schemes quantize. */
-static shard_kind classify(const char *name, int n_dims, int *linear) {
-    int weight = n_dims >= 2 && strlen(name) > 7 && !strcmp(name + strlen(name) - 7, ".weight");
-    *linear = 0;
-    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) return SHARD_VOCAB;
-    shard_kind k = SHARD_REPLICATED;
-    if (has(name, ".attn_q.") || has(name, ".attn_qkv.") || has(name, ".ffn_gate.") || has(name, ".ffn_up.")) k = SHARD_COLUMN;
-    else if (has(name, ".attn_k.") || has(name, ".attn_v.")) k = SHARD_KV;
-    else if (has(name, ".attn_output.") || has(name, ".ffn_down.")) k = n_dims >= 2 ? SHARD_ROW : SHARD_REPLICATED;
-    else return SHARD_REPLICATED; /* norms and anything unknown */
-    *linear = weight;
-    return k;
-}
-
 /* ---- pricing ---------------------------------------------------------------------------------------------- */
-typedef struct {
-    const assay_plan_request *r;
-    int64_t tp;            /* 1 for the whole model */
-    int64_t kv_heads;      /* per rank */
-    int64_t vocab_rows;    /* embedding / lm_head rows per rank */
-    assay_ggml_mix mix;
-} pricer;
-
-static double bf16_bytes(int64_t n) { return 2.0 * (double)n; }
-
-/* The rank's shard of a tensor: ne[0] (inputs) and ne[1] (outputs) after the split. */
-static void shard_shape(const pricer *p, shard_kind k, const plan_tensor *t, int64_t out[2]) {
-    out[0] = t->ne[0];
-    out[1] = t->ne[1];
-    int split = t->n_dims >= 2 ? 1 : 0; /* a 1-D bias splits along its only dimension */
-    const assay_model_config *c = &p->r->model;
-    switch (k) {
-    case SHARD_REPLICATED: break;
-    case SHARD_COLUMN: out[split] /= p->tp; break;
-    case SHARD_KV: out[split] = p->kv_heads * c->head_dim; break;
-    case SHARD_ROW: out[0] /= p->tp; break;
-    case SHARD_VOCAB: out[1] = p->vocab_rows; break;
-    }
-}
-
-static assay_status price(pricer *p, const plan_tensor *t, double *bytes) {
-    int linear;
-    shard_kind k = classify(t->name, t->n_dims, &linear);
-    int64_t s[2];
-    shard_shape(p, k, t, s);
-    int64_t n = s[0] * s[1];
-    const assay_plan_scheme *sc = &p->r->scheme;
+/* How the sharding rules (include/assay/shard.h) store a scheme's weights. GGUF mixes and stored files price their
+ * own tensors and take only the ranges from the rules. */
+static assay_shard_dtype scheme_dtype(const assay_plan_scheme *sc) {
     switch (sc->kind) {
     case ASSAY_PLAN_SCHEME_DENSE:
-        *bytes = (double)n * (double)assay_type_get(sc->dense)->block_bytes;
-        return ASSAY_OK;
-    case ASSAY_PLAN_SCHEME_W8:
-        /* 1 byte a weight and one f32 scale per output channel (llm-compressor's FP8_DYNAMIC / W8A8 layout) */
-        *bytes = linear ? (double)n + 4.0 * (double)s[1] : bf16_bytes(n);
-        return ASSAY_OK;
-    case ASSAY_PLAN_SCHEME_INT4: {
-        if (!linear) {
-            *bytes = bf16_bytes(n);
-            return ASSAY_OK;
-        }
-        int64_t g = sc->group;
-        if (s[0] % g)
-            return assay_fail(ASSAY_ERR_ARG, "%s: %s has %lld inputs per GPU at tensor-parallel size %lld, not a multiple "
-                              "of the group size %lld (vLLM refuses this split)", sc->name, t->name, (long long)s[0],
-                              (long long)p->tp, (long long)g);
-        int64_t groups = s[0] / g;
-        /* AWQ-GEMM: qweight [in][out/8] int32 = in x out / 2 bytes; scales [in/g][out] f16; qzeros [in/g][out/8]
-         * int32 = 4 bits a zero. GPTQ's layout is the same size (its act-order g_idx, one int32 an input, is left
-         * out: vLLM's Marlin path drops it after reordering). */
-        double packed_zeros = (double)groups * (double)((s[1] + 7) / 8) * 4.0;
-        *bytes = (double)n / 2.0 + (double)groups * (double)s[1] * 2.0 + packed_zeros;
-        return ASSAY_OK;
-    }
-    case ASSAY_PLAN_SCHEME_GGUF: {
-        int64_t ne[4] = {t->ne[0], t->ne[1], 1, 1}; /* the mix decides on the full tensor, as llama-quantize does */
-        assay_type ty = assay_ggml_mix_tensor_type(&p->mix, t->name, t->n_dims, ne);
-        const assay_type_info *ti = assay_type_get(ty);
-        if (s[0] % ti->block_elems == 0) *bytes = (double)s[1] * (double)assay_type_row_bytes(ty, s[0]);
-        else /* a row split off its block grid: the same bytes a weight, spread evenly */
-            *bytes = ceil((double)assay_type_row_bytes(ty, t->ne[0]) * (double)t->ne[1] * (double)n /
-                          ((double)t->ne[0] * (double)t->ne[1]));
-        return ASSAY_OK;
-    }
+        return (assay_shard_dtype){ASSAY_SHARD_QUANT_NONE, 0, assay_type_get(sc->dense)->block_bytes};
+    case ASSAY_PLAN_SCHEME_W8: /* llm-compressor's FP8_DYNAMIC / W8A8: an f32 scale per output channel */
+        return (assay_shard_dtype){sc->dense == ASSAY_TYPE_I8 ? ASSAY_SHARD_QUANT_INT8_CHANNEL : ASSAY_SHARD_QUANT_FP8_CHANNEL,
+                                   0, 2};
+    case ASSAY_PLAN_SCHEME_INT4: return (assay_shard_dtype){ASSAY_SHARD_QUANT_INT4_GROUP, sc->group, 2};
+    case ASSAY_PLAN_SCHEME_GGUF:
     case ASSAY_PLAN_SCHEME_STORED: break;
     }
-    ASSAY_ASSERT(0);
-    return ASSAY_ERR_ARG;
+    return (assay_shard_dtype){ASSAY_SHARD_QUANT_NONE, 0, 2}; /* embeddings, lm_head and norms stay bf16 */
 }
 
-/* The weights of the whole model (tp = 1, no padding) or of one rank. */
-static assay_status weigh(const assay_plan_request *r, const tensor_list *l, int64_t tp, int64_t kv_heads,
-                          int64_t vocab_rows, double *total, double *params) {
-    pricer p = {.r = r, .tp = tp, .kv_heads = kv_heads, .vocab_rows = vocab_rows};
-    const assay_model_config *c = &r->model;
-    if (r->scheme.kind == ASSAY_PLAN_SCHEME_GGUF) {
-        assay_ggml_mix_init(&p.mix, r->scheme.ftype, (int)c->n_layer, (int)c->n_head, (int)c->n_head_kv);
-        for (int i = 0; i < l->n; i++) assay_ggml_mix_count(&p.mix, l->t[i].name);
+/* One rank's shape of a tensor, from its role's ranges: ne[0] inputs, ne[1] outputs (a 1-D tensor: its elements in
+ * ne[0]). s NULL, or a tensor the rules do not know: the whole tensor. */
+static void rank_shape(const assay_shard *s, const plan_tensor *t, int64_t out[2]) {
+    out[0] = t->ne[0];
+    out[1] = t->ne[1];
+    int role = s ? assay_shard_role_from_name(t->name) : -1;
+    if (role < 0 || !s->w[role].present) return;
+    const assay_shard_weight *w = &s->w[role];
+    if (t->n_dims >= 2) {
+        out[0] = w->in.end - w->in.begin;
+        out[1] = w->rows;
+    } else {
+        out[0] = w->rows; /* biases and norms are [n][1] to the rules */
     }
-    *total = 0;
-    if (params) *params = 0;
+}
+
+/* A GGUF mix's bytes for the whole model (s NULL, no padding) or one rank. */
+static double weigh_gguf(const assay_plan_request *r, const tensor_list *l, const assay_shard *s) {
+    const assay_model_config *c = &r->model;
+    assay_ggml_mix mix;
+    assay_ggml_mix_init(&mix, r->scheme.ftype, (int)c->n_layer, (int)c->n_head, (int)c->n_head_kv);
+    for (int i = 0; i < l->n; i++) assay_ggml_mix_count(&mix, l->t[i].name);
+    double total = 0;
     for (int i = 0; i < l->n; i++) {
-        double b = 0;
-        assay_status st = price(&p, &l->t[i], &b);
-        if (st) return st;
-        *total += b;
-        if (params) *params += (double)l->t[i].ne[0] * (double)l->t[i].ne[1];
+        const plan_tensor *t = &l->t[i];
+        int64_t ne[4] = {t->ne[0], t->ne[1], 1, 1}; /* the mix decides on the full tensor, as llama-quantize does */
+        assay_type ty = assay_ggml_mix_tensor_type(&mix, t->name, t->n_dims, ne);
+        const assay_type_info *ti = assay_type_get(ty);
+        int64_t sh[2];
+        rank_shape(s, t, sh);
+        if (sh[0] % ti->block_elems == 0) total += (double)sh[1] * (double)assay_type_row_bytes(ty, sh[0]);
+        else /* a row split off its block grid: the same bytes a weight, spread evenly */
+            total += ceil((double)assay_type_row_bytes(ty, t->ne[0]) * (double)t->ne[1] * (double)(sh[0] * sh[1]) /
+                          ((double)t->ne[0] * (double)t->ne[1]));
     }
-    return ASSAY_OK;
+    return total;
 }
 
-/* A GGUF file's own tensors: bytes as stored, a rank's share by the same split rules. */
-static void weigh_stored(const assay_plan_request *r, int64_t tp, int64_t kv_heads, int64_t vocab_rows, double *total,
-                         double *per_gpu, double *params) {
+/* A GGUF file's own tensors: bytes as stored, a rank's share by the same rules (padding rows count). */
+static void weigh_stored(const assay_plan_request *r, const assay_shard *s, double *total, double *per_gpu,
+                         double *params) {
     *total = *per_gpu = *params = 0;
-    const assay_model_config *c = &r->model;
     for (int64_t i = 0; i < assay_gguf_tensor_count(r->gguf); i++) {
         const assay_gguf_tensor *t = assay_gguf_tensor_at(r->gguf, i);
         char name[128];
         snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 127 ? t->name.len : 127), t->name.ptr);
-        int linear;
-        shard_kind k = classify(name, (int)t->n_dims, &linear);
         double elems = 1, share = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) elems *= (double)t->ne[d];
-        switch (k) {
-        case SHARD_REPLICATED: break;
-        case SHARD_COLUMN: case SHARD_ROW: share = 1.0 / (double)tp; break;
-        case SHARD_KV: share = (double)kv_heads / (double)c->n_head_kv; break;
-        case SHARD_VOCAB: share = (double)vocab_rows / (double)c->n_vocab; break;
+        int role = assay_shard_role_from_name(name);
+        if (role >= 0 && s->w[role].present) {
+            const assay_shard_weight *w = &s->w[role];
+            share = (double)w->rows * (double)(w->in.end - w->in.begin) / ((double)w->n_out * (double)w->n_in);
         }
         *total += (double)t->bytes;
         *per_gpu += ceil((double)t->bytes * share);
@@ -411,10 +352,6 @@ assay_status assay_plan_compute(const assay_plan_request *r, assay_plan *out) {
     memset(out, 0, sizeof *out);
     const assay_model_config *c = &r->model;
     int64_t tp = r->tensor_parallel, ng = r->num_gpus;
-    if (c->n_layer <= 0 || c->n_embd <= 0 || c->n_head <= 0 || c->n_head_kv <= 0 || c->head_dim <= 0 || c->n_vocab <= 0 ||
-        c->n_ff <= 0)
-        return assay_fail(ASSAY_ERR_ARG, "the model's layers, hidden size, heads, KV heads, head_dim, FFN width and "
-                                         "vocabulary must all be known and positive");
     if (tp < 1 || ng < 1) return assay_fail(ASSAY_ERR_ARG, "--num-gpus and --tensor-parallel-size must be at least 1");
     if (ng % tp)
         return assay_fail(ASSAY_ERR_ARG, "--num-gpus %lld is not a multiple of --tensor-parallel-size %lld (the GPUs "
@@ -428,43 +365,43 @@ assay_status assay_plan_compute(const assay_plan_request *r, assay_plan *out) {
     if (c->n_ctx_train > 0 && r->max_model_len > c->n_ctx_train)
         return assay_fail(ASSAY_ERR_ARG, "--max-model-len %lld is longer than the model's context of %lld tokens",
                           (long long)r->max_model_len, (long long)c->n_ctx_train);
-    /* vLLM's checks (QKVParallelLinear, MergedColumnParallelLinear) */
-    if (c->n_head % tp)
-        return assay_fail(ASSAY_ERR_ARG, "tensor-parallel size %lld does not divide the model's %lld attention heads",
-                          (long long)tp, (long long)c->n_head);
-    if (c->n_head_kv >= tp ? c->n_head_kv % tp : tp % c->n_head_kv)
-        return assay_fail(ASSAY_ERR_ARG, "tensor-parallel size %lld and the model's %lld KV heads: one must divide the "
-                          "other", (long long)tp, (long long)c->n_head_kv);
-    if (c->n_ff % tp)
-        return assay_fail(ASSAY_ERR_ARG, "tensor-parallel size %lld does not divide the FFN width %lld", (long long)tp,
-                          (long long)c->n_ff);
     if (r->scheme.kind == ASSAY_PLAN_SCHEME_STORED && !r->gguf)
         return assay_fail(ASSAY_ERR_ARG, "weight scheme 'stored' needs a GGUF file");
 
-    int64_t kv_heads = c->n_head_kv >= tp ? c->n_head_kv / tp : 1;
-    out->kv_heads_per_gpu = kv_heads;
-    out->kv_head_copies = c->n_head_kv >= tp ? 1 : tp / c->n_head_kv;
-    /* vLLM pads the vocabulary to a multiple of 64 before splitting it; llama.cpp files are not padded */
-    int vllm = r->scheme.kind != ASSAY_PLAN_SCHEME_GGUF && r->scheme.kind != ASSAY_PLAN_SCHEME_STORED;
-    int64_t vocab = vllm ? (c->n_vocab + 63) / 64 * 64 : c->n_vocab;
-    out->vocab_per_gpu = (vocab + tp - 1) / tp;
+    /* what one rank holds, by the rules the tensor-parallel engine shards with (they also refuse a size that does
+     * not split the model: heads, KV heads, FFN, vocabulary, int4 groups) */
+    assay_shard_dtype dtype = scheme_dtype(&r->scheme);
+    assay_shard_model sm;
+    assay_shard_model_from_config(c, &dtype, &sm);
+    assay_shard s;
+    assay_shard_bytes rank, whole;
+    assay_status st = assay_shard_plan(&sm, tp, 0, &s);
+    if (!st) st = assay_shard_rank_bytes(&sm, tp, r->kv_dtype, r->kv_slot_scales, &rank);
+    if (!st) st = assay_shard_rank_bytes(&sm, 1, r->kv_dtype, r->kv_slot_scales, &whole);
+    if (st) return st;
+    out->kv_heads_per_gpu = s.kv_heads.end - s.kv_heads.begin;
+    out->kv_head_copies = s.kv_head_copies;
+    out->vocab_per_gpu = s.vocab.end - s.vocab.begin;
 
     if (r->scheme.kind == ASSAY_PLAN_SCHEME_STORED) {
-        weigh_stored(r, tp, kv_heads, out->vocab_per_gpu, &out->weight_bytes, &out->weight_bytes_per_gpu, &out->params);
+        weigh_stored(r, &s, &out->weight_bytes, &out->weight_bytes_per_gpu, &out->params);
     } else {
         tensor_list l = {0};
         model_tensors(c, &l);
-        assay_status st = weigh(r, &l, 1, c->n_head_kv, c->n_vocab, &out->weight_bytes, &out->params);
-        if (!st) st = weigh(r, &l, tp, kv_heads, out->vocab_per_gpu, &out->weight_bytes_per_gpu, NULL);
+        for (int i = 0; i < l.n; i++) out->params += (double)l.t[i].ne[0] * (double)l.t[i].ne[1];
+        if (r->scheme.kind == ASSAY_PLAN_SCHEME_GGUF) {
+            out->weight_bytes = weigh_gguf(r, &l, NULL);
+            out->weight_bytes_per_gpu = weigh_gguf(r, &l, &s);
+        } else {
+            out->weight_bytes = (double)s.full_weight_bytes;
+            out->weight_bytes_per_gpu = (double)rank.weights;
+        }
         free(l.t);
-        if (st) return st;
     }
     out->bits_per_weight = out->params > 0 ? out->weight_bytes * 8.0 / out->params : 0;
 
-    out->kv_bytes_per_token = (double)c->n_layer *
-                              (double)assay_kv_token_bytes(r->kv_dtype, c->n_head_kv, c->head_dim, r->kv_slot_scales);
-    out->kv_bytes_per_token_per_gpu = (double)c->n_layer *
-                                      (double)assay_kv_token_bytes(r->kv_dtype, kv_heads, c->head_dim, r->kv_slot_scales);
+    out->kv_bytes_per_token = (double)whole.kv_per_token;
+    out->kv_bytes_per_token_per_gpu = (double)rank.kv_per_token;
     out->usable_bytes_per_gpu = r->gpu_memory_utilization * r->gpu.memory_bytes;
     out->kv_pool_bytes_per_gpu = out->usable_bytes_per_gpu - out->weight_bytes_per_gpu - r->reserve_bytes;
     out->tensor_parallel = tp;

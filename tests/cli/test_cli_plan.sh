@@ -70,6 +70,44 @@ P llama-3.1-405b --gpu h100 -tp 4 -q fp8 --json > "$tmp/n.json" 2>/dev/null
 if "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["fits"] is False and d["short_bytes_per_gpu"] > 33e9 and "do not fit" in d["error"]' "$tmp/n.json"
 then pass=$((pass+1)); else echo "FAIL: plan --json of a plan that does not fit"; fail=$((fail+1)); fi
 
+# Llama 3 70B's config.json (bf16 by its torch_dtype) at --tensor-parallel-size 2, by the sharding rules
+# (include/assay/shard.h), worked by hand. A rank holds:
+#   a layer: q 4096 x 8192 = 33,554,432 (32 of 64 heads); k, v 512 x 8192 = 4,194,304 each (4 of 8 KV heads x 128);
+#            o 8192 x 4096 = 33,554,432 (row-parallel: the rank's heads' inputs); gate, up 14336 x 8192 and down
+#            8192 x 14336 = 117,440,512 each; 2 norms of 8192, replicated
+#            = 427,835,392 elements x 2 bytes = 855,670,784 x 80 layers = 68,453,662,720
+#   embedding and lm_head: vocabulary 128,256 (already a multiple of 64) / 2 = 64,128 rows x 8192 x 2 bytes x 2
+#            = 2,101,346,304; final norm 16,384                                  -> 70,555,025,408 bytes per GPU
+#   the whole model: 70,553,706,496 parameters x 2                              =  141,107,412,992 bytes
+#   KV a token: 80 layers x K,V x 4 KV heads x 128 x 2 bytes = 163,840 per GPU (327,680 for all 8 heads)
+# On H200s (141e9 bytes, 0.9 of it used, 2 GiB reserve): 126.9e9 - 70,555,025,408 - 2,147,483,648 = 54,197,490,944
+#   bytes of KV pool; blocks of 16 x 163,840 = 2,621,440 bytes: 20,674 (54,195,650,560) = 330,784 tokens;
+#   concurrency at the config's 8,192 positions: 20,674 / 512 = 40.38, 40 whole sequences.
+# On H100s (72e9 usable) the weights and reserve, 72,702,509,056, are 702,509,056 bytes too many: exit 1.
+c70=$ASSAY_SOURCE_DIR/bench/configs/llama3-70b
+expect 0 "70.56 GB per GPU" -- P "$c70" --gpu h200 --tensor-parallel-size 2
+expect 0 "163,840 per GPU (4 of 8 KV heads on each)" -- P "$c70" --gpu h200 --tensor-parallel-size 2
+expect 0 "KV capacity  330,784 tokens (20,674 blocks of 16)" -- P "$c70" --gpu h200 --tensor-parallel-size 2
+expect 1 "the weights do not fit: 70.56 GB per GPU" -- P "$c70" --gpu h100 --tensor-parallel-size 2
+expect 1 "by 0.70 GB per GPU" -- P "$c70" --gpu h100 --tensor-parallel-size 2
+P "$c70" --gpu h200 --tensor-parallel-size 2 --json > "$tmp/tp2.json"
+if "$py" - "$tmp/tp2.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+want = {"tensor_parallel_size": 2, "quantization": "bf16", "max_model_len": 8192, "parameters": 70553706496,
+        "weight_bytes": 141107412992, "weight_bytes_per_gpu": 70555025408, "kv_heads_per_gpu": 4, "kv_head_copies": 1,
+        "kv_bytes_per_token": 327680, "kv_bytes_per_token_per_gpu": 163840, "kv_cache_bytes_per_gpu": 54197490944,
+        "kv_blocks_per_gpu": 20674, "kv_tokens": 330784, "max_concurrent_sequences": 40, "fits": True}
+bad = {k: (d.get(k), v) for k, v in want.items() if d.get(k) != v}
+assert not bad, bad
+assert abs(d["max_concurrency_per_replica"] - 20674 / 512) < 1e-12, d
+PY
+then pass=$((pass+1)); else echo "FAIL: plan --json of the 70B config at TP 2"; fail=$((fail+1)); fi
+# the rules' errors, as plan reports them: the heads (with the sizes that work) and an int4 group a split would cut
+expect 1 "tensor-parallel size 3 does not divide the model's 64 attention heads" -- P "$c70" --gpu h100 -tp 3
+expect 1 "sizes that split this model: 1, 2, 4, 8, 16, 32, 64" -- P "$c70" --gpu h100 -tp 3
+expect 1 "int4-g128: ffn_down.weight has 704 inputs per GPU at tensor-parallel size 2" -- P "$house" --gpu h100 -tp 2 -q awq
+
 # the planner's q4_k_m mix for the house model = the tensor bytes of the q4_k_m file assay quantize writes
 "$ASSAY_BIN" quantize "$house" -o "$tmp/house-q4km.gguf" --scheme q4_k_m >/dev/null 2>&1
 want=$(P "$house" --gpu h100 -q q4_k_m --json | "$py" -c 'import json,sys; print(int(json.load(sys.stdin)["weight_bytes"]))')
