@@ -161,7 +161,7 @@ static int split_ok(const assay_shard_model *m, int64_t tp, char *why, size_t ca
         return 0;
     }
     const assay_shard_dtype *dt = &m->dtype;
-    if (dt->quant == ASSAY_SHARD_QUANT_INT4_GROUP || quants[dt->quant].out_pack > 1) {
+    if (quants[dt->quant].scales == SCALES_PER_GROUP || quants[dt->quant].out_pack > 1) { /* the packed formats */
         for (int r = 0; r < ASSAY_SHARD_ROLE_COUNT; r++) {
             if (!roles[r].linear || !role_present(m, (assay_shard_role)r)) continue;
             int64_t in, out;
