@@ -195,13 +195,14 @@ static assay_status cuda_prepare_weight(assay_backend *be, assay_weight *w) {
     cuda_backend *cb = cuda_of(be);
     if (w->prepared) return ASSAY_OK;
     int dummy = assay_weight_is_dummy(w);
+    int fp8_codes = w->type == ASSAY_TYPE_F8_E4M3 && w->fp8_scale > 0; /* model.c keeps these for a device backend */
     if (dummy ? w->type != ASSAY_TYPE_F32 && w->type != ASSAY_TYPE_F16 && w->type != ASSAY_TYPE_BF16
-              : !assay_dequant_row_get(w->type))
+              : !fp8_codes && !assay_dequant_row_get(w->type))
         return assay_fail(ASSAY_ERR_UNSUPPORTED, "%s: the CUDA backend has no kernel for %s%s weights", w->name,
                           dummy ? "dummy " : "", assay_type_name(w->type));
     cuda_weight *cw = assay_xcalloc(1, sizeof *cw);
-    if (!dummy && w->fp8_scale > 0 && (w->type == ASSAY_TYPE_F32 || w->type == ASSAY_TYPE_F8_E4M3) && !w->perm &&
-        w->n_in % 16 == 0 && w->n_out % 16 == 0) {
+    if (!dummy && w->fp8_scale > 0 && (w->type == ASSAY_TYPE_F32 || fp8_codes) && !w->perm && w->n_in % 16 == 0 &&
+        w->n_out % 16 == 0) {
         assay_status st = prepare_fp8(cb, w, cw);
         if (st) {
             free(cw);
