@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU engine on a GPU machine, in one call: the GPU tests (tests/gpu/test_engine_cuda.c, test_dummy_cuda.c) and the house model
-# against transformers on the same GPU (bench/gpu_house_peers.py: perplexity, greedy tokens, tokens/s).
+# The GPU engine on a GPU machine, in one call: the GPU tests (tests/gpu/test_backend_ops_cuda.c, test_engine_cuda.c,
+# test_dummy_cuda.c) and the house model against transformers on the same GPU (bench/gpu_house_peers.py: perplexity,
+# greedy tokens, tokens/s).
 #
 #   scripts/gpu-engine-check.sh BUNDLE_DIR [OUTDIR]      (default OUTDIR: bench/results/gpu-engine)
 #
@@ -17,6 +18,10 @@ MODEL=$(find "$W" -maxdepth 2 -name config.json -printf '%h\n' | head -1)
 export LD_LIBRARY_PATH="$W/lib:${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUTDIR/gpu.txt"
 rc=0
+# first the op-parity test: every op of the CUDA backend against the CPU's scalar kernels (exit 77, no usable GPU, fails too)
+echo "== op parity (CUDA backend against the CPU scalar kernels)"
+timeout 600 "$W/bin/test_backend_ops_cuda" > "$OUTDIR/backend_ops_cuda.log" 2>&1 || rc=1
+grep -E "FAIL|SKIPPED" "$OUTDIR/backend_ops_cuda.log" | cut -c1-240 | head -40; tail -3 "$OUTDIR/backend_ops_cuda.log"
 echo "== engine test"
 timeout 300 "$W/bin/test_engine_cuda" "$MODEL" > "$OUTDIR/engine_cuda.json" 2> "$OUTDIR/engine_cuda.log" || rc=1
 tail -5 "$OUTDIR/engine_cuda.log"; cat "$OUTDIR/engine_cuda.json"
