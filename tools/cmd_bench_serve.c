@@ -22,7 +22,15 @@
  * prompts of about 4 characters per token. `sharegpt` reads a ShareGPT JSON file (a list of {"conversations":
  * [{"from", "value"}, ...]}): the first turn is the prompt, the second's token count the output length (or
  * --sharegpt-output-len), shuffled with --seed, filtered as vLLM filters (>= 4 tokens each, prompt <= 1024, prompt +
- * output <= 2048). */
+ * output <= 2048).
+ *
+ * Nothing waits forever: every call to the server fails when the server sends nothing for --request-timeout seconds
+ * (default 600): /v1/models, /tokenize and /detokenize (each of these also within that time in all), the initial
+ * test request and each benchmark request; the initial test request must end within --ready-check-timeout-sec
+ * (vLLM's flag, default 600) and a benchmark request within 6 hours (vLLM's client's limit). A failed benchmark
+ * request is counted as failed, with curl's reason in "errors"; a /tokenize or /detokenize that failed after it had
+ * answered stops the preparation of the prompts with the reason (exit 1), and a random prompt is cut within
+ * RANDOM_ROUNDS calls of /tokenize or gets the estimate. */
 #include <ctype.h>
 #include <curl/curl.h>
 #include <math.h>
@@ -63,39 +71,76 @@ typedef struct client {
     int tok_style;   /* /tokenize: 0 not tried yet, 1 vLLM/assay ({"prompt"}), 2 llama-server ({"content"}), -1 none */
     int detok_style; /* /detokenize: the same */
     const char *model;
+    long timeout_s;  /* --request-timeout: a call that gets nothing for this long fails, a blocking one also in all */
+    char err[CURL_ERROR_SIZE + 96]; /* why the last blocking call failed */
+    char *broken;    /* set when /tokenize or /detokenize failed after it had answered: the reason */
 } client;
+
+/* A random prompt is cut with at most this many calls of /tokenize (a tokenizer that joins words needs more words:
+ * each round adds the tokens still missing as words); past it the tokenizer is given up, as one that does not grow. */
+#define RANDOM_ROUNDS 16
+/* A benchmark request fails after this many seconds in all, as vLLM's client's (AIOHTTP_TIMEOUT, 6 hours). */
+#define REQUEST_TOTAL_S (6L * 60 * 60)
+
+/* curl gives up on a transfer that moves less than a byte a second for `stall` seconds, or that takes `total` in all
+ * (0: no limit); its reason lands in errbuf. */
+static void set_timeouts(CURL *h, long stall, long total, char *errbuf) {
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, stall < 60 ? stall : 60L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, total);
+    errbuf[0] = 0;
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+}
 
 static size_t collect(char *data, size_t size, size_t n, void *user) {
     assay_strbuf_append(user, data, size * n);
     return size * n;
 }
 
-/* One request; returns the HTTP status (0: no answer), the body in *out. */
+/* One request, within --request-timeout; returns the HTTP status (0: no answer, the reason in c->err), the body in
+ * *out. */
 static long http_call(client *c, const char *method, const char *path, const char *body, assay_strbuf *out) {
     assay_strbuf url = {0};
     assay_strbuf_printf(&url, "%s%s", c->base, path);
     assay_strbuf_clear(out);
+    c->err[0] = 0;
     CURL *h = curl_easy_init();
     if (!h) {
         assay_strbuf_free(&url);
+        snprintf(c->err, sizeof c->err, "libcurl cannot make a request handle (out of memory)");
         return 0;
     }
+    char errbuf[CURL_ERROR_SIZE];
     curl_easy_setopt(h, CURLOPT_URL, url.data);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 600L);
+    set_timeouts(h, c->timeout_s, c->timeout_s, errbuf);
     if (strcmp(method, "POST") == 0) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
     }
     long status = 0;
-    if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    CURLcode code = curl_easy_perform(h);
+    if (code == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        if (status != 200) snprintf(c->err, sizeof c->err, "%s %s: HTTP %ld", method, path, status);
+    } else
+        snprintf(c->err, sizeof c->err, "%s %s: %s%s", method, path, errbuf[0] ? errbuf : curl_easy_strerror(code),
+                 code == CURLE_OPERATION_TIMEDOUT ? " (--request-timeout)" : "");
     curl_easy_cleanup(h);
     assay_strbuf_free(&url);
     return status;
+}
+
+/* A tokenizer that answered before failed now: the reason, kept for the caller. */
+static void set_broken(client *c, const char *what) {
+    if (c->broken) return;
+    assay_strbuf b = {0};
+    assay_strbuf_printf(&b, "the server's %s answered before and failed now: %s", what, c->err[0] ? c->err : "an answer without its field");
+    c->broken = b.data;
 }
 
 /* The text's token ids through the server's /tokenize (without special tokens); 0 when it has none. A style whose
@@ -130,6 +175,7 @@ static int tokenize(client *c, const char *text, size_t len, int64_t **ids, int6
         assay_json_doc_free(doc);
         if (c->tok_style) break; /* the style that worked before failed now: no second guess */
     }
+    if (!ok && c->tok_style > 0) set_broken(c, "/tokenize");
     if (!ok && !c->tok_style) c->tok_style = -1;
     assay_strbuf_free(&body);
     assay_strbuf_free(&out);
@@ -163,6 +209,7 @@ static char *detokenize(client *c, const int64_t *ids, int64_t n) {
         assay_json_doc_free(doc);
         if (c->detok_style) break;
     }
+    if (!text && c->detok_style > 0) set_broken(c, "/detokenize");
     if (!text && !c->detok_style) c->detok_style = -1;
     assay_strbuf_free(&body);
     assay_strbuf_free(&out);
@@ -185,16 +232,24 @@ static void random_words(assay_strbuf *b, uint64_t *rng, int64_t n) {
     }
 }
 
-/* A prompt of n tokens: random words, tokenized, cut to n ids, detokenized, counted again (a cut can merge). */
+/* A prompt of n tokens: random words, tokenized, cut to n ids, detokenized, counted again (a cut can merge). At most
+ * RANDOM_ROUNDS calls of /tokenize cut it; a tokenizer that failed after it had answered leaves c->broken set. */
 static void random_prompt(client *c, uint64_t *rng, int64_t n, bench_prompt *p) {
     assay_strbuf text = {0};
     int64_t *ids = NULL, n_ids = 0;
     random_words(&text, rng, n); /* every word is at least one token */
     int have = tokenize(c, text.data, text.len, &ids, &n_ids);
-    while (have && n_ids < n) { /* a tokenizer that joins words: more of them */
+    for (int round = 1; have && n_ids < n; round++) { /* a tokenizer that joins words: more of them */
         int64_t before = n_ids;
         free(ids);
         ids = NULL;
+        if (round == RANDOM_ROUNDS) { /* still short: not a tokenizer that this cut converges with */
+            fprintf(stderr, "assay bench-serve: /tokenize gave %lld tokens for a text of %zu bytes after %d calls, not %lld: "
+                    "it is given up\n", (long long)before, text.len, round, (long long)n);
+            c->tok_style = -1;
+            have = 0;
+            break;
+        }
         random_words(&text, rng, n - n_ids);
         have = tokenize(c, text.data, text.len, &ids, &n_ids);
         if (have && n_ids <= before) { /* more words, no more tokens: not a tokenizer of this text */
@@ -272,6 +327,13 @@ static assay_status load_sharegpt(client *c, const char *path, int64_t want, int
         const char *prompt = assay_json_string(assay_json_get(conv[i]->first, "value"), "");
         const char *completion = assay_json_string(assay_json_get(conv[i]->first->next, "value"), "");
         int64_t pl = count_tokens(c, prompt), ol = fixed_out > 0 ? fixed_out : count_tokens(c, completion);
+        if (c->broken) {
+            for (int64_t j = 0; j < k; j++) free(p[j].text);
+            free(p);
+            free(conv);
+            assay_json_doc_free(doc);
+            return assay_fail(ASSAY_ERR_IO, "%s: counting the tokens of conversation %lld: %s", path, (long long)i + 1, c->broken);
+        }
         if (pl < 4 || (fixed_out <= 0 && ol < 4)) continue;     /* too short */
         if (pl > 1024 || pl + ol > 2048) continue;              /* too long */
         p[k].text = strdup(prompt);
@@ -313,6 +375,8 @@ typedef struct result {
     char *payload;
     CURL *h;
     const struct run *rn;
+    const char *timeout_flag;    /* the flag whose limit a timeout of this request is (for its error) */
+    char errbuf[CURL_ERROR_SIZE]; /* curl's reason for a failed transfer */
 } result;
 
 typedef struct run {
@@ -410,10 +474,14 @@ static char *request_body(const run *rn, const char *model, const bench_prompt *
     return b.data;
 }
 
-static CURL *request_start(const run *rn, const char *model, const bench_prompt *p, result *r) {
+/* A streamed request, not started yet: it fails when the server sends nothing for --request-timeout seconds or when
+ * it takes total_s in all (the initial test request: --ready-check-timeout-sec; the others: REQUEST_TOTAL_S). */
+static CURL *request_start(const run *rn, const char *model, const bench_prompt *p, result *r, long total_s,
+                           const char *timeout_flag) {
     memset(r, 0, sizeof *r);
     r->output_tokens = -1;
     r->rn = rn;
+    r->timeout_flag = timeout_flag;
     r->payload = request_body(rn, model, p);
     assay_strbuf url = {0};
     assay_strbuf_printf(&url, "%s%s", rn->c->base, rn->endpoint);
@@ -430,7 +498,7 @@ static CURL *request_start(const run *rn, const char *model, const bench_prompt 
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(r->payload));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 60L);
+    set_timeouts(h, rn->c->timeout_s, total_s, r->errbuf);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     assay_strbuf_free(&url);
     r->start = assay_now_seconds();
@@ -444,7 +512,14 @@ static void request_end(client *c, result *r, CURLcode code) {
         assay_strbuf_clear(&r->line);
     }
     curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->status);
-    if (code != CURLE_OK) set_error(r, curl_easy_strerror(code));
+    if (code != CURLE_OK) {
+        char msg[CURL_ERROR_SIZE + 160];
+        snprintf(msg, sizeof msg, "%s", r->errbuf[0] ? r->errbuf : curl_easy_strerror(code));
+        if (code == CURLE_OPERATION_TIMEDOUT) /* curl says which: "too slow" (nothing came) or "timed out" (in all) */
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (%s)",
+                     strstr(r->errbuf, "too slow") ? "--request-timeout: the server sent nothing for that long" : r->timeout_flag);
+        set_error(r, msg);
+    }
     else if (r->status != 200) {
         char msg[512];
         assay_json_doc *doc = NULL;
@@ -552,6 +627,7 @@ int assay_cmd_bench_serve(int argc, char **argv) {
     const char *backend = "openai", *base_url = "http://127.0.0.1:8000", *endpoint = NULL, *model = NULL;
     const char *dataset = "random", *dataset_path = NULL, *rate_s = "inf", *result_file = NULL;
     int64_t num_prompts = 1000, in_len = 1024, out_len = 128, max_conc = 0, seed = 0, sharegpt_out = 0;
+    int64_t request_timeout = 600, ready_timeout = 600;
     double range_ratio = 0;
     int ignore_eos = 0;
     const cli_option opts[] = {
@@ -572,6 +648,10 @@ int assay_cmd_bench_serve(int argc, char **argv) {
         {NULL, "--seed", CLI_INT, &seed, "N", "seeds the prompts, their order and the arrival times (default 0)"},
         {NULL, "--ignore-eos", CLI_FLAG, &ignore_eos, NULL, "ask for every output token (ignore_eos: true)"},
         {NULL, "--result-file", CLI_STRING, &result_file, "FILE", "write the results as JSON (vLLM's keys)"},
+        {NULL, "--request-timeout", CLI_INT, &request_timeout, "S",
+         "a call to the server fails when it sends nothing for S seconds (default 600)", CLI_IN(1, 86400)},
+        {NULL, "--ready-check-timeout-sec", CLI_INT, &ready_timeout, "S",
+         "the initial test request fails when not done in S seconds (default 600)", CLI_IN(1, 86400)},
         {0}};
     const cli_spec spec = {"bench-serve", "[--backend openai|openai-chat] [--base-url URL] [--model NAME] [--dataset-name "
                                           "random|sharegpt] [--num-prompts N] [--request-rate R] [--max-concurrency N] ...",
@@ -604,6 +684,7 @@ int assay_cmd_bench_serve(int argc, char **argv) {
     char *base = strdup(base_url);
     while (bl > 0 && base[bl - 1] == '/') base[--bl] = 0;
     c.base = base;
+    c.timeout_s = (long)request_timeout;
     c.api_key = getenv("OPENAI_API_KEY");
     c.headers = curl_slist_append(NULL, "Content-Type: application/json");
     c.headers = curl_slist_append(c.headers, "Expect:"); /* no 100-continue round trip before large bodies */
@@ -623,7 +704,8 @@ int assay_cmd_bench_serve(int argc, char **argv) {
     if (!model) {
         model = model_owned = first_model(&c);
         if (!model) {
-            fprintf(stderr, "assay bench-serve: %s/v1/models names no model (is the server up?); pass --model\n", c.base);
+            fprintf(stderr, "assay bench-serve: %s/v1/models names no model (is the server up? %s); pass --model\n", c.base,
+                    c.err[0] ? c.err : "no \"data\" list with an \"id\"");
             goto done;
         }
     }
@@ -650,6 +732,11 @@ int assay_cmd_bench_serve(int argc, char **argv) {
             prompts[i].output_len = rng_range(&rng, out_lo, out_hi);
             random_prompt(&c, &rng, il, &prompts[i]);
             assay_progress_update(&bar, i + 1);
+            if (c.broken) {
+                assay_progress_end(&bar);
+                fprintf(stderr, "assay bench-serve: preparing prompt %lld of %lld: %s\n", (long long)i + 1, (long long)n, c.broken);
+                goto done;
+            }
         }
         assay_progress_end(&bar);
         if (c.tok_style < 0)
@@ -664,7 +751,7 @@ int assay_cmd_bench_serve(int argc, char **argv) {
     fprintf(stderr, "Starting initial single prompt test run...\n");
     {
         result probe;
-        CURL *h = request_start(&rn, model, &prompts[0], &probe);
+        CURL *h = request_start(&rn, model, &prompts[0], &probe, (long)ready_timeout, "--ready-check-timeout-sec");
         CURLcode code = curl_easy_perform(h);
         request_end(&c, &probe, code);
         curl_easy_cleanup(h);
@@ -697,7 +784,7 @@ int assay_cmd_bench_serve(int argc, char **argv) {
         double t = assay_now_seconds() - t0;
         while (next < n && arrival[next] <= t) next++;
         while (started < next && (max_conc <= 0 || inflight < max_conc)) {
-            CURL *h = request_start(&rn, model, &prompts[started], &res[started]);
+            CURL *h = request_start(&rn, model, &prompts[started], &res[started], REQUEST_TOTAL_S, "6 hours in all, as vLLM's client");
             curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)(intptr_t)started);
             curl_multi_add_handle(multi, h);
             started++, inflight++;
@@ -873,6 +960,7 @@ done:
     free(res);
     free(arrival);
     free(model_owned);
+    free(c.broken);
     curl_slist_free_all(c.headers);
     free(base);
     curl_global_cleanup();

@@ -5,12 +5,17 @@ agrees with the result file; the file has vLLM's keys, and its statistics are th
 describes its engine. Then openai-chat with a ShareGPT file at a Poisson rate, and a wrong model name failing with
 exit 1. Last, a stand-in server with llama-server's request shapes (its /tokenize answers vLLM's body, which has no
 "content", with 200 and no tokens): the random prompts still have their exact lengths, cut with llama-server's own
-/tokenize and /detokenize."""
+/tokenize and /detokenize, in at most 3 calls a prompt (before the fix: /tokenize called forever, with ever longer
+texts). Then the same stand-in stalling: nothing waits forever, each phase ends within its limit with the reason
+(a streamed request that stops sending fails after --request-timeout and the others complete; an initial test
+request that does not end fails after --ready-check-timeout-sec; a /tokenize that stops answering ends the
+preparation of the prompts with exit 1)."""
 import json
 import os
 import re
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import testlib
@@ -125,7 +130,7 @@ check(re.search(r"^assay serve: KV pool \d+ blocks of 16 tokens", log, re.M), f"
 
 class LlamaShaped(BaseHTTPRequestHandler):
     """llama-server's /v1/models, /tokenize, /detokenize and streamed /v1/completions, one token per word."""
-    vocab, words, prompts = {}, [], []
+    vocab, words, prompts, calls = {}, [], [], {}
 
     def log_message(self, *a):
         pass
@@ -138,12 +143,18 @@ class LlamaShaped(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def stall(self, body):
+        return False
+
     def do_GET(self):
         self.reply({"object": "list", "data": [{"id": "llama-shaped", "object": "model"}]})
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        cls = LlamaShaped
+        cls = type(self)
+        cls.calls[self.path] = cls.calls.get(self.path, 0) + 1
+        if self.stall(body):
+            return
         if self.path == "/tokenize":  # llama-server: {"content"} or nothing, whatever else the body holds
             ids = [cls.vocab.setdefault(w, len(cls.vocab)) for w in body.get("content", "").split()]
             cls.words += [w for w in cls.vocab if cls.vocab[w] >= len(cls.words)]
@@ -174,7 +185,67 @@ try:
           f"llama-server shapes: lens {r3.get('input_lens')} {r3.get('output_lens')}")
     check(len(LlamaShaped.prompts) == 4 and all(len(x.split()) == 20 for x in LlamaShaped.prompts),
           f"prompts of 20 tokens sent: {[len(x.split()) for x in LlamaShaped.prompts]}")
+    # per prompt: /tokenize, /detokenize, /tokenize of the cut; and vLLM's bodies tried once each
+    check(LlamaShaped.calls.get("/tokenize") == 2 * 3 + 1 and LlamaShaped.calls.get("/detokenize") == 3 + 1,
+          f"/tokenize and /detokenize calls: {LlamaShaped.calls}")
 except subprocess.TimeoutExpired:
     check(False, "bench-serve against llama-server's /tokenize shape did not finish in 120 s")
 fake.shutdown()
+
+
+class Stalling(LlamaShaped):
+    """The stand-in, stalling where `mode` says: "stream" (every second streamed request after the initial test one
+    sends a first chunk, then nothing), "test" (every streamed request does), "tokenize" (/tokenize answers twice,
+    then sends nothing)."""
+    vocab, words, prompts, calls, mode, release = {}, [], [], {}, "", threading.Event()
+
+    def stall(self, body):
+        cls = Stalling
+        n = cls.calls[self.path]
+        if self.path == "/tokenize":
+            if cls.mode != "tokenize" or n <= 2:
+                return False
+        elif self.path != "/v1/completions" or not (cls.mode == "test" or (cls.mode == "stream" and n > 1 and n % 2 == 0)):
+            return False
+        if self.path == "/v1/completions":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"data: " + json.dumps({"choices": [{"text": " w", "index": 0}]}).encode() + b"\n\n")
+        cls.release.wait(60)  # then the connection closes (bench-serve has given up on it by then)
+        return True
+
+
+def stalled(mode, *args):
+    Stalling.mode, Stalling.calls = mode, {}
+    Stalling.release.clear()
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Stalling)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    t0 = time.time()
+    try:
+        p = bench(f"http://127.0.0.1:{srv.server_address[1]}", "--random-input-len", "20", "--random-output-len", "5",
+                  "--ignore-eos", *args)
+    except subprocess.TimeoutExpired:
+        p = None
+    Stalling.release.set()
+    srv.shutdown()
+    return p, time.time() - t0
+
+
+out4 = os.path.join(tmp, "r4.json")
+p, dt = stalled("stream", "--num-prompts", "4", "--max-concurrency", "4", "--request-timeout", "2", "--result-file", out4)
+r4 = json.load(open(out4)) if os.path.exists(out4) else {}
+errs = r4.get("errors", [])
+check(p is not None and p.returncode == 0 and r4.get("completed") == 2 and r4.get("failed") == 2 and dt < 30,
+      f"stalled streams: exit {p and p.returncode}, {r4.get('completed')} completed, {dt:.1f} s: {p and p.stderr[-500:]}")
+check(sum("--request-timeout" in e for e in errs) == 2 and sum(e == "" for e in errs) == 2,
+      f"stalled streams: their errors name --request-timeout: {errs}")
+p, dt = stalled("test", "--num-prompts", "2", "--ready-check-timeout-sec", "2", "--request-timeout", "30")
+check(p is not None and p.returncode == 1 and "initial test request" in p.stderr and
+      "--ready-check-timeout-sec" in p.stderr and dt < 20,
+      f"a stalled initial test request: exit {p and p.returncode} after {dt:.1f} s: {p and p.stderr[-500:]}")
+p, dt = stalled("tokenize", "--num-prompts", "3", "--request-timeout", "2")
+check(p is not None and p.returncode == 1 and "preparing prompt 1 of 3" in p.stderr and "/tokenize" in p.stderr and
+      "--request-timeout" in p.stderr and dt < 20,
+      f"a stalled /tokenize: exit {p and p.returncode} after {dt:.1f} s: {p and p.stderr[-500:]}")
 finish("bench-serve")
