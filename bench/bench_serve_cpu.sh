@@ -11,6 +11,7 @@
 #        at least 100)  THREADS (default: every core)  SLOTS (sequences each server runs at once; default the
 #        largest concurrency)  CTX=512 (positions per sequence)  REPS=1  SEED=0  OUT=bench/results/serve_cpu
 #        LLAMA_FA=off (llama-server's -fa)  LLAMA_ARGS, ASSAY_ARGS (more flags for either server)
+#        BENCH_TIMEOUT=1800 (seconds one bench-serve run, the warm-up or a level, may take before it is stopped)
 #
 # The load, as the issue asks: random prompts of INPUT_LEN tokens, OUTPUT_LEN output tokens each (--ignore-eos, so
 # every request runs to OUTPUT_LEN; the script checks each server's usage says so), all arrivals at once and at most
@@ -35,6 +36,13 @@
 # that spin while they wait for a descheduled sibling, as llama.cpp's OpenMP threads do, burn CPU time too).
 # bench-serve runs on the same machine, unpinned, for both alike.
 #
+# Nothing waits forever: bench-serve's own limits (--request-timeout, --ready-check-timeout-sec) end a call that
+# stalls, BENCH_TIMEOUT ends a bench-serve run, each curl call has a limit, a server that does not stop within 30 s of
+# SIGTERM is killed; each of these stops the script with the reason and the log's tail. It refuses an assay binary
+# older than a source file it is built from (a build that missed a change, e.g. after a merge or rebase, would
+# be measured and recorded under the commit it is not: once that was a bench-serve without the /tokenize fix, which
+# looped on llama-server's /tokenize for 20 minutes of the warm-up).
+#
 # Prints progress and one table; writes $OUT.md (the table, the ratios assay / llama-server, the machine, the exact
 # commands, llama-server --version) and $OUT.json (every level's bench-serve result less the per-request lists, and
 # the same metadata).
@@ -53,6 +61,7 @@ REPS=${REPS:-1}
 SEED=${SEED:-0}
 LLAMA_FA=${LLAMA_FA:-off}
 OUT=${OUT:-$SRC/bench/results/serve_cpu}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-1800}
 ASSAY=$BUILD/assay
 max_c=0
 for c in $CONCURRENCY; do if [ "$c" -gt "$max_c" ]; then max_c=$c; fi; done
@@ -60,6 +69,15 @@ SLOTS=${SLOTS:-$max_c}
 [ -x "$ASSAY" ] || { echo "bench_serve_cpu.sh: $ASSAY missing (cmake --build $BUILD)"; exit 1; }
 [ -x "$LLAMA" ] || { echo "bench_serve_cpu.sh: $LLAMA is not an executable llama-server"; exit 1; }
 command -v curl >/dev/null || { echo "bench_serve_cpu.sh: needs curl"; exit 1; }
+command -v timeout >/dev/null || { echo "bench_serve_cpu.sh: needs timeout (coreutils)"; exit 1; }
+# the binary must be newer than every source it is built from (the CUDA sources aside: a CPU build has none of them)
+newer=$(cd "$SRC" && find src tools include -path src/backend/cuda -prune -o \( -name '*.c' -o -name '*.h' \) \
+    ! -name '*cuda*' -newer "$ASSAY" -print | sort)
+if [ -n "$newer" ]; then
+    echo "bench_serve_cpu.sh: $ASSAY is older than $(echo "$newer" | wc -l) of its sources ($(echo "$newer" | head -3 |
+        tr '\n' ' ')...): rebuild it (cmake --build $BUILD); the results would record a commit the binary is not"
+    exit 1
+fi
 [ "$SLOTS" -ge "$max_c" ] || { echo "bench_serve_cpu.sh: SLOTS=$SLOTS is below the largest concurrency $max_c"; exit 1; }
 [ "$CTX" -gt $((INPUT_LEN + OUTPUT_LEN)) ] || { echo "bench_serve_cpu.sh: CTX=$CTX must exceed INPUT_LEN + OUTPUT_LEN"; exit 1; }
 
@@ -117,40 +135,48 @@ LLAMA_CMD=("$LLAMA" -m "$MODEL" --port "$PORT" --host 127.0.0.1 --alias "$NAME" 
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # user + sys of the process, all its threads, in ticks
 num_prompts() { if [ -n "$NUM_PROMPTS" ]; then echo "$NUM_PROMPTS"; elif [ $((10 * $1)) -gt 100 ]; then echo $((10 * $1)); else echo 100; fi; }
-bench() { # bench OUT_JSON LOG CONCURRENCY N SEED
-    "$ASSAY" bench-serve --base-url "$BASE" --model "$NAME" --dataset-name random --random-input-len "$INPUT_LEN" \
-        --random-output-len "$OUTPUT_LEN" --num-prompts "$4" --max-concurrency "$3" --seed "$5" --ignore-eos \
-        --result-file "$1" >"$2" 2>&1
+bench() { # bench OUT_JSON LOG CONCURRENCY N SEED: bench-serve, stopped after BENCH_TIMEOUT seconds (status 124)
+    timeout -k 10 "$BENCH_TIMEOUT" "$ASSAY" bench-serve --base-url "$BASE" --model "$NAME" --dataset-name random \
+        --random-input-len "$INPUT_LEN" --random-output-len "$OUTPUT_LEN" --num-prompts "$4" --max-concurrency "$3" \
+        --seed "$5" --ignore-eos --result-file "$1" >"$2" 2>&1 || {
+        local rc=$?
+        [ "$rc" != 124 ] && [ "$rc" != 137 ] ||
+            echo "bench-serve did not finish in $BENCH_TIMEOUT s (BENCH_TIMEOUT): stopped" >>"$2"
+        return "$rc"
+    }
 }
 
 # run_server WHO REP: start, wait for /health, warm up, every level, stop
 run_server() {
-    local who=$1 rep=$2 label=$1.r$2 code c n
+    local who=$1 rep=$2 label=$1.r$2 code= c n deadline=$((SECONDS + 120))
     local -a cmd
     if [ "$who" = assay ]; then cmd=("${ASSAY_CMD[@]}"); else cmd=("${LLAMA_CMD[@]}"); fi
     echo "[$(date +%T)] repeat $rep: starting $who"
     "${cmd[@]}" >"$TMP/$label.log" 2>&1 &
     SERVER_PID=$!
-    for _ in $(seq 1200); do
-        code=$(curl -s -o /dev/null -w '%{http_code}' "$BASE/health" || true)
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$BASE/health" || true)
         [ "$code" = 200 ] && break
         kill -0 "$SERVER_PID" 2>/dev/null || { echo "bench_serve_cpu.sh: $who exited at start:"; tail -20 "$TMP/$label.log"; exit 1; }
         sleep 0.1
     done
     [ "$code" = 200 ] || { echo "bench_serve_cpu.sh: $who has no healthy /health after 120 s"; tail -20 "$TMP/$label.log"; exit 1; }
     # one plain request: the prompt tokens each server counts for the same text (BOS or not)
-    curl -s "$BASE/v1/completions" -H 'Content-Type: application/json' \
-        -d "{\"model\": \"$NAME\", \"prompt\": \"The house\", \"max_tokens\": 1, \"temperature\": 0}" >"$TMP/$label.probe.json"
+    curl -s -m 300 "$BASE/v1/completions" -H 'Content-Type: application/json' \
+        -d "{\"model\": \"$NAME\", \"prompt\": \"The house\", \"max_tokens\": 1, \"temperature\": 0}" \
+        >"$TMP/$label.probe.json" || { echo "bench_serve_cpu.sh: $who: the probe request failed or took over 300 s"; exit 1; }
     echo "[$(date +%T)]   $who healthy; warm-up: $SLOTS requests at concurrency $SLOTS"
     bench "$TMP/$label.warmup.json" "$TMP/$label.warmup.log" "$SLOTS" "$SLOTS" $((SEED + 100000)) ||
-        { echo "bench_serve_cpu.sh: $who warm-up failed:"; tail -20 "$TMP/$label.warmup.log"; exit 1; }
+        { echo "bench_serve_cpu.sh: $who warm-up failed:"; tail -20 "$TMP/$label.warmup.log"
+          echo "$who's log:"; tail -5 "$TMP/$label.log"; exit 1; }
     for c in $CONCURRENCY; do
         n=$(num_prompts "$c")
         local t0 t1 w0
         t0=$(cpu_ticks "$SERVER_PID")
         w0=$(date +%s.%N)
         bench "$TMP/$label.c$c.json" "$TMP/$label.c$c.log" "$c" "$n" $((SEED + c)) ||
-            { echo "bench_serve_cpu.sh: bench-serve against $who failed at concurrency $c:"; tail -20 "$TMP/$label.c$c.log"; exit 1; }
+            { echo "bench_serve_cpu.sh: bench-serve against $who failed at concurrency $c:"; tail -20 "$TMP/$label.c$c.log"
+              echo "$who's log:"; tail -5 "$TMP/$label.log"; exit 1; }
         t1=$(cpu_ticks "$SERVER_PID")
         echo "$((t1 - t0)) $(awk -v a="$w0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.3f", b - a}')" >"$TMP/$label.c$c.ticks"
         echo "[$(date +%T)]   $who c=$c ($n requests): $(awk -F: '/Output token throughput/ {gsub(/ /, "", $2); o = $2}
