@@ -718,12 +718,6 @@ AI __m512i kq_spread(const int g32, __m512i per_group, int z) {
     return _mm512_and_si512(_mm512_permutexvar_epi32(idx, per_group), _mm512_set1_epi32(0xffff));
 }
 
-AI uint16_t kq_u16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
 AI void kq_prepare(const int ty, const uint8_t *blk, kq_prep *p) {
     if (ty == KQ_Q4 || ty == KQ_Q5) { /* d, dmin, 12 bytes of 6-bit scales and mins (kq_scale_min's packing) */
         const assay_block_q4_K *b = (const assay_block_q4_K *)blk;
