@@ -22,7 +22,10 @@
  *   - BOS/EOS are added only with ASSAY_TOK_ADD_SPECIAL, and then only as the model's add_bos/add_eos say.
  *   - Decoding is the byte-exact concatenation of the tokens' bytes: a character split across tokens is
  *     rejoined, and bytes that were not valid UTF-8 in the input come back unchanged, so
- *     decode(encode(x)) == x for byte-level BPE (and for SentencePiece with the dummy prefix stripped).
+ *     decode(encode(x)) == x for byte-level BPE where the vocabulary has a token for each byte of x
+ *     (deepseek-coder has none for C0 C1 F5-FF, bytes never seen in UTF-8: its added tokens spelled like
+ *     those bytes, "Á" ..., stand in and decode as their text, as in llama.cpp), and for SentencePiece with
+ *     the dummy prefix stripped where x has no U+2581 and no added token (fuzz/fuzz_tokenizer.c checks these).
  *   - Bytes that are not valid UTF-8 are, for pre-tokenization, classified like U+FFFD (one per byte) and
  *     then encoded as their own byte tokens.
  *   - A tokenizer is safe to share between threads: encode locks a mutex around its word cache.

@@ -668,7 +668,9 @@ static int cache_get(assay_tokenizer *t, const char *w, size_t n, uint64_t h, as
     return 1;
 }
 
-static void cache_put(assay_tokenizer *t, const char *w, size_t n, uint64_t h, const int32_t *ids, int64_t cnt) {
+/* Caches the ids the word added to `out` from index `start` on (none: a word of bytes the vocabulary lacks). */
+static void cache_put(assay_tokenizer *t, const char *w, size_t n, uint64_t h, const assay_tokens *out, int64_t start) {
+    int64_t cnt = out->n - start;
     if (cnt >= 0xffff || n > 4096) return;
     if (t->cache_keys_len + n > TOK_CACHE_MAX_KEYS) {
         tok_map_clear(&t->cache);
@@ -686,7 +688,7 @@ static void cache_put(assay_tokenizer *t, const char *w, size_t n, uint64_t h, c
     uint32_t off = (uint32_t)t->cache_keys_len;
     memcpy(t->cache_keys + off, w, n);
     t->cache_keys_len += n;
-    memcpy(t->cache_ids + t->cache_ids_len, ids, (size_t)cnt * sizeof *ids);
+    if (cnt) memcpy(t->cache_ids + t->cache_ids_len, out->ids + start, (size_t)cnt * sizeof *out->ids);
     tok_map_insert(&t->cache, t->cache_keys, off, (uint32_t)n, h, ((uint64_t)t->cache_ids_len << 16) | (uint64_t)cnt);
     t->cache_ids_len += cnt;
 }
@@ -709,7 +711,7 @@ static void bpe_bytes_word(enc_ctx *c, const char *w, size_t n) {
         int32_t id = assay_tokenizer_find(t, c->buf, m);
         if (id >= 0) {
             assay_tokens_push(c->out, id);
-            cache_put(t, w, n, h, &id, 1);
+            cache_put(t, w, n, h, c->out, start);
             return;
         }
     }
@@ -724,7 +726,7 @@ static void bpe_bytes_word(enc_ctx *c, const char *w, size_t n) {
     if (k > 1) bpe_merge_symbols(c, k);
     for (int64_t i = 0; i < k; i++)
         if (c->sym_id[i] >= 0) assay_tokens_push(c->out, c->sym_id[i]);
-    cache_put(t, w, n, h, c->out->ids + start, c->out->n - start);
+    cache_put(t, w, n, h, c->out, start);
 }
 
 /* Split the text into pieces with the regex steps; returns them in c->ra (count c->na). */
@@ -789,17 +791,17 @@ static assay_status pretokenize(enc_ctx *c, const char *s, size_t n) {
     return ASSAY_OK;
 }
 
-/* A fragment of byte-level BPE text (no special tokens inside). */
-static assay_status encode_bpe_bytes(enc_ctx *c, const char *s, size_t n) {
-    assay_tokenizer *t = c->t;
-    /* Text that is not valid UTF-8: the regexes run on a copy where each bad byte is U+FFFD, and the pieces
-     * are mapped back to the original bytes, which then become their own byte tokens. */
+/* Pre-tokenizes s[0..n) and hands each piece, as the original bytes, to `word`. The regexes run on valid UTF-8
+ * only (PCRE2 is called without its UTF check, and on invalid UTF-8 it reads out of bounds), so text that is not
+ * valid UTF-8 is matched as a copy in which each bad byte is U+FFFD, and the pieces are mapped back to the
+ * original bytes, which the word encoders then turn into byte tokens. `prefix`: a space goes in front (byte-level
+ * add_prefix_space), as a piece's leading space of its own. */
+static assay_status encode_pieces(enc_ctx *c, const char *s, size_t n, int prefix, void (*word)(enc_ctx *, const char *, size_t)) {
     char *clean = NULL;
     uint32_t *orig = NULL; /* clean offset -> original offset */
     size_t cn = 0;
     const char *subj = s;
     size_t sn = n;
-    int prefix = t->bl_add_prefix_space && (n == 0 || s[0] != ' ');
     int valid = 1;
     for (size_t i = 0; i < n;) {
         if ((uint8_t)s[i] < 0x80) {
@@ -835,31 +837,37 @@ static assay_status encode_bpe_bytes(enc_ctx *c, const char *s, size_t n) {
     }
     assay_status st = pretokenize(c, subj, sn);
     if (st == ASSAY_OK) {
-        char *word = NULL;
-        size_t word_cap = 0;
+        char *piece = NULL;
+        size_t piece_cap = 0;
         for (int64_t p = 0; p < c->na; p++) {
             uint32_t off = c->ra[2 * p], len = c->ra[2 * p + 1];
             if (!clean) {
-                bpe_bytes_word(c, s + off, len);
+                word(c, s + off, len);
                 continue;
             }
             /* rebuild the piece's original bytes */
-            if (word_cap < (size_t)len + 1) {
-                word_cap = (size_t)len + 16;
-                word = assay_xrealloc(word, word_cap);
+            if (piece_cap < (size_t)len + 1) {
+                piece_cap = (size_t)len + 16;
+                piece = assay_xrealloc(piece, piece_cap);
             }
             size_t m = 0;
             for (uint32_t i = off; i < off + len; i++) {
-                if (orig[i] == UINT32_MAX) word[m++] = ' ';
-                else if (orig[i] != UINT32_MAX - 1) word[m++] = s[orig[i]];
+                if (orig[i] == UINT32_MAX) piece[m++] = ' ';
+                else if (orig[i] != UINT32_MAX - 1) piece[m++] = s[orig[i]];
             }
-            bpe_bytes_word(c, word, m);
+            word(c, piece, m);
         }
-        free(word);
+        free(piece);
     }
     free(clean);
     free(orig);
     return st;
+}
+
+/* A fragment of byte-level BPE text (no special tokens inside). */
+static assay_status encode_bpe_bytes(enc_ctx *c, const char *s, size_t n) {
+    int prefix = c->t->bl_add_prefix_space && (n == 0 || s[0] != ' ');
+    return encode_pieces(c, s, n, prefix, bpe_bytes_word);
 }
 
 /* SentencePiece BPE over one fragment (llama.cpp's and sentencepiece's algorithm): start from UTF-8
@@ -926,7 +934,7 @@ static void spm_word(enc_ctx *c, const char *w, size_t n) {
     if (cache_get(c->t, w, n, h, c->out)) return;
     int64_t start = c->out->n;
     encode_spm(c, w, n);
-    cache_put(c->t, w, n, h, c->out->ids + start, c->out->n - start);
+    cache_put(c->t, w, n, h, c->out, start);
 }
 
 /* Cuts the normalised fragment before each run of U+2581 unless a cross token occurs there (see
@@ -984,7 +992,7 @@ static void encode_bpe_chars_word(enc_ctx *c, const char *w, size_t n) {
         for (int64_t i = 0; i < k; i++)
             if (c->sym_id[i] >= 0) assay_tokens_push(c->out, c->sym_id[i]);
     }
-    cache_put(t, w, n, h, c->out->ids + start, c->out->n - start);
+    cache_put(t, w, n, h, c->out, start);
 }
 
 /* Normalise one fragment for SentencePiece/Metaspace: optional leading space, spaces -> U+2581. */
@@ -1084,12 +1092,11 @@ static assay_status encode_fragment_raw(enc_ctx *c, const char *s, size_t n, int
             }
             encode_bpe_chars_word(c, norm + a, m - a);
         } else {
-            assay_status st = pretokenize(c, norm, m);
+            assay_status st = encode_pieces(c, norm, m, 0, encode_bpe_chars_word);
             if (st != ASSAY_OK) {
                 free(norm);
                 return st;
             }
-            for (int64_t p = 0; p < c->na; p++) encode_bpe_chars_word(c, norm + c->ra[2 * p], c->ra[2 * p + 1]);
         }
         free(norm);
         return ASSAY_OK;

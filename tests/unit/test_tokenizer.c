@@ -28,6 +28,75 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* A tokenizer.json from its text, in a directory of its own (the loader reads tokenizer_config.json beside it). */
+static assay_tokenizer *load_json_text(const char *json) {
+    char dir[] = "/tmp/assay_tok_XXXXXX";
+    if (!mkdtemp(dir)) return NULL;
+    char path[64];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "wb");
+    assay_tokenizer *t = NULL;
+    if (f) {
+        fputs(json, f);
+        fclose(f);
+        CHECK_OK(assay_tokenizer_load(&t, path));
+        unlink(path);
+    }
+    rmdir(dir);
+    return t;
+}
+
+/* Bytes that are not valid UTF-8 through a character-BPE tokenizer with regex splits (Digits, Punctuation): the
+ * regexes see U+FFFD for them (PCRE2 runs without its UTF check and read out of bounds on such bytes; found by
+ * fuzz/fuzz_tokenizer.c), the bytes become byte-fallback tokens, and decoding gives them back. */
+static void check_chars_invalid_utf8(void) {
+    assay_strbuf j = {0};
+    assay_strbuf_puts(&j, "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": "
+                          "\"\u2581\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\u2581\"}]}, "
+                          "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                          "\"individual_digits\": true}, {\"type\": \"Punctuation\"}]}, "
+                          "\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"\u2581\": 0, \"a\": 1, \"1\": 2, \"2\": 3");
+    for (int b = 0; b < 256; b++) assay_strbuf_printf(&j, ", \"<0x%02X>\": %d", b, 4 + b);
+    assay_strbuf_puts(&j, "}, \"merges\": []}}");
+    assay_tokenizer *t = load_json_text(j.data);
+    assay_strbuf_free(&j);
+    if (!t) return;
+    CHECK(assay_tokenizer_get_kind(t) == ASSAY_TOKENIZER_BPE_CHARS);
+    static const char *texts[] = {"\n\xfe", "12\xfe", "a\xe2\x96", "\xc0\x80!1", "\xf0\x9f\xa6", "1\xff" "2\xed\xa0\x80" "a"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        assay_tokens ids = {0};
+        CHECK_OK(assay_tokenizer_encode(t, texts[i], strlen(texts[i]), 0, &ids));
+        assay_strbuf out = {0};
+        CHECK_OK(assay_tokenizer_decode(t, ids.ids, ids.n, ASSAY_DETOK_STRIP_PREFIX, &out));
+        CHECK(out.len == strlen(texts[i]) && memcmp(out.data, texts[i], out.len) == 0);
+        assay_strbuf_free(&out);
+        assay_tokens_free(&ids);
+    }
+    /* the valid pieces are split as before: "12" is two digits, each its own token */
+    assay_tokens ids = {0};
+    CHECK_OK(assay_tokenizer_encode(t, "12\xfe", 3, 0, &ids));
+    CHECK(ids.n == 4 && ids.ids[0] == 0 && ids.ids[1] == 2 && ids.ids[2] == 3 && ids.ids[3] == 4 + 0xfe);
+    assay_tokens_free(&ids);
+    assay_tokenizer_free(t);
+}
+
+/* A byte-level tokenizer without some bytes and without unk: a word of those bytes gives no ids, from the cache
+ * too (the empty result was once cached by arithmetic on a null pointer: undefined behaviour, found by fuzzing). */
+static void check_bytes_missing(void) {
+    assay_tokenizer *t = load_json_text("{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}, "
+                                        "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"\u0120\": 2}, \"merges\": []}}");
+    if (!t) return;
+    for (int r = 0; r < 2; r++) {
+        assay_tokens ids = {0};
+        CHECK_OK(assay_tokenizer_encode(t, "\x01", 1, 0, &ids));
+        CHECK(ids.n == 0);
+        CHECK_OK(assay_tokenizer_encode(t, "\x01 a\x02" "b", 5, 0, &ids));
+        CHECK(ids.n == 3 && ids.ids[0] == 2 && ids.ids[1] == 0 && ids.ids[2] == 1);
+        assay_tokens_free(&ids);
+    }
+    assay_tokenizer_free(t);
+}
+
 int main(void) {
     CHECK_OK(assay_tokenizer_load(&house, check_shared_path("models/house")));
     if (!house) return check_finish("tokenizer");
@@ -109,6 +178,9 @@ int main(void) {
     CHECK(assay_tokenizer_load(&t2, tmp) == ASSAY_ERR_UNSUPPORTED);
     CHECK(strstr(assay_last_error(), "Unigram") != NULL);
     unlink(tmp);
+
+    check_chars_invalid_utf8();
+    check_bytes_missing();
 
     /* one tokenizer, four threads */
     pthread_t th[4];
