@@ -16,13 +16,17 @@ typedef struct arena_chunk {
 struct assay_json_doc {
     arena_chunk *chunks;
     assay_json *root;
+    size_t next_cap; /* size of the next chunk: from a guess by the text's length, doubling up to 1 MiB */
 };
+
+#define ARENA_MAX_CHUNK ((size_t)1 << 20)
 
 static void *arena_alloc(assay_json_doc *doc, size_t bytes) {
     bytes = (bytes + 15) & ~(size_t)15;
     arena_chunk *c = doc->chunks;
     if (!c || c->used + bytes > c->cap) {
-        size_t cap = bytes > (1 << 20) ? bytes : (1 << 20);
+        size_t cap = bytes > doc->next_cap ? bytes : doc->next_cap;
+        if (doc->next_cap < ARENA_MAX_CHUNK) doc->next_cap = doc->next_cap * 2 < ARENA_MAX_CHUNK ? doc->next_cap * 2 : ARENA_MAX_CHUNK;
         c = assay_xmalloc(sizeof *c + cap);
         c->used = 0;
         c->cap = cap;
@@ -241,6 +245,9 @@ static assay_status parse_value(parser *p, assay_json *v) {
 assay_status assay_json_parse(const char *text, size_t len, assay_json_doc **out) {
     *out = NULL;
     assay_json_doc *doc = assay_xcalloc(1, sizeof *doc);
+    /* A small text gets a small arena (a request body, a config.json), not a whole MiB: decoded strings and
+     * literals take at most the text's length, nodes a few times more. */
+    doc->next_cap = len < ARENA_MAX_CHUNK / 8 ? 4096 + 8 * len : ARENA_MAX_CHUNK;
     parser p = {.s = text, .end = text + len, .start = text, .doc = doc};
     doc->root = arena_alloc(doc, sizeof *doc->root);
     memset(doc->root, 0, sizeof *doc->root);

@@ -60,6 +60,23 @@ int main(void) {
     CHECK(strcmp(b.data, "0.1") == 0);
     assay_strbuf_free(&b);
 
+    /* A short text with many nodes: the arena starts small (by the text's length) and grows in chunks. */
+    {
+        assay_strbuf big = {0};
+        assay_strbuf_putc(&big, '[');
+        for (int i = 0; i < 60000; i++) assay_strbuf_printf(&big, "%s%d", i ? "," : "", i % 10);
+        assay_strbuf_puts(&big, ",\"tail\"]");
+        CHECK_OK(assay_json_parse(big.data, big.len, &d));
+        const assay_json *a = assay_json_root(d);
+        CHECK(a && a->count == 60001);
+        int64_t sum = 0, n = 0;
+        const assay_json *last = NULL;
+        for (const assay_json *e = a ? a->first : NULL; e; e = e->next, n++) sum += assay_json_int(e, 0), last = e;
+        CHECK(n == 60001 && sum == 6000 * 45 && last && strcmp(assay_json_string(last, ""), "tail") == 0);
+        assay_json_doc_free(d);
+        assay_strbuf_free(&big);
+    }
+
     /* Real files: the house model's config and tokenizer. */
     CHECK_OK(assay_json_parse_file(check_shared_path("models/house/config.json"), &d));
     CHECK(assay_json_int(assay_json_get(assay_json_root(d), "num_hidden_layers"), 0) == 7);
